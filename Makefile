@@ -1,0 +1,49 @@
+# gnomon: the two set-up commands are `make run` and `make test` (see README.md).
+PRESET ?= dev
+BUILD := build/$(PRESET)
+GNOMON := $(BUILD)/apps/gnomon/gnomon
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps configure build test test-asan test-tsan run bench fuzz format format-check clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+# Every test: unit tests, conformance, integration (real servers started by the tests).
+test: build
+	@ctest --preset $(PRESET) -j $(JOBS) --timeout 600
+
+test-asan:
+	@$(MAKE) --no-print-directory test PRESET=asan-ubsan
+
+test-tsan:
+	@$(MAKE) --no-print-directory test PRESET=tsan
+
+run: build
+	@scripts/run.sh $(GNOMON)
+
+bench:
+	@$(MAKE) --no-print-directory build PRESET=release
+	@scripts/bench.sh build/release
+
+fuzz: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	@scripts/fuzz.sh build/fuzz
+
+format:
+	@git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+format-check:
+	@git ls-files '*.cc' '*.h' | xargs clang-format --dry-run -Werror
+
+clean:
+	@rm -rf build

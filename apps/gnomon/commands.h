@@ -1,0 +1,23 @@
+// The gnomon binary's subcommands. Each Add*Command registers a CLI11 subcommand whose callback
+// sets the process exit code in `*exit_code`. Only apps/ knows about command lines.
+#ifndef GNOMON_APPS_GNOMON_COMMANDS_H_
+#define GNOMON_APPS_GNOMON_COMMANDS_H_
+
+#include <CLI/CLI.hpp>
+
+namespace gnomon::app {
+
+// Exit codes: 0 success, 1 runtime failure, 2 invalid input (usage, expression, zone).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// `gnomon cron next|explain`.
+void AddCronCommand(CLI::App& app, int* exit_code);
+
+// Runs the whole command line; returns the process exit code.
+int RunMain(int argc, char** argv);
+
+}  // namespace gnomon::app
+
+#endif  // GNOMON_APPS_GNOMON_COMMANDS_H_

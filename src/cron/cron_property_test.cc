@@ -1,0 +1,297 @@
+// Property tests over thousands of random valid expressions and instants, in UTC and DST zones:
+//   Next(t) > t, Matches(Next(t)), Prev(Next(t)) <= t, Prev(t) < t, Matches(Prev(t)),
+//   and no fire skipped between t and Next(t), checked against an independent brute-force oracle
+//   (a naive per-second reading of the fields and the DST rule) on a sample.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gnomon/cron.h"
+
+namespace gnomon {
+namespace {
+
+class RandomCron {
+ public:
+  explicit RandomCron(uint64_t seed) : rng_(seed) {}
+
+  std::string Expression() {
+    const int shape = Uniform(0, 9);
+    std::string out;
+    if (shape >= 6) out += Field(0, 59) + " ";  // 6 or 7 fields: seconds first
+    out += Field(0, 59) + " " + Field(0, 23) + " " + DomField() + " " + Field(1, 12) + " " +
+           DowField();
+    if (shape == 9) out += " " + YearField();
+    return out;
+  }
+
+  int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  int64_t Uniform64(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+
+ private:
+  std::string Field(int lo, int hi) {
+    switch (Uniform(0, 9)) {
+      case 0:
+      case 1:
+        return "*";
+      case 2:
+      case 3:
+        return std::to_string(Uniform(lo, hi));
+      case 4: {
+        const int a = Uniform(lo, hi);
+        return std::to_string(a) + "-" + std::to_string(Uniform(a, hi));
+      }
+      case 5:
+        return "*/" + std::to_string(Uniform(1, (hi - lo) / 2 + 1));
+      case 6: {
+        const int a = Uniform(lo, hi);
+        return std::to_string(a) + "-" + std::to_string(Uniform(a, hi)) + "/" +
+               std::to_string(Uniform(1, 7));
+      }
+      case 7:
+        return std::to_string(Uniform(lo, hi)) + "/" + std::to_string(Uniform(1, 20));
+      default:
+        return std::to_string(Uniform(lo, hi)) + "," + std::to_string(Uniform(lo, hi)) + "," +
+               std::to_string(Uniform(lo, hi));
+    }
+  }
+  std::string DomField() {
+    switch (Uniform(0, 12)) {
+      case 0:
+        return "L";
+      case 1:
+        return "LW";
+      case 2:
+        return std::to_string(Uniform(1, 31)) + "W";
+      case 3:
+        return "?";
+      default:
+        return Field(1, 31);
+    }
+  }
+  std::string DowField() {
+    switch (Uniform(0, 12)) {
+      case 0:
+        return std::to_string(Uniform(0, 7)) + "#" + std::to_string(Uniform(1, 5));
+      case 1:
+        return std::to_string(Uniform(0, 7)) + "L";
+      case 2:
+        return "?";
+      case 3:
+        return "MON-FRI";
+      default:
+        return Field(0, 6);
+    }
+  }
+  std::string YearField() {
+    const int a = Uniform(2018, 2035);
+    return Uniform(0, 1) ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(a + 3);
+  }
+
+  std::mt19937_64 rng_;
+};
+
+// The independent oracle: a direct reading of PRODUCT.md's rules, one instant at a time.
+class Oracle {
+ public:
+  explicit Oracle(const CronExpr& e) : e_(e), f_(e.fields()), zone_(e.time_zone()) {}
+
+  bool Fires(int64_t unix_s) const {
+    const Instant x = Instant::FromUnixSeconds(unix_s);
+    const CivilTime c = zone_.ToCivil(x);
+    const bool civil_ok = CivilOk(c);
+    if (!e_.is_fixed_time()) return civil_ok;
+    if (civil_ok) return zone_.Lookup(c).pre == x;  // first occurrence only
+    // End of a spring-forward gap whose skipped wall times include a match.
+    const int before = zone_.UtcOffsetSeconds(Instant::FromUnixSeconds(unix_s - 1));
+    const int after = zone_.UtcOffsetSeconds(x);
+    if (after <= before) return false;
+    const CivilTime gap_start = zone_.ToCivil(Instant::FromUnixSeconds(unix_s - 1));
+    for (int s = 1; s <= after - before; ++s) {
+      if (CivilOk(AddSeconds(gap_start, s))) return true;
+    }
+    return false;
+  }
+
+ private:
+  bool CivilOk(const CivilTime& c) const {
+    if (!f_.seconds.test(c.second) || !f_.minutes.test(c.minute) || !f_.hours.test(c.hour)) {
+      return false;
+    }
+    if (f_.year_restricted && (c.year < CronExpr::kMinYear || c.year > CronExpr::kMaxYear ||
+                               !f_.years.test(c.year - CronExpr::kMinYear))) {
+      return false;
+    }
+    if (!f_.months.test(c.month)) return false;
+    const int dim = DaysInMonth(c.year, c.month);
+    const int wd = Weekday(c.year, c.month, c.day);
+    auto is_workday = [&](int d) {
+      const int w = Weekday(c.year, c.month, d);
+      return w >= 1 && w <= 5;
+    };
+    bool dom = f_.days_of_month.test(c.day) || (f_.last_day && c.day == dim);
+    if (f_.last_weekday) {
+      int d = dim;
+      while (!is_workday(d)) --d;
+      dom = dom || d == c.day;
+    }
+    for (int n = 1; n <= 31; ++n) {
+      if (!f_.nearest_weekday.test(n) || n > dim) continue;
+      // Nearest Mon-Fri to day n inside the month, earlier day first on a tie is impossible.
+      int best = 0;
+      for (int dist = 0; dist <= 2 && best == 0; ++dist) {
+        if (n - dist >= 1 && is_workday(n - dist) && (dist < 2 || n - dist + 2 > dim))
+          best = n - dist;
+        if (!best && n + dist <= dim && is_workday(n + dist) && (dist < 2 || n + dist - 2 < 1)) {
+          best = n + dist;
+        }
+      }
+      dom = dom || best == c.day;
+    }
+    int nth = 0;
+    for (int d = c.day; d >= 1; d -= 7) ++nth;
+    const bool dow = f_.days_of_week.test(wd) || f_.nth[wd].test(nth) ||
+                     (f_.last_of_month.test(wd) && c.day + 7 > dim);
+    if (f_.dom_restricted && f_.dow_restricted) return dom || dow;
+    if (f_.dom_restricted) return dom;
+    if (f_.dow_restricted) return dow;
+    return true;
+  }
+
+  const CronExpr& e_;
+  const CronExpr::Fields& f_;
+  TimeZone zone_;
+};
+
+std::vector<TimeZone> Zones() {
+  std::vector<TimeZone> out{TimeZone()};
+  for (const char* name : {"America/New_York", "Europe/Berlin", "Australia/Lord_Howe",
+                           "America/Sao_Paulo", "Asia/Kolkata"}) {
+    Result<TimeZone> z = TimeZone::Load(name);
+    GNOMON_CHECK(z.ok());
+    out.push_back(*z);
+  }
+  return out;
+}
+
+// An instant near a DST transition of `zone` (if it has any) or anywhere in 2015-2035.
+Instant SampleInstant(RandomCron& r, const TimeZone& zone) {
+  const int64_t base = r.Uniform64(1420070400, 2082758400);  // 2015..2036
+  if (r.Uniform(0, 2) > 0) {
+    if (auto tr = zone.NextTransition(Instant::FromUnixSeconds(base))) {
+      return tr->at + std::chrono::seconds(r.Uniform64(-2 * 86400, 2 * 86400));
+    }
+  }
+  return Instant::FromUnixMillis(base * 1000 + r.Uniform(0, 999));
+}
+
+TEST(CronPropertyTest, NextPrevMatchesAgreeOnRandomExpressions) {
+  RandomCron r(20261129);
+  const std::vector<TimeZone> zones = Zones();
+  int checked = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string text = r.Expression();
+    const TimeZone& zone = zones[i % zones.size()];
+    Result<CronExpr> e = CronExpr::Parse(text, CronOptions{zone, "job"});
+    ASSERT_TRUE(e.ok()) << text << ": " << e.status().ToString();
+    const Instant t = SampleInstant(r, zone);
+    const std::string ctx = "\"" + text + "\" tz=" + zone.name() + " t=" + t.ToRfc3339();
+    std::optional<Instant> next = e->Next(t);
+    if (next) {
+      ++checked;
+      ASSERT_GT(*next, t) << ctx;
+      ASSERT_TRUE(e->Matches(*next)) << ctx << " next=" << next->ToRfc3339();
+      std::optional<Instant> back = e->Prev(*next);
+      if (back) {
+        ASSERT_LE(*back, t) << ctx << " next=" << next->ToRfc3339();
+      }
+    }
+    std::optional<Instant> prev = e->Prev(t);
+    if (prev) {
+      ASSERT_LT(*prev, t) << ctx;
+      ASSERT_TRUE(e->Matches(*prev)) << ctx << " prev=" << prev->ToRfc3339();
+      // Next(Prev(t)) is not before t (it may not exist when Prev(t) is the last fire).
+      std::optional<Instant> fwd = e->Next(*prev);
+      if (fwd) {
+        ASSERT_GE(*fwd, t) << ctx << " prev=" << prev->ToRfc3339()
+                           << " next(prev)=" << fwd->ToRfc3339() << " is between prev and t";
+      }
+    }
+  }
+  EXPECT_GT(checked, 2000);
+}
+
+TEST(CronPropertyTest, NoFireSkippedAgainstBruteForce) {
+  RandomCron r(42);
+  const std::vector<TimeZone> zones = Zones();
+  int scanned = 0;
+  for (int i = 0; i < 4000 && scanned < 400; ++i) {
+    const std::string text = r.Expression();
+    const TimeZone& zone = zones[i % zones.size()];
+    Result<CronExpr> e = CronExpr::Parse(text, CronOptions{zone, "job"});
+    ASSERT_TRUE(e.ok()) << text;
+    const Oracle oracle(*e);
+    const Instant t = SampleInstant(r, zone);
+    std::optional<Instant> next = e->Next(t);
+    const std::string ctx = "\"" + text + "\" tz=" + zone.name() + " t=" + t.ToRfc3339();
+    // Scan whole minutes when the schedule only fires at second 0 (all offsets here are whole
+    // minutes, so every candidate instant is a whole minute), else every second.
+    const bool minute_steps = e->fields().seconds.count() == 1 && e->fields().seconds.test(0);
+    const int64_t step = minute_steps ? 60 : 1;
+    const int64_t horizon = minute_steps ? 3 * 86400 : 4 * 3600;
+    const int64_t start = t.unix_seconds() + 1;
+    const int64_t end = next ? next->unix_seconds() : start + horizon;
+    if (end - start > horizon) continue;
+    ++scanned;
+    int64_t first = minute_steps ? (start + 59) / 60 * 60 : start;
+    for (int64_t x = first; x < end; x += step) {
+      ASSERT_FALSE(oracle.Fires(x))
+          << ctx << ": skipped fire at " << Instant::FromUnixSeconds(x).ToRfc3339()
+          << ", Next said " << (next ? next->ToRfc3339() : "never");
+    }
+    if (next) {
+      ASSERT_TRUE(oracle.Fires(next->unix_seconds())) << ctx << " next=" << next->ToRfc3339();
+    }
+  }
+  EXPECT_GE(scanned, 300);
+}
+
+TEST(CronPropertyTest, MatchesAgreesWithOracleAroundTransitions) {
+  RandomCron r(7);
+  const std::vector<TimeZone> zones = Zones();
+  for (int i = 0; i < 300; ++i) {
+    const std::string text = r.Expression();
+    const TimeZone& zone = zones[1 + i % (zones.size() - 1)];
+    Result<CronExpr> e = CronExpr::Parse(text, CronOptions{zone, "job"});
+    ASSERT_TRUE(e.ok());
+    const Oracle oracle(*e);
+    const Instant t = SampleInstant(r, zone);
+    for (int64_t x = t.unix_seconds() - 1800; x < t.unix_seconds() + 1800; x += 30) {
+      ASSERT_EQ(e->Matches(Instant::FromUnixSeconds(x)), oracle.Fires(x))
+          << "\"" << text << "\" tz=" << zone.name() << " at "
+          << Instant::FromUnixSeconds(x).ToRfc3339();
+    }
+  }
+}
+
+TEST(CronPropertyTest, EveryIsAlignedToTheEpochOnEveryNode) {
+  Result<CronExpr> e = CronExpr::Parse("@every 7m13s");
+  ASSERT_TRUE(e.ok());
+  RandomCron r(3);
+  for (int i = 0; i < 1000; ++i) {
+    const Instant t = Instant::FromUnixMillis(r.Uniform64(0, int64_t{4'000'000'000'000}));
+    const std::optional<Instant> next = e->Next(t);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_GT(*next, t);
+    EXPECT_EQ(next->unix_millis() % 433'000, 0);
+    EXPECT_LE(*next - t, std::chrono::seconds(433));
+    EXPECT_EQ(*e->Prev(*next), *next - std::chrono::seconds(433));
+  }
+}
+
+}  // namespace
+}  // namespace gnomon
