@@ -1,0 +1,199 @@
+// Coordinator: the shared state that decides which node runs each fire (PRODUCT.md guarantees
+// 1-10). One interface, several backends (memory for tests, SQLite, Redis, etcd); every backend
+// passes the same conformance suite (src/coord/coordinator_conformance.h).
+//
+// Model. A *fire* (job, scheduled instant, shard) has at most one *fire record* in the backend,
+// created by the first successful Claim (or by RecordSkipped). While it runs, the record holds a
+// *lease* (holder node, fencing token, expiry on the backend's clock). Every write for a run
+// (Renew, NextAttempt, Report, SaveCheckpoint) is *fenced*: it carries the claim's token and is
+// rejected with LeaseLost when the fire's current token differs, the lease is released, revoked
+// or expired. Fencing tokens strictly increase per job across all claims and attempts and never
+// go backwards, also across backend restarts.
+//
+// Time. Lease expiry and the early-fire guard use the backend's clock (Now()); callers measure
+// their own renew deadlines on their monotonic clock.
+//
+// Thread safety: implementations are safe to call from many threads at once.
+#ifndef GNOMON_COORDINATOR_H_
+#define GNOMON_COORDINATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gnomon/job.h"
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+namespace gnomon {
+
+// A held claim on one fire, for one attempt. Returned by Claim/NextAttempt/ResolveLost; passed
+// back on every fenced write.
+struct Claim {
+  FireKey fire;
+  int attempt = 1;
+  int64_t fencing_token = 0;
+  std::string node_id;
+  Instant lease_expires_at;  // backend clock
+};
+
+struct ClaimRequest {
+  FireKey fire;
+  std::string node_id;
+  Duration lease_ttl = std::chrono::seconds(30);
+  // Early-fire guard: refused (kTooEarly) when fire.scheduled_at > backend Now() + this.
+  Duration skew_tolerance = std::chrono::milliseconds(500);
+  // kForbid: refused (kOverlap) while another fire of the same job holds a live lease, and the
+  // fire is recorded as skipped ("overlap") in the same step. kReplace: the other fires' leases
+  // are revoked (their holders' next fenced write fails with LeaseLost) and the claim proceeds.
+  // kAllow: no check.
+  OverlapPolicy overlap = OverlapPolicy::kForbid;
+};
+
+struct ClaimOutcome {
+  enum class Result {
+    kClaimed,         // `claim` is set; the caller runs the fire
+    kAlreadyClaimed,  // the fire has a record already (someone else claimed or skipped it)
+    kTooEarly,        // early-fire guard: try again at scheduled_at - skew_tolerance (backend)
+    kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
+    kPaused,          // the job is paused: recorded as skipped ("paused") (once)
+  } result = Result::kAlreadyClaimed;
+  std::optional<Claim> claim;
+  Instant backend_now;                  // the backend's clock at the claim
+  std::vector<FireKey> replaced;        // overlap = replace: fires whose leases were revoked
+};
+
+// A fire whose lease expired without a final Report.
+struct ExpiredFire {
+  FireKey fire;
+  int attempt = 1;
+  int64_t fencing_token = 0;
+  std::string node_id;       // the vanished holder
+  Instant lease_expired_at;  // backend clock
+};
+
+struct NodeInfo {
+  std::string node_id;
+  std::string host;
+  std::string version;
+  Instant started_at;
+  Instant last_heartbeat;  // backend clock, set by Heartbeat
+  int running = 0;         // runs in progress on the node
+  Duration clock_skew{0};  // node clock minus backend clock, as the node measured it
+};
+
+struct JobState {
+  bool paused = false;
+  std::string pause_reason;   // "api", "max_consecutive_failures", ...
+  int consecutive_failures = 0;
+  std::optional<Instant> last_scheduled;  // latest scheduled instant claimed or recorded
+};
+
+struct RunQuery {
+  std::string job_id;                   // empty = all jobs
+  std::optional<RunOutcome> outcome;
+  std::optional<Instant> scheduled_from;   // inclusive
+  std::optional<Instant> scheduled_until;  // exclusive
+  int limit = 50;                       // capped at 1000 by implementations
+  std::string cursor;                   // from RunPage::next_cursor; empty = newest first
+};
+
+struct RunPage {
+  std::vector<RunRecord> runs;  // newest scheduled_at first, then attempt descending
+  std::string next_cursor;      // empty when there is no more
+};
+
+// A job definition stored in the backend (dynamic jobs created through the API), as JSON text.
+struct StoredJob {
+  std::string job_id;
+  std::string definition_json;
+  int64_t version = 0;  // increases on every change; used for optimistic concurrency
+};
+
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+
+  // The backend's clock (for SQLite/memory: the clock they were given).
+  virtual Result<Instant> Now() = 0;
+
+  // --- Claims and leases ---------------------------------------------------------------------
+  // Claims attempt 1 of `req.fire` for `req.node_id` if no record of the fire exists, the job is
+  // not paused and the early-fire guard and overlap policy allow it. On kClaimed the fire's
+  // record exists (outcome running), the job's fencing counter advanced, and
+  // JobState::last_scheduled is at least the fire's instant.
+  virtual Result<ClaimOutcome> Claim(const ClaimRequest& req) = 0;
+
+  // Extends the lease to backend Now() + ttl. LeaseLost when fenced off (see the file comment).
+  // On success, `claim.lease_expires_at` is updated.
+  virtual Status Renew(Claim& claim, Duration ttl) = 0;
+
+  // For a retry by the same holder: a new attempt (attempt + 1) with a new, higher fencing
+  // token and a lease of `ttl`. Fenced on `claim`.
+  virtual Result<Claim> NextAttempt(const Claim& claim, Duration ttl) = 0;
+
+  // Appends the history record of `claim`'s attempt (record.run_id/attempt/fencing_token must
+  // match the claim). When `final` is true the lease is released and the fire is done; otherwise
+  // the lease is kept (a retry follows). Updates JobState::consecutive_failures (reset on
+  // success, +1 on failed/timed out/lost; unchanged for cancelled/skipped) when final. Fenced.
+  virtual Status Report(const Claim& claim, const RunRecord& record, bool final) = 0;
+
+  // Fires whose lease expired (backend clock) and that were not finally reported, oldest first,
+  // at most `limit`.
+  virtual Result<std::vector<ExpiredFire>> ListExpired(int limit) = 0;
+
+  // Handles one expired fire, exactly once across all callers (compare-and-set on its token):
+  // on_lost = fail: records a `lost` history record (attempt, token, vanished node) and closes
+  //   the fire; returns nullopt.
+  // on_lost = rerun: records the `lost` attempt and returns a claim of the next attempt for
+  //   `node_id` with a higher token and a lease of `ttl`.
+  // FailedPrecondition when the fire was already resolved or renewed meanwhile.
+  virtual Result<std::optional<Claim>> ResolveLost(const ExpiredFire& fire,
+                                                   const std::string& node_id, LostPolicy policy,
+                                                   Duration ttl) = 0;
+
+  // Records a fire that was not run (misfire, disabled ...) with outcome skipped, if the fire has
+  // no record yet. Returns AlreadyExists if it had one. Advances JobState::last_scheduled.
+  virtual Status RecordSkipped(const FireKey& fire, const std::string& node_id,
+                               const std::string& reason) = 0;
+
+  // --- Checkpoints ---------------------------------------------------------------------------
+  // Saves the fire's checkpoint value (fenced on `claim`).
+  virtual Status SaveCheckpoint(const Claim& claim, const std::string& value) = 0;
+  // The fire's last saved checkpoint, if any.
+  virtual Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) = 0;
+
+  // --- Job state -----------------------------------------------------------------------------
+  virtual Result<JobState> GetJobState(const std::string& job_id) = 0;
+  virtual Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) = 0;
+
+  // --- History -------------------------------------------------------------------------------
+  virtual Result<RunPage> ListRuns(const RunQuery& query) = 0;
+  // All attempts of one fire, attempt ascending. NotFound when none.
+  virtual Result<std::vector<RunRecord>> GetRun(const std::string& run_id) = 0;
+  // Deletes the job's finished records beyond the newest `keep_last` fires or older than
+  // `max_age` (by scheduled_at, backend clock). Running records are never pruned.
+  virtual Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) = 0;
+
+  // --- Nodes ---------------------------------------------------------------------------------
+  // Records the node as alive until backend Now() + ttl.
+  virtual Status Heartbeat(const NodeInfo& node, Duration ttl) = 0;
+  // Nodes whose heartbeat has not expired.
+  virtual Result<std::vector<NodeInfo>> ListNodes() = 0;
+
+  // --- Dynamic job definitions ---------------------------------------------------------------
+  // Creates (expected_version = 0) or replaces (expected_version = current) a definition;
+  // returns the new version. AlreadyExists / FailedPrecondition on a version mismatch.
+  virtual Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+                                 int64_t expected_version) = 0;
+  // Deletes a definition (expected_version = current, or -1 for any). NotFound if absent.
+  virtual Status DeleteJob(const std::string& job_id, int64_t expected_version) = 0;
+  virtual Result<std::vector<StoredJob>> ListJobs() = 0;
+  // A number that changes whenever a definition or a pause state changes (cheap to poll).
+  virtual Result<int64_t> JobsVersion() = 0;
+};
+
+}  // namespace gnomon
+
+#endif  // GNOMON_COORDINATOR_H_

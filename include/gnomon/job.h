@@ -1,0 +1,127 @@
+// JobSpec: what a job is (PRODUCT.md "Jobs file"), with defaults and validation; RunRecord: what
+// one attempt of one fire did (PRODUCT.md guarantee 10). Plain values, copyable, thread-compatible.
+#ifndef GNOMON_JOB_H_
+#define GNOMON_JOB_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+namespace gnomon {
+
+enum class OverlapPolicy { kForbid, kAllow, kReplace };
+enum class MisfirePolicy { kSkip, kOnce, kAll };
+enum class LostPolicy { kFail, kRerun };
+
+// Lower-case names as in the jobs file ("forbid", "once", "rerun"), and their parsers.
+std::string_view ToString(OverlapPolicy p);
+std::string_view ToString(MisfirePolicy p);
+std::string_view ToString(LostPolicy p);
+Result<OverlapPolicy> ParseOverlapPolicy(std::string_view s);
+Result<MisfirePolicy> ParseMisfirePolicy(std::string_view s);
+Result<LostPolicy> ParseLostPolicy(std::string_view s);
+
+// An HTTP target: the run is a request; 2xx = success.
+struct HttpTarget {
+  std::string url;                             // http://host:port/path (required)
+  std::string method = "POST";                 // POST or GET
+  std::map<std::string, std::string> headers;  // extra request headers
+};
+
+struct JobSpec {
+  std::string id;               // required, [A-Za-z0-9_.-]{1,128}
+  std::string schedule;         // required, the cron dialect (gnomon/cron.h)
+  std::string timezone = "UTC"; // IANA zone the schedule is read in
+  // The executor: exactly one of command, argv, http, or an in-process handler (registered by
+  // an embedder under the job id; see Scheduler::AddJob).
+  std::string command;            // run with /bin/sh -c
+  std::vector<std::string> argv;  // exec'd directly, never through a shell
+  std::optional<HttpTarget> http;
+  bool in_process = false;        // set by Scheduler::AddJob with a handler
+  Duration timeout{0};                                  // 0 = none; else cancels the run
+  int retries = 0;                                      // further attempts after a failure, 0-100
+  Duration retry_backoff = std::chrono::seconds(10);    // first delay; doubles, full jitter
+  OverlapPolicy overlap = OverlapPolicy::kForbid;
+  MisfirePolicy misfire = MisfirePolicy::kOnce;
+  Duration catchup_window = std::chrono::hours(1);
+  LostPolicy on_lost = LostPolicy::kFail;
+  int shards = 1;                                       // 1-1024 fires per instant
+  int max_consecutive_failures = 0;                     // 0 = off; else auto-pause
+  bool enabled = true;                                  // false = defined but never scheduled
+  std::string description;
+  std::map<std::string, std::string> env;               // extra environment (process jobs)
+  Duration kill_grace = std::chrono::seconds(10);       // SIGTERM -> SIGKILL delay
+  int history_keep = 100;                               // history: last N records per job
+  Duration history_max_age = std::chrono::hours(24 * 7);  // history: max age
+
+  // Where the definition came from ("jobs.toml:12", "api"); config-file jobs are read-only in
+  // the API.
+  std::string source;
+  bool read_only = false;
+};
+
+// Largest retry backoff (the doubling is capped here).
+inline constexpr Duration kMaxRetryBackoff = std::chrono::minutes(10);
+
+// Checks every field; the error names the field ("job \"x\": retries: -1 is out of range 0-100").
+// Also parses the schedule in its zone.
+Status ValidateJobSpec(const JobSpec& job);
+// Whether `id` matches [A-Za-z0-9_.-]{1,128}.
+bool IsValidJobId(std::string_view id);
+
+// One fire: (job, scheduled instant, shard). Its run id is the same on every node.
+struct FireKey {
+  std::string job_id;
+  Instant scheduled_at;
+  int shard = 0;
+  int shard_count = 1;
+  // "<job>@<scheduled unix ms>" plus "#<shard>" when the job has more than one shard.
+  std::string RunId() const;
+  friend bool operator==(const FireKey& a, const FireKey& b) {
+    return a.job_id == b.job_id && a.scheduled_at == b.scheduled_at && a.shard == b.shard;
+  }
+};
+
+enum class RunOutcome {
+  kRunning,    // claimed, executing (or waiting for a retry)
+  kSucceeded,
+  kFailed,     // non-zero exit, non-2xx, handler error, failed to start
+  kTimedOut,   // cancelled by `timeout`
+  kCancelled,  // cancelled by shutdown, by overlap = replace, or by self-fencing
+  kSkipped,    // not run: see skip_reason
+  kLost,       // its holder vanished (lease expired) and on_lost = fail
+};
+std::string_view ToString(RunOutcome o);
+Result<RunOutcome> ParseRunOutcome(std::string_view s);
+
+// Last bytes of output kept per attempt.
+inline constexpr size_t kMaxOutputBytes = 64 * 1024;
+
+struct RunRecord {
+  std::string run_id;  // FireKey::RunId()
+  std::string job_id;
+  Instant scheduled_at;
+  int shard = 0;
+  int shard_count = 1;
+  int attempt = 1;             // 1-based
+  int64_t fencing_token = 0;   // 0 for skipped fires that were never claimed
+  std::string node_id;
+  Instant started_at;          // claim instant for skipped ones
+  Instant finished_at;
+  RunOutcome outcome = RunOutcome::kRunning;
+  std::optional<int> exit_code;
+  std::string error;
+  std::string output;          // the last kMaxOutputBytes of stdout+stderr / response body
+  std::string skip_reason;     // "overlap", "misfire", "paused", "disabled"
+};
+
+}  // namespace gnomon
+
+#endif  // GNOMON_JOB_H_

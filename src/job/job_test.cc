@@ -1,0 +1,73 @@
+#include "gnomon/job.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace gnomon {
+namespace {
+
+JobSpec Valid() {
+  JobSpec j;
+  j.id = "monthly-settlement";
+  j.schedule = "0 0 2 1 * *";
+  j.timezone = "Asia/Shanghai";
+  j.command = "/opt/settle --month=prev";
+  return j;
+}
+
+TEST(JobSpecTest, ValidJobPasses) { EXPECT_TRUE(ValidateJobSpec(Valid()).ok()); }
+
+TEST(JobSpecTest, ErrorsNameTheField) {
+  JobSpec j = Valid();
+  j.schedule = "0 0 25 * * *";
+  EXPECT_EQ(ValidateJobSpec(j).message(),
+            "job \"monthly-settlement\": schedule: hour: 25 is out of range 0-23 (column 5)");
+  j = Valid();
+  j.retries = -1;
+  EXPECT_EQ(ValidateJobSpec(j).message(),
+            "job \"monthly-settlement\": retries: -1 is out of range 0-100");
+  j = Valid();
+  j.timezone = "../../etc/passwd";
+  EXPECT_NE(ValidateJobSpec(j).message().find("timezone: unknown time zone"), std::string::npos);
+  j = Valid();
+  j.argv = {"/bin/true"};
+  EXPECT_NE(ValidateJobSpec(j).message().find("use only one of"), std::string::npos);
+  j = Valid();
+  j.command.clear();
+  EXPECT_NE(ValidateJobSpec(j).message().find("needs one of"), std::string::npos);
+  j = Valid();
+  j.shards = 0;
+  EXPECT_NE(ValidateJobSpec(j).message().find("shards: 0 is out of range"), std::string::npos);
+}
+
+TEST(JobSpecTest, HostileIdsAreRejected) {
+  for (const std::string& id : std::vector<std::string>{"", "a{b}", "a:b", "a*", "a?", "a[", "a/b", "a\\b", "..x/..",
+                         "a\r\nb", std::string("a\0b", 3), std::string(10000, 'a'), "é"}) {
+    EXPECT_FALSE(IsValidJobId(id)) << id;
+    JobSpec j = Valid();
+    j.id = id;
+    EXPECT_FALSE(ValidateJobSpec(j).ok());
+  }
+  EXPECT_TRUE(IsValidJobId("job-1.daily_v2"));
+  EXPECT_TRUE(IsValidJobId(std::string(128, 'a')));
+}
+
+TEST(FireKeyTest, RunIdIsDeterministic) {
+  FireKey f{"report", Instant::FromUnixMillis(1764451800000), 0, 1};
+  EXPECT_EQ(f.RunId(), "report@1764451800000");
+  f.shard = 3;
+  f.shard_count = 4;
+  EXPECT_EQ(f.RunId(), "report@1764451800000#3");
+}
+
+TEST(EnumTest, RoundTrip) {
+  EXPECT_EQ(*ParseOverlapPolicy("replace"), OverlapPolicy::kReplace);
+  EXPECT_EQ(ToString(MisfirePolicy::kAll), "all");
+  EXPECT_EQ(*ParseRunOutcome("timed_out"), RunOutcome::kTimedOut);
+  EXPECT_EQ(ParseLostPolicy("maybe").status().message(),
+            "on_lost: \"maybe\" is not one of fail, rerun");
+}
+
+}  // namespace
+}  // namespace gnomon
