@@ -14,6 +14,8 @@ inline constexpr int kExitUsage = 2;
 
 // `gnomon cron next|explain`.
 void AddCronCommand(CLI::App& app, int* exit_code);
+// `gnomon serve`.
+void AddServeCommand(CLI::App& app, int* exit_code);
 
 // Runs the whole command line; returns the process exit code.
 int RunMain(int argc, char** argv);

@@ -123,22 +123,4 @@ void AddCronCommand(CLI::App& app, int* exit_code) {
   explain->callback([args, exit_code] { *exit_code = RunExplain(*args); });
 }
 
-int RunMain(int argc, char** argv) {
-  CLI::App app(
-      "gnomon: a distributed cron. Every node computes the schedule; a backend decides "
-      "which node runs each fire.",
-      "gnomon");
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "gnomon 0.1.0");
-  int exit_code = kExitOk;
-  AddCronCommand(app, &exit_code);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
-  }
-  return exit_code;
-}
-
 }  // namespace gnomon::app

@@ -60,8 +60,8 @@ struct ClaimOutcome {
     kPaused,          // the job is paused: recorded as skipped ("paused") (once)
   } result = Result::kAlreadyClaimed;
   std::optional<Claim> claim;
-  Instant backend_now;                  // the backend's clock at the claim
-  std::vector<FireKey> replaced;        // overlap = replace: fires whose leases were revoked
+  Instant backend_now;            // the backend's clock at the claim
+  std::vector<FireKey> replaced;  // overlap = replace: fires whose leases were revoked
 };
 
 // A fire whose lease expired without a final Report.
@@ -85,18 +85,18 @@ struct NodeInfo {
 
 struct JobState {
   bool paused = false;
-  std::string pause_reason;   // "api", "max_consecutive_failures", ...
+  std::string pause_reason;  // "api", "max_consecutive_failures", ...
   int consecutive_failures = 0;
   std::optional<Instant> last_scheduled;  // latest scheduled instant claimed or recorded
 };
 
 struct RunQuery {
-  std::string job_id;                   // empty = all jobs
+  std::string job_id;  // empty = all jobs
   std::optional<RunOutcome> outcome;
   std::optional<Instant> scheduled_from;   // inclusive
   std::optional<Instant> scheduled_until;  // exclusive
-  int limit = 50;                       // capped at 1000 by implementations
-  std::string cursor;                   // from RunPage::next_cursor; empty = newest first
+  int limit = 50;                          // capped at 1000 by implementations
+  std::string cursor;                      // from RunPage::next_cursor; empty = newest first
 };
 
 struct RunPage {
@@ -113,6 +113,7 @@ struct StoredJob {
 
 class Coordinator {
  public:
+  // Inside this class `Claim` names the method; the type is spelled gnomon::Claim.
   virtual ~Coordinator() = default;
 
   // The backend's clock (for SQLite/memory: the clock they were given).
@@ -127,17 +128,17 @@ class Coordinator {
 
   // Extends the lease to backend Now() + ttl. LeaseLost when fenced off (see the file comment).
   // On success, `claim.lease_expires_at` is updated.
-  virtual Status Renew(Claim& claim, Duration ttl) = 0;
+  virtual Status Renew(gnomon::Claim& claim, Duration ttl) = 0;
 
   // For a retry by the same holder: a new attempt (attempt + 1) with a new, higher fencing
   // token and a lease of `ttl`. Fenced on `claim`.
-  virtual Result<Claim> NextAttempt(const Claim& claim, Duration ttl) = 0;
+  virtual Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) = 0;
 
   // Appends the history record of `claim`'s attempt (record.run_id/attempt/fencing_token must
   // match the claim). When `final` is true the lease is released and the fire is done; otherwise
   // the lease is kept (a retry follows). Updates JobState::consecutive_failures (reset on
   // success, +1 on failed/timed out/lost; unchanged for cancelled/skipped) when final. Fenced.
-  virtual Status Report(const Claim& claim, const RunRecord& record, bool final) = 0;
+  virtual Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) = 0;
 
   // Fires whose lease expired (backend clock) and that were not finally reported, oldest first,
   // at most `limit`.
@@ -149,9 +150,9 @@ class Coordinator {
   // on_lost = rerun: records the `lost` attempt and returns a claim of the next attempt for
   //   `node_id` with a higher token and a lease of `ttl`.
   // FailedPrecondition when the fire was already resolved or renewed meanwhile.
-  virtual Result<std::optional<Claim>> ResolveLost(const ExpiredFire& fire,
-                                                   const std::string& node_id, LostPolicy policy,
-                                                   Duration ttl) = 0;
+  virtual Result<std::optional<gnomon::Claim>> ResolveLost(const ExpiredFire& fire,
+                                                           const std::string& node_id,
+                                                           LostPolicy policy, Duration ttl) = 0;
 
   // Records a fire that was not run (misfire, disabled ...) with outcome skipped, if the fire has
   // no record yet. Returns AlreadyExists if it had one. Advances JobState::last_scheduled.
@@ -160,7 +161,7 @@ class Coordinator {
 
   // --- Checkpoints ---------------------------------------------------------------------------
   // Saves the fire's checkpoint value (fenced on `claim`).
-  virtual Status SaveCheckpoint(const Claim& claim, const std::string& value) = 0;
+  virtual Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) = 0;
   // The fire's last saved checkpoint, if any.
   virtual Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) = 0;
 

@@ -36,29 +36,29 @@ struct HttpTarget {
 };
 
 struct JobSpec {
-  std::string id;               // required, [A-Za-z0-9_.-]{1,128}
-  std::string schedule;         // required, the cron dialect (gnomon/cron.h)
-  std::string timezone = "UTC"; // IANA zone the schedule is read in
+  std::string id;                // required, [A-Za-z0-9_.-]{1,128}
+  std::string schedule;          // required, the cron dialect (gnomon/cron.h)
+  std::string timezone = "UTC";  // IANA zone the schedule is read in
   // The executor: exactly one of command, argv, http, or an in-process handler (registered by
   // an embedder under the job id; see Scheduler::AddJob).
   std::string command;            // run with /bin/sh -c
   std::vector<std::string> argv;  // exec'd directly, never through a shell
   std::optional<HttpTarget> http;
-  bool in_process = false;        // set by Scheduler::AddJob with a handler
-  Duration timeout{0};                                  // 0 = none; else cancels the run
-  int retries = 0;                                      // further attempts after a failure, 0-100
-  Duration retry_backoff = std::chrono::seconds(10);    // first delay; doubles, full jitter
+  bool in_process = false;                            // set by Scheduler::AddJob with a handler
+  Duration timeout{0};                                // 0 = none; else cancels the run
+  int retries = 0;                                    // further attempts after a failure, 0-100
+  Duration retry_backoff = std::chrono::seconds(10);  // first delay; doubles, full jitter
   OverlapPolicy overlap = OverlapPolicy::kForbid;
   MisfirePolicy misfire = MisfirePolicy::kOnce;
   Duration catchup_window = std::chrono::hours(1);
   LostPolicy on_lost = LostPolicy::kFail;
-  int shards = 1;                                       // 1-1024 fires per instant
-  int max_consecutive_failures = 0;                     // 0 = off; else auto-pause
-  bool enabled = true;                                  // false = defined but never scheduled
+  int shards = 1;                    // 1-1024 fires per instant
+  int max_consecutive_failures = 0;  // 0 = off; else auto-pause
+  bool enabled = true;               // false = defined but never scheduled
   std::string description;
-  std::map<std::string, std::string> env;               // extra environment (process jobs)
-  Duration kill_grace = std::chrono::seconds(10);       // SIGTERM -> SIGKILL delay
-  int history_keep = 100;                               // history: last N records per job
+  std::map<std::string, std::string> env;                 // extra environment (process jobs)
+  Duration kill_grace = std::chrono::seconds(10);         // SIGTERM -> SIGKILL delay
+  int history_keep = 100;                                 // history: last N records per job
   Duration history_max_age = std::chrono::hours(24 * 7);  // history: max age
 
   // Where the definition came from ("jobs.toml:12", "api"); config-file jobs are read-only in
@@ -90,7 +90,7 @@ struct FireKey {
 };
 
 enum class RunOutcome {
-  kRunning,    // claimed, executing (or waiting for a retry)
+  kRunning,  // claimed, executing (or waiting for a retry)
   kSucceeded,
   kFailed,     // non-zero exit, non-2xx, handler error, failed to start
   kTimedOut,   // cancelled by `timeout`
@@ -110,16 +110,16 @@ struct RunRecord {
   Instant scheduled_at;
   int shard = 0;
   int shard_count = 1;
-  int attempt = 1;             // 1-based
-  int64_t fencing_token = 0;   // 0 for skipped fires that were never claimed
+  int attempt = 1;            // 1-based
+  int64_t fencing_token = 0;  // 0 for skipped fires that were never claimed
   std::string node_id;
-  Instant started_at;          // claim instant for skipped ones
+  Instant started_at;  // claim instant for skipped ones
   Instant finished_at;
   RunOutcome outcome = RunOutcome::kRunning;
   std::optional<int> exit_code;
   std::string error;
-  std::string output;          // the last kMaxOutputBytes of stdout+stderr / response body
-  std::string skip_reason;     // "overlap", "misfire", "paused", "disabled"
+  std::string output;       // the last kMaxOutputBytes of stdout+stderr / response body
+  std::string skip_reason;  // "overlap", "misfire", "paused", "disabled"
 };
 
 }  // namespace gnomon

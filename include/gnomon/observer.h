@@ -12,19 +12,19 @@ namespace gnomon {
 
 struct SchedulerEvent {
   enum class Kind {
-    kClaimed,        // this node claimed a fire (run_id, attempt, token)
-    kClaimLost,      // another node had the fire (run_id)
-    kSkipped,        // a fire was skipped (detail = reason: overlap, misfire, paused, early-guard)
-    kRunStarted,     // an attempt started
-    kRunFinished,    // an attempt finished (outcome, duration)
-    kRetryScheduled, // a retry will run at `at`
+    kClaimed,         // this node claimed a fire (run_id, attempt, token)
+    kClaimLost,       // another node had the fire (run_id)
+    kSkipped,         // a fire was skipped (detail = reason: overlap, misfire, paused, early-guard)
+    kRunStarted,      // an attempt started
+    kRunFinished,     // an attempt finished (outcome, duration)
+    kRetryScheduled,  // a retry will run at `at`
     kLeaseRenewed,
     kLeaseRenewFailed,  // detail = error
-    kSelfFenced,     // this node cancelled its own run: could not renew before ttl - margin
-    kLostRun,        // a vanished holder's fire was resolved (detail = fail/rerun)
-    kAutoPaused,     // the job paused itself after max_consecutive_failures (an alert)
+    kSelfFenced,        // this node cancelled its own run: could not renew before ttl - margin
+    kLostRun,           // a vanished holder's fire was resolved (detail = fail/rerun)
+    kAutoPaused,        // the job paused itself after max_consecutive_failures (an alert)
     kJobsReloaded,
-    kError,          // a backend or executor error (detail)
+    kError,  // a backend or executor error (detail)
   } kind;
   std::string job_id;
   std::string run_id;
@@ -32,8 +32,8 @@ struct SchedulerEvent {
   int64_t fencing_token = 0;
   RunOutcome outcome = RunOutcome::kRunning;
   Instant scheduled_at;
-  Instant at;                 // when it happened (wall clock)
-  Duration duration{0};       // kRunFinished: run duration; kClaimed: lateness
+  Instant at;            // when it happened (wall clock)
+  Duration duration{0};  // kRunFinished: run duration; kClaimed: lateness
   std::string detail;
 };
 

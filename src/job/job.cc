@@ -19,16 +19,20 @@ Result<E> ParseEnum(std::string_view s, const char* field,
 }
 
 constexpr std::pair<std::string_view, OverlapPolicy> kOverlap[] = {
-    {"forbid", OverlapPolicy::kForbid}, {"allow", OverlapPolicy::kAllow},
+    {"forbid", OverlapPolicy::kForbid},
+    {"allow", OverlapPolicy::kAllow},
     {"replace", OverlapPolicy::kReplace}};
 constexpr std::pair<std::string_view, MisfirePolicy> kMisfire[] = {
     {"skip", MisfirePolicy::kSkip}, {"once", MisfirePolicy::kOnce}, {"all", MisfirePolicy::kAll}};
 constexpr std::pair<std::string_view, LostPolicy> kLost[] = {{"fail", LostPolicy::kFail},
-                                                              {"rerun", LostPolicy::kRerun}};
+                                                             {"rerun", LostPolicy::kRerun}};
 constexpr std::pair<std::string_view, RunOutcome> kOutcomes[] = {
-    {"running", RunOutcome::kRunning},     {"succeeded", RunOutcome::kSucceeded},
-    {"failed", RunOutcome::kFailed},       {"timed_out", RunOutcome::kTimedOut},
-    {"cancelled", RunOutcome::kCancelled}, {"skipped", RunOutcome::kSkipped},
+    {"running", RunOutcome::kRunning},
+    {"succeeded", RunOutcome::kSucceeded},
+    {"failed", RunOutcome::kFailed},
+    {"timed_out", RunOutcome::kTimedOut},
+    {"cancelled", RunOutcome::kCancelled},
+    {"skipped", RunOutcome::kSkipped},
     {"lost", RunOutcome::kLost}};
 
 template <typename E, size_t N>
@@ -101,18 +105,19 @@ Status ValidateJobSpec(const JobSpec& job) {
   const int executors = (job.command.empty() ? 0 : 1) + (job.argv.empty() ? 0 : 1) +
                         (job.http ? 1 : 0) + (job.in_process ? 1 : 0);
   if (executors != 1) {
-    return FieldError(job, "command", executors == 0
-                                          ? "a job needs one of command, argv or http"
-                                          : "use only one of command, argv and http");
+    return FieldError(job, "command",
+                      executors == 0 ? "a job needs one of command, argv or http"
+                                     : "use only one of command, argv and http");
   }
   if (job.http) {
     if (job.http->url.rfind("http://", 0) != 0 && job.http->url.rfind("https://", 0) != 0) {
-      return FieldError(job, "http.url", "\"" + job.http->url.substr(0, 128) +
-                                             "\" must start with http:// or https://");
+      return FieldError(
+          job, "http.url",
+          "\"" + job.http->url.substr(0, 128) + "\" must start with http:// or https://");
     }
     if (job.http->method != "POST" && job.http->method != "GET") {
-      return FieldError(job, "http.method", "\"" + job.http->method.substr(0, 16) +
-                                                "\" must be POST or GET");
+      return FieldError(job, "http.method",
+                        "\"" + job.http->method.substr(0, 16) + "\" must be POST or GET");
     }
   }
   for (const std::string& arg : job.argv) {
@@ -121,7 +126,8 @@ Status ValidateJobSpec(const JobSpec& job) {
   if (job.command.find('\0') != std::string::npos) {
     return FieldError(job, "command", "contains a NUL byte");
   }
-  GNOMON_RETURN_IF_ERROR(CheckDuration(job, "timeout", job.timeout, Duration(0), std::chrono::hours(24 * 30)));
+  GNOMON_RETURN_IF_ERROR(
+      CheckDuration(job, "timeout", job.timeout, Duration(0), std::chrono::hours(24 * 30)));
   if (job.retries < 0 || job.retries > 100) {
     return FieldError(job, "retries", std::to_string(job.retries) + " is out of range 0-100");
   }
@@ -129,8 +135,8 @@ Status ValidateJobSpec(const JobSpec& job) {
                                        std::chrono::milliseconds(1), kMaxRetryBackoff));
   GNOMON_RETURN_IF_ERROR(CheckDuration(job, "catchup_window", job.catchup_window, Duration(0),
                                        std::chrono::hours(24 * 366)));
-  GNOMON_RETURN_IF_ERROR(CheckDuration(job, "kill_grace", job.kill_grace, Duration(0),
-                                       std::chrono::hours(1)));
+  GNOMON_RETURN_IF_ERROR(
+      CheckDuration(job, "kill_grace", job.kill_grace, Duration(0), std::chrono::hours(1)));
   GNOMON_RETURN_IF_ERROR(CheckDuration(job, "history_max_age", job.history_max_age,
                                        std::chrono::minutes(1), std::chrono::hours(24 * 3660)));
   if (job.shards < 1 || job.shards > 1024) {

@@ -42,8 +42,9 @@ TEST(JobSpecTest, ErrorsNameTheField) {
 }
 
 TEST(JobSpecTest, HostileIdsAreRejected) {
-  for (const std::string& id : std::vector<std::string>{"", "a{b}", "a:b", "a*", "a?", "a[", "a/b", "a\\b", "..x/..",
-                         "a\r\nb", std::string("a\0b", 3), std::string(10000, 'a'), "é"}) {
+  for (const std::string& id :
+       std::vector<std::string>{"", "a{b}", "a:b", "a*", "a?", "a[", "a/b", "a\\b", "..x/..",
+                                "a\r\nb", std::string("a\0b", 3), std::string(10000, 'a'), "é"}) {
     EXPECT_FALSE(IsValidJobId(id)) << id;
     JobSpec j = Valid();
     j.id = id;

@@ -81,3 +81,37 @@ TEST(FakeClockTest, SteadyWaiterIgnoresWallSteps) {
 
 }  // namespace
 }  // namespace gnomon::testing
+
+namespace gnomon {
+namespace {
+
+// A "forever" deadline must wait, not overflow into an immediate timeout (a spinning waiter).
+TEST(SystemClockTest, FarDeadlinesWaitUntilReady) {
+  SystemClock& clock = SystemClock::Get();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool flag = false;
+  int checks = 0;
+  std::jthread waiter([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    clock.WaitUntilSteady(lock, cv, Duration::max() / 2, [&] {
+      ++checks;
+      return flag;
+    });
+  });
+  std::jthread waiter2([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    clock.WaitUntil(lock, cv, Instant::Max(), [&] { return flag; });
+  });
+  // Let the waiters block (real time is fine here: this test is about the real clock).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_LE(checks, 3) << "the waiter spun instead of blocking";
+    flag = true;
+  }
+  cv.notify_all();
+}
+
+}  // namespace
+}  // namespace gnomon

@@ -36,9 +36,15 @@ bool SystemClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_v
 
 bool SystemClock::WaitUntilSteady(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                                   Duration steady_deadline, const std::function<bool()>& ready) {
-  const auto deadline = std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(steady_deadline));
-  return cv.wait_until(lock, deadline, ready);
+  // Waits in slices of at most a day: a "forever" deadline (Duration::max()) must not overflow
+  // the nanosecond arithmetic of the standard library.
+  while (!ready()) {
+    const Duration now = SteadyNow();
+    if (now >= steady_deadline) return false;
+    const Duration slice = std::min<Duration>(steady_deadline - now, std::chrono::hours(24));
+    cv.wait_for(lock, slice);
+  }
+  return true;
 }
 
 }  // namespace gnomon

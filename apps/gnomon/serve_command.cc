@@ -1,0 +1,179 @@
+// `gnomon serve`: the daemon. Loads the config and jobs, opens the backend, runs the scheduler,
+// reloads jobs on SIGHUP (running runs keep their definition) and stops gracefully on
+// SIGTERM/SIGINT.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "apps/gnomon/commands.h"
+#include "apps/gnomon/config.h"
+#include "apps/gnomon/logger.h"
+#include "gnomon/composite_executor.h"
+#include "gnomon/http_executor.h"
+#include "gnomon/in_process_executor.h"
+#include "gnomon/process_executor.h"
+#include "gnomon/scheduler.h"
+#include "gnomon/sqlite_coordinator.h"
+
+namespace gnomon::app {
+namespace {
+
+struct ServeArgs {
+  std::string config;
+  std::string backend;
+  std::string node_id;
+  std::string listen;
+  std::vector<std::string> jobs;
+  std::vector<std::string> crontabs;
+};
+
+std::string DefaultNodeId() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string id;
+  for (char c : std::string(host)) {
+    id += IsValidJobId(std::string(1, c)) ? c : '-';
+  }
+  if (id.empty()) id = "node";
+  return id.substr(0, 100) + "-" + std::to_string(getpid());
+}
+
+// The config from files and flags; all-or-nothing.
+Result<ServeConfig> Load(const ServeArgs& args) {
+  ServeConfig config;
+  if (!args.config.empty()) {
+    Result<ServeConfig> loaded = LoadServeConfig(args.config);
+    if (!loaded.ok()) return loaded.status();
+    config = std::move(*loaded);
+  }
+  if (!args.backend.empty()) config.backend = args.backend;
+  if (!args.node_id.empty()) config.node_id = args.node_id;
+  if (!args.listen.empty()) config.listen = args.listen;
+  if (config.node_id.empty()) config.node_id = DefaultNodeId();
+  GNOMON_RETURN_IF_ERROR(AddJobFiles(&config, args.jobs, args.crontabs));
+  GNOMON_RETURN_IF_ERROR(ValidateServeConfig(config));
+  return config;
+}
+
+Result<std::unique_ptr<Coordinator>> OpenBackend(const ServeConfig& config, Logger& log) {
+  Result<BackendUrl> url = ParseBackendUrl(config.backend);
+  if (!url.ok()) return url.status().WithPrefix("--backend");
+  if (url->scheme != "sqlite") {
+    return InvalidArgumentError("--backend " + RedactUrl(config.backend) + ": the " + url->scheme +
+                                " backend is not available in this build yet (use sqlite://)");
+  }
+  const std::filesystem::path path(url->path);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) {
+    return UnavailableError("cannot create " + path.parent_path().string() + ": " + ec.message());
+  }
+  Result<std::unique_ptr<SqliteCoordinator>> db =
+      SqliteCoordinator::Open(url->path, SystemClock::Get());
+  if (!db.ok()) return db.status();
+  log.Info("backend_opened", {{"backend", RedactUrl(config.backend)}});
+  return std::unique_ptr<Coordinator>(std::move(*db));
+}
+
+SchedulerOptions SchedulerOptionsFor(const ServeConfig& config, Observer* observer) {
+  SchedulerOptions o;
+  o.node_id = config.node_id;
+  o.claim_grace = config.scheduler.claim_grace;
+  o.skew_tolerance = config.scheduler.skew_tolerance;
+  o.lease_ttl = config.scheduler.lease_ttl;
+  o.worker_threads = config.scheduler.worker_threads;
+  o.shutdown_grace = config.scheduler.shutdown_grace;
+  o.housekeeping_interval = config.scheduler.heartbeat_interval;
+  o.observer = observer;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  o.host = host;
+  return o;
+}
+
+int RunServe(const ServeArgs& args) {
+  // Signals are taken synchronously by this thread (sigwait); every thread started from here on
+  // inherits the mask (child processes get theirs reset by the process executor).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Result<ServeConfig> config = Load(args);
+  if (!config.ok()) {
+    std::cerr << "gnomon serve: " << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  Logger log(config->log_format, config->log_level, config->node_id);
+  Result<std::unique_ptr<Coordinator>> coord = OpenBackend(*config, log);
+  if (!coord.ok()) {
+    log.Error("backend_failed", {{"error", coord.status().message()}});
+    std::cerr << "gnomon serve: " << coord.status().message() << "\n";
+    return coord.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  ProcessExecutor process;
+  HttpExecutor http;
+  InProcessExecutor in_process;
+  CompositeExecutor executor({&process, &http, &in_process});
+  LogObserver observer(log);
+  Scheduler scheduler(SchedulerOptionsFor(*config, &observer), **coord, executor,
+                      SystemClock::Get());
+  if (Status s = scheduler.SetJobs(config->jobs); !s.ok()) {
+    std::cerr << "gnomon serve: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  if (Status s = scheduler.Start(); !s.ok()) {
+    std::cerr << "gnomon serve: " << s.message() << "\n";
+    return kExitFailure;
+  }
+  log.Info("started", {{"jobs", std::to_string(config->jobs.size())},
+                       {"backend", RedactUrl(config->backend)}});
+  for (const JobView& j : scheduler.Jobs()) {
+    log.Log(LogLevel::kInfo, "job_loaded", j.spec.id, "",
+            {{"schedule", j.spec.schedule},
+             {"timezone", j.spec.timezone},
+             {"source", j.spec.source},
+             {"next_fire", j.next_fire ? j.next_fire->ToRfc3339() : "never"}});
+  }
+  while (true) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) {
+      log.Info("stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      break;
+    }
+    // Reload: all-or-nothing; on error the running set stays.
+    Result<ServeConfig> fresh = Load(args);
+    Status s = fresh.ok() ? scheduler.SetJobs(fresh->jobs) : fresh.status();
+    if (s.ok()) {
+      log.Info("jobs_reloaded", {{"jobs", std::to_string(fresh->jobs.size())}});
+    } else {
+      log.Error("reload_failed", {{"error", s.message()}});
+    }
+  }
+  scheduler.Stop();
+  log.Info("stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* serve = app.add_subcommand("serve", "Run the gnomon daemon (scheduler node)");
+  serve->add_option("--config", args->config, "Config file (TOML); see docs/configuration.md");
+  serve->add_option("--backend", args->backend,
+                    "Coordination backend URL (default sqlite://./gnomon-data/gnomon.db)");
+  serve->add_option("--node-id", args->node_id, "This node's id (default <hostname>-<pid>)");
+  serve->add_option("--listen", args->listen, "HTTP listen address (default 127.0.0.1:8080)");
+  serve->add_option("--jobs", args->jobs, "Jobs file (TOML); may be repeated");
+  serve->add_option("--crontab", args->crontabs, "Import a standard crontab file; may be repeated");
+  serve->callback([args, exit_code] { *exit_code = RunServe(*args); });
+}
+
+}  // namespace gnomon::app

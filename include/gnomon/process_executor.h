@@ -1,0 +1,80 @@
+// ProcessExecutor: runs command and argv jobs as child processes (fork/exec), one process group
+// per attempt, with the run's environment (PRODUCT.md "What a run sees").
+//
+// What a child gets:
+// - `command`: exec'd as `/bin/sh -c <command>` (the only case that uses a shell).
+// - `argv`: exec'd directly, no shell; argv[0] without a '/' is looked up in the PATH of the
+//   child's environment (or "/usr/local/bin:/usr/bin:/bin" when it has none).
+// - Environment: the parent's environment (read from `environ` at each start: do not setenv()
+//   concurrently), then job.env, then RunEnvironment(ctx) (run variables win over both). A job.env
+//   name that is empty or holds '=' fails the attempt; an environment too big for execve fails it
+//   with "Argument list too long".
+// - stdin from /dev/null; stdout and stderr into one pipe, of which the last kMaxOutputBytes are
+//   kept (memory stays bounded whatever the child prints). Every other descriptor is closed at
+//   exec. The signal mask is cleared and ignored signals are reset to their default.
+// - Its own process group (setpgid), so that cancellation reaches every descendant.
+//
+// How an attempt ends:
+// - The main process exits 0 -> kSucceeded; exits N != 0 -> kFailed, exit_code N, error "exited
+//   with status N"; killed by a signal -> kFailed, error names the signal ("killed by signal 9
+//   (SIGKILL)"). The exec itself failing (missing binary, no permission) -> kFailed with the path
+//   and the reason ("exec /x/y: No such file or directory"); exit_code unset.
+// - Once the main process has exited, processes it left behind in its process group are killed
+//   (SIGKILL): an attempt leaves nothing running. Output still arriving from processes that left
+//   the group (setsid) is read for at most `output_drain_timeout` after that.
+// - Cancellation (ctx.stop requested): SIGTERM to the whole process group, then SIGKILL to the
+//   group after job.kill_grace. Execute returns once the main process has exited and the output
+//   pipe is closed (every process of the group is gone), or when kill_grace ends, whichever is
+//   first; the group is SIGKILLed on the way out in any case. A run that
+//   ends with a non-zero status or a signal after a stop request is kCancelled; one that still
+//   exits 0 is kSucceeded (it finished its work). A stop requested before the start returns
+//   kCancelled without starting anything.
+// - Checkpoints: an output line `::gnomon-checkpoint <value>` (on stdout or stderr; the two share
+//   one pipe) calls ctx.save_checkpoint(value) from the executing thread. Lines are kept in the
+//   output too. Lines longer than kMaxCheckpointLineBytes are not checkpoints.
+//
+// The child is always reaped (no zombies). Event-driven: one poll() over the output pipe, a pidfd
+// (Linux 5.3+) and an eventfd signalled by a std::stop_callback; the only poll timeout is the
+// kill_grace / drain deadline, measured on the Clock's monotonic time.
+#ifndef GNOMON_PROCESS_EXECUTOR_H_
+#define GNOMON_PROCESS_EXECUTOR_H_
+
+#include <cstddef>
+#include <string>
+
+#include "gnomon/executor.h"
+#include "gnomon/time.h"
+
+namespace gnomon {
+
+// Longest output line that can carry a checkpoint (marker included).
+inline constexpr size_t kMaxCheckpointLineBytes = 64 * 1024;
+
+struct ProcessExecutorOptions {
+  // The shell for `command` jobs, run as `<shell> -c <command>`. Default "/bin/sh".
+  std::string shell = "/bin/sh";
+  // How long output from processes that escaped the process group is still read after the main
+  // process exited. Default 2 s.
+  Duration output_drain_timeout = std::chrono::seconds(2);
+  // Bytes of output kept (the last ones). Default kMaxOutputBytes (64 KiB).
+  size_t max_output_bytes = kMaxOutputBytes;
+};
+
+// Thread-safe: Execute may run on many threads at once; each call owns its child. Holds no
+// threads of its own.
+class ProcessExecutor final : public Executor {
+ public:
+  // `clock` measures kill_grace and the drain timeout (SteadyNow); not owned, must outlive this.
+  explicit ProcessExecutor(ProcessExecutorOptions options = {}, Clock& clock = SystemClock::Get());
+
+  // REQUIRES: job.command or job.argv is set (not both); otherwise kFailed with an error.
+  ExecResult Execute(const JobSpec& job, const RunContext& ctx) override;
+
+ private:
+  const ProcessExecutorOptions options_;
+  Clock& clock_;
+};
+
+}  // namespace gnomon
+
+#endif  // GNOMON_PROCESS_EXECUTOR_H_

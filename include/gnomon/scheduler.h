@@ -1,0 +1,107 @@
+// Scheduler: the engine. One timer queue keyed by the next fire instant and one loop thread that
+// waits on the injected Clock until the earliest deadline (woken when jobs change); a bounded
+// worker pool that claims fires through the Coordinator and runs them through the Executor; one
+// lease watchdog thread that renews leases every ttl/3 on the monotonic clock, self-fences runs
+// that cannot renew before ttl - margin, and enforces timeouts. No thread per job, no scanning.
+//
+// Guarantees (PRODUCT.md 1-10) come from the combination: the Coordinator decides who runs a fire
+// (at most one claim, early-fire guard on the backend clock, fencing); the Scheduler claims every
+// fire within claim_grace while it runs, applies misfire/overlap/retry/breaker policies, resolves
+// lost runs of vanished nodes, and stops gracefully.
+//
+// Thread safety: all public methods are thread-safe.
+#ifndef GNOMON_SCHEDULER_H_
+#define GNOMON_SCHEDULER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+#include "gnomon/executor.h"
+#include "gnomon/job.h"
+#include "gnomon/observer.h"
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+namespace gnomon {
+
+struct SchedulerOptions {
+  // This node's id, unique in the cluster (required).
+  std::string node_id;
+  // A fire is claimed within this of its instant; older unclaimed fires are misfires. Default 1 s.
+  Duration claim_grace = std::chrono::seconds(1);
+  // Early-fire guard tolerance against the backend clock. Default 500 ms.
+  Duration skew_tolerance = std::chrono::milliseconds(500);
+  // Lease length; renewed every ttl/3. Default 30 s.
+  Duration lease_ttl = std::chrono::seconds(30);
+  // A run that could not renew by (last successful renew sent) + ttl - margin cancels itself.
+  // Process runs are killed within margin/2 (kill_grace is capped there). Default ttl/3.
+  std::optional<Duration> lease_margin;
+  // Workers that claim and run fires (runs of long jobs occupy one each). Default 16.
+  int worker_threads = 16;
+  // Graceful stop: how long running runs may finish before they are cancelled. Default 30 s.
+  Duration shutdown_grace = std::chrono::seconds(30);
+  // Heartbeat, lost-run scan, shared-state refresh and history pruning period. Default 5 s.
+  Duration housekeeping_interval = std::chrono::seconds(5);
+  // Receives events (logs, metrics, alerts). Not owned; may be null.
+  Observer* observer = nullptr;
+  // Seed for retry jitter; 0 = random.
+  uint64_t random_seed = 0;
+  // Reported in the node's heartbeat.
+  std::string host;
+  std::string version = "0.1.0";
+};
+
+// A job as the scheduler sees it.
+struct JobView {
+  JobSpec spec;
+  std::optional<Instant> next_fire;
+  bool paused = false;
+  std::string pause_reason;
+  int running = 0;  // attempts of this job running on this node
+};
+
+class Scheduler {
+ public:
+  // `coordinator`, `executor` and `clock` must outlive the scheduler.
+  Scheduler(SchedulerOptions options, Coordinator& coordinator, Executor& executor, Clock& clock);
+  ~Scheduler();  // Stop()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Adds or replaces a job (validated with ValidateJobSpec). A running fire keeps the definition
+  // it started with. Works before and after Start().
+  Status AddJob(const JobSpec& job);
+  // Replaces the whole set of jobs (reload): all are validated first; nothing changes on error.
+  Status SetJobs(const std::vector<JobSpec>& jobs);
+  Status RemoveJob(const std::string& job_id);
+
+  // Pause/resume cluster-wide (stored in the backend). Fires of a paused job are recorded as
+  // skipped ("paused").
+  Status Pause(const std::string& job_id, const std::string& reason = "api");
+  Status Resume(const std::string& job_id);
+  // Fires the job now (a fire at the current instant, ms precision), through a normal claim.
+  // Returns the run id.
+  Result<std::string> TriggerNow(const std::string& job_id);
+
+  // Starts the threads. REQUIRES: not started.
+  Status Start();
+  // Graceful stop (PRODUCT.md guarantee 9): stops claiming, waits up to shutdown_grace for runs,
+  // cancels the rest, records their outcome and releases leases. Idempotent.
+  void Stop();
+
+  std::vector<JobView> Jobs() const;
+  std::optional<JobView> GetJob(const std::string& job_id) const;
+  // Attempts running on this node.
+  int running() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gnomon
+
+#endif  // GNOMON_SCHEDULER_H_

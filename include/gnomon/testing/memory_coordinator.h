@@ -1,0 +1,119 @@
+// MemoryCoordinator: the in-memory Coordinator (gnomon/coordinator.h) for tests, of the engine
+// and of embedders' code. It keeps every promise of the interface within one process (it passes
+// the conformance suite, src/coord/coordinator_conformance.h) and loses everything when
+// destroyed; "never goes backwards across restarts" holds only for the object's lifetime.
+//
+// The backend clock is the Clock given to the constructor (usually a FakeClock): lease expiry,
+// the early-fire guard, heartbeats and max_age pruning read it, so a test moves them all by
+// advancing that clock.
+//
+// Thread safety: every method is safe to call from many threads at once (one mutex).
+#ifndef GNOMON_TESTING_MEMORY_COORDINATOR_H_
+#define GNOMON_TESTING_MEMORY_COORDINATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+
+namespace gnomon::testing {
+
+class MemoryCoordinator final : public Coordinator {
+ public:
+  // `clock` is the backend clock. REQUIRES: `clock` outlives this object.
+  explicit MemoryCoordinator(Clock& clock);
+  MemoryCoordinator(const MemoryCoordinator&) = delete;
+  MemoryCoordinator& operator=(const MemoryCoordinator&) = delete;
+
+  Result<Instant> Now() override;
+
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override;
+  Status Renew(gnomon::Claim& claim, Duration ttl) override;
+  Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;
+  Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override;
+  Result<std::vector<ExpiredFire>> ListExpired(int limit) override;
+  Result<std::optional<gnomon::Claim>> ResolveLost(const ExpiredFire& fire,
+                                                   const std::string& node_id, LostPolicy policy,
+                                                   Duration ttl) override;
+  Status RecordSkipped(const FireKey& fire, const std::string& node_id,
+                       const std::string& reason) override;
+
+  Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
+  Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;
+
+  Result<JobState> GetJobState(const std::string& job_id) override;
+  Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) override;
+
+  Result<RunPage> ListRuns(const RunQuery& query) override;
+  Result<std::vector<RunRecord>> GetRun(const std::string& run_id) override;
+  Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) override;
+
+  Status Heartbeat(const NodeInfo& node, Duration ttl) override;
+  Result<std::vector<NodeInfo>> ListNodes() override;
+
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+                         int64_t expected_version) override;
+  Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
+  Result<std::vector<StoredJob>> ListJobs() override;
+  Result<int64_t> JobsVersion() override;
+
+ private:
+  // (job id, scheduled unix ms, shard): a fire's identity.
+  using FireId = std::tuple<std::string, int64_t, int>;
+  // (-scheduled unix ms, job id, shard, -attempt): map order is ListRuns order.
+  using RunKey = std::tuple<int64_t, std::string, int, int>;
+
+  // The fire record: its current attempt and lease. `open` is false once the fire is done
+  // (finally reported, resolved as lost, revoked by overlap = replace, or skipped).
+  struct Fire {
+    FireKey key;
+    int attempt = 1;
+    int64_t fencing_token = 0;
+    std::string node_id;
+    Instant lease_expires_at;
+    bool open = false;
+    std::optional<std::string> checkpoint;
+  };
+  struct Job {
+    JobState state;
+    int64_t last_token = 0;  // the fencing counter
+  };
+  struct Node {
+    NodeInfo info;
+    Instant expires_at;
+  };
+
+  static FireId IdOf(const FireKey& fire);
+  static RunKey RunKeyOf(const FireKey& fire, int attempt);
+
+  // The open fire `claim` holds, or LeaseLost. REQUIRES: mu_ held.
+  Result<Fire*> FencedLocked(const gnomon::Claim& claim, Instant now);
+  // Creates a closed fire with one skipped record. REQUIRES: mu_ held; the fire has no record.
+  void RecordSkippedLocked(const FireKey& fire, const std::string& node_id,
+                           const std::string& reason, Instant now);
+  // Starts attempt `attempt` of `fire` for `node_id` with a new token. REQUIRES: mu_ held.
+  gnomon::Claim StartAttemptLocked(Fire& fire, int attempt, const std::string& node_id,
+                                   Duration ttl, Instant now);
+  // Closes the current attempt's record (if still running) with `outcome`. REQUIRES: mu_ held.
+  void FinishRunningLocked(const Fire& fire, RunOutcome outcome, const std::string& error,
+                           Instant now);
+  void AdvanceLastScheduledLocked(const FireKey& fire);
+
+  Clock& clock_;
+  std::mutex mu_;
+  std::map<FireId, Fire> fires_;
+  std::map<RunKey, RunRecord> runs_;
+  std::map<std::string, Job> jobs_;
+  std::map<std::string, Node> nodes_;
+  std::map<std::string, StoredJob> definitions_;
+  int64_t jobs_version_ = 0;
+};
+
+}  // namespace gnomon::testing
+
+#endif  // GNOMON_TESTING_MEMORY_COORDINATOR_H_

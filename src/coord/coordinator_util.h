@@ -1,0 +1,61 @@
+// Helpers shared by the Coordinator backends (internal; not part of the public API): argument
+// validation, the history listing order and its opaque cursor, output truncation and the
+// consecutive-failure rule. Keeping them in one place keeps every backend's answers identical.
+#ifndef GNOMON_SRC_COORD_COORDINATOR_UTIL_H_
+#define GNOMON_SRC_COORD_COORDINATOR_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gnomon/coordinator.h"
+
+namespace gnomon::coord {
+
+// Largest page ListRuns returns and largest batch ListExpired returns.
+inline constexpr int kMaxPageSize = 1000;
+
+// InvalidArgument unless the job id is valid, 0 <= shard < shard_count and shard_count >= 1.
+Status ValidateFireKey(const FireKey& fire);
+// ValidateFireKey plus a non-empty node id, lease_ttl > 0 and skew_tolerance >= 0.
+Status ValidateClaimRequest(const ClaimRequest& req);
+// InvalidArgument unless ttl > 0 (`what` names the argument in the message).
+Status ValidateTtl(Duration ttl, std::string_view what);
+// InvalidArgument unless `record` describes `claim`'s attempt (run id, job, scheduled instant,
+// shard, attempt and fencing token all match) and, when `final`, its outcome is not running.
+Status ValidateReport(const Claim& claim, const RunRecord& record, bool final);
+// The limit a listing uses: InvalidArgument when < 1, else min(limit, kMaxPageSize).
+Result<int> PageLimit(int limit);
+
+// `output` cut to its last kMaxOutputBytes bytes.
+std::string TruncateOutput(std::string output);
+
+// How a final outcome moves JobState::consecutive_failures.
+enum class FailureEffect { kReset, kIncrement, kUnchanged };
+FailureEffect FailureEffectOf(RunOutcome outcome);
+
+// Position of a history record in ListRuns order: scheduled_at descending, then job id and shard
+// ascending (a total order across jobs and shards), then attempt descending.
+struct RunPosition {
+  int64_t scheduled_ms = 0;
+  std::string job_id;
+  int shard = 0;
+  int attempt = 1;
+};
+RunPosition PositionOf(const RunRecord& record);
+// Whether `a` is listed before `b`.
+bool ListedBefore(const RunPosition& a, const RunPosition& b);
+// The opaque cursor naming "after this record", and its parser (InvalidArgument when malformed).
+std::string EncodeCursor(const RunPosition& last);
+Result<RunPosition> DecodeCursor(std::string_view cursor);
+
+// The ClaimOutcome for a request, with backend_now set and the given result.
+ClaimOutcome MakeOutcome(ClaimOutcome::Result result, Instant backend_now);
+
+// A history record for attempt `attempt` of `fire`, with the identifying fields filled in.
+RunRecord NewRecord(const FireKey& fire, int attempt, int64_t fencing_token,
+                    const std::string& node_id, Instant started_at, RunOutcome outcome);
+
+}  // namespace gnomon::coord
+
+#endif  // GNOMON_SRC_COORD_COORDINATOR_UTIL_H_

@@ -1,0 +1,419 @@
+#include "gnomon/testing/memory_coordinator.h"
+
+#include <algorithm>
+
+#include "src/coord/coordinator_util.h"
+
+namespace gnomon::testing {
+
+MemoryCoordinator::MemoryCoordinator(Clock& clock) : clock_(clock) {}
+
+MemoryCoordinator::FireId MemoryCoordinator::IdOf(const FireKey& fire) {
+  return {fire.job_id, fire.scheduled_at.unix_millis(), fire.shard};
+}
+
+MemoryCoordinator::RunKey MemoryCoordinator::RunKeyOf(const FireKey& fire, int attempt) {
+  return {-fire.scheduled_at.unix_millis(), fire.job_id, fire.shard, -attempt};
+}
+
+Result<Instant> MemoryCoordinator::Now() { return clock_.Now(); }
+
+Result<MemoryCoordinator::Fire*> MemoryCoordinator::FencedLocked(const gnomon::Claim& claim,
+                                                                 Instant now) {
+  auto it = fires_.find(IdOf(claim.fire));
+  const std::string what =
+      claim.fire.RunId() + " (token " + std::to_string(claim.fencing_token) + ")";
+  if (it == fires_.end()) return LeaseLostError(what + ": the fire has no claim");
+  Fire& fire = it->second;
+  if (fire.fencing_token != claim.fencing_token) {
+    return LeaseLostError(what + ": fenced off by token " + std::to_string(fire.fencing_token));
+  }
+  if (!fire.open) return LeaseLostError(what + ": the lease was released or revoked");
+  if (fire.lease_expires_at <= now) return LeaseLostError(what + ": the lease expired");
+  return &fire;
+}
+
+void MemoryCoordinator::AdvanceLastScheduledLocked(const FireKey& fire) {
+  std::optional<Instant>& last = jobs_[fire.job_id].state.last_scheduled;
+  if (!last || *last < fire.scheduled_at) last = fire.scheduled_at;
+}
+
+void MemoryCoordinator::RecordSkippedLocked(const FireKey& key, const std::string& node_id,
+                                            const std::string& reason, Instant now) {
+  Fire fire;
+  fire.key = key;
+  fire.node_id = node_id;
+  fire.lease_expires_at = now;
+  fire.open = false;
+  fires_.emplace(IdOf(key), std::move(fire));
+  RunRecord record = coord::NewRecord(key, 1, 0, node_id, now, RunOutcome::kSkipped);
+  record.skip_reason = reason;
+  runs_[RunKeyOf(key, 1)] = std::move(record);
+  AdvanceLastScheduledLocked(key);
+}
+
+gnomon::Claim MemoryCoordinator::StartAttemptLocked(Fire& fire, int attempt,
+                                                    const std::string& node_id, Duration ttl,
+                                                    Instant now) {
+  Job& job = jobs_[fire.key.job_id];
+  fire.attempt = attempt;
+  fire.fencing_token = ++job.last_token;
+  fire.node_id = node_id;
+  fire.lease_expires_at = now + ttl;
+  fire.open = true;
+  runs_[RunKeyOf(fire.key, attempt)] =
+      coord::NewRecord(fire.key, attempt, fire.fencing_token, node_id, now, RunOutcome::kRunning);
+  return gnomon::Claim{fire.key, attempt, fire.fencing_token, node_id, fire.lease_expires_at};
+}
+
+void MemoryCoordinator::FinishRunningLocked(const Fire& fire, RunOutcome outcome,
+                                            const std::string& error, Instant now) {
+  auto it = runs_.find(RunKeyOf(fire.key, fire.attempt));
+  if (it == runs_.end() || it->second.outcome != RunOutcome::kRunning) return;
+  it->second.outcome = outcome;
+  it->second.finished_at = now;
+  it->second.error = error;
+}
+
+Result<ClaimOutcome> MemoryCoordinator::Claim(const ClaimRequest& req) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  using R = ClaimOutcome::Result;
+  if (fires_.contains(IdOf(req.fire))) return coord::MakeOutcome(R::kAlreadyClaimed, now);
+  if (req.fire.scheduled_at > now + req.skew_tolerance) {
+    return coord::MakeOutcome(R::kTooEarly, now);
+  }
+  if (jobs_[req.fire.job_id].state.paused) {
+    RecordSkippedLocked(req.fire, req.node_id, "paused", now);
+    return coord::MakeOutcome(R::kPaused, now);
+  }
+  ClaimOutcome out = coord::MakeOutcome(R::kClaimed, now);
+  if (req.overlap != OverlapPolicy::kAllow) {
+    // Live fires of the same job at other instants (sibling shards of this instant run together).
+    auto first = fires_.lower_bound(FireId{req.fire.job_id, INT64_MIN, INT32_MIN});
+    for (auto it = first; it != fires_.end() && std::get<0>(it->first) == req.fire.job_id; ++it) {
+      Fire& other = it->second;
+      if (!other.open || other.lease_expires_at <= now ||
+          other.key.scheduled_at == req.fire.scheduled_at) {
+        continue;
+      }
+      if (req.overlap == OverlapPolicy::kForbid) {
+        RecordSkippedLocked(req.fire, req.node_id, "overlap", now);
+        return coord::MakeOutcome(R::kOverlap, now);
+      }
+      FinishRunningLocked(other, RunOutcome::kCancelled, "replaced by " + req.fire.RunId(), now);
+      other.open = false;
+      out.replaced.push_back(other.key);
+    }
+  }
+  Fire fire;
+  fire.key = req.fire;
+  auto [it, inserted] = fires_.emplace(IdOf(req.fire), std::move(fire));
+  GNOMON_CHECK(inserted);
+  out.claim = StartAttemptLocked(it->second, 1, req.node_id, req.lease_ttl, now);
+  AdvanceLastScheduledLocked(req.fire);
+  return out;
+}
+
+Status MemoryCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "renew: ttl"));
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  Result<Fire*> fire = FencedLocked(claim, now);
+  if (!fire.ok()) return fire.status();
+  (*fire)->lease_expires_at = now + ttl;
+  claim.lease_expires_at = now + ttl;
+  return Status::Ok();
+}
+
+Result<gnomon::Claim> MemoryCoordinator::NextAttempt(const gnomon::Claim& claim, Duration ttl) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "next attempt: ttl"));
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  Result<Fire*> fire = FencedLocked(claim, now);
+  if (!fire.ok()) return fire.status();
+  FinishRunningLocked(
+      **fire, RunOutcome::kFailed,
+      "superseded by attempt " + std::to_string(claim.attempt + 1) + " without a report", now);
+  return StartAttemptLocked(**fire, (*fire)->attempt + 1, claim.node_id, ttl, now);
+}
+
+Status MemoryCoordinator::Report(const gnomon::Claim& claim, const RunRecord& record, bool final) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateReport(claim, record, final));
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  Result<Fire*> fire = FencedLocked(claim, now);
+  if (!fire.ok()) return fire.status();
+  RunRecord stored = record;
+  stored.output = coord::TruncateOutput(std::move(stored.output));
+  runs_[RunKeyOf(claim.fire, claim.attempt)] = std::move(stored);
+  if (final) {
+    (*fire)->open = false;
+    int& failures = jobs_[claim.fire.job_id].state.consecutive_failures;
+    switch (coord::FailureEffectOf(record.outcome)) {
+      case coord::FailureEffect::kReset:
+        failures = 0;
+        break;
+      case coord::FailureEffect::kIncrement:
+        ++failures;
+        break;
+      case coord::FailureEffect::kUnchanged:
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<ExpiredFire>> MemoryCoordinator::ListExpired(int limit) {
+  Result<int> page = coord::PageLimit(limit);
+  if (!page.ok()) return page.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  std::vector<ExpiredFire> out;
+  for (const auto& [id, fire] : fires_) {
+    if (!fire.open || fire.lease_expires_at > now) continue;
+    out.push_back(ExpiredFire{fire.key, fire.attempt, fire.fencing_token, fire.node_id,
+                              fire.lease_expires_at});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ExpiredFire& a, const ExpiredFire& b) {
+    return a.lease_expired_at < b.lease_expired_at;
+  });
+  if (out.size() > static_cast<size_t>(*page)) out.resize(*page);
+  return out;
+}
+
+Result<std::optional<gnomon::Claim>> MemoryCoordinator::ResolveLost(const ExpiredFire& expired,
+                                                                    const std::string& node_id,
+                                                                    LostPolicy policy,
+                                                                    Duration ttl) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(expired.fire));
+  if (policy == LostPolicy::kRerun) {
+    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "resolve lost: ttl"));
+    if (node_id.empty()) return InvalidArgumentError("resolve lost: node_id is empty");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  auto it = fires_.find(IdOf(expired.fire));
+  if (it == fires_.end()) return NotFoundError("fire " + expired.fire.RunId() + " has no record");
+  Fire& fire = it->second;
+  if (!fire.open || fire.fencing_token != expired.fencing_token || fire.lease_expires_at > now) {
+    return FailedPreconditionError("fire " + expired.fire.RunId() + " (token " +
+                                   std::to_string(expired.fencing_token) +
+                                   ") was resolved, renewed or taken over meanwhile");
+  }
+  FinishRunningLocked(fire, RunOutcome::kLost,
+                      "lease expired; holder " + fire.node_id + " vanished", now);
+  if (policy == LostPolicy::kFail) {
+    fire.open = false;
+    ++jobs_[fire.key.job_id].state.consecutive_failures;
+    return std::optional<gnomon::Claim>();
+  }
+  return std::optional<gnomon::Claim>(
+      StartAttemptLocked(fire, fire.attempt + 1, node_id, ttl, now));
+}
+
+Status MemoryCoordinator::RecordSkipped(const FireKey& fire, const std::string& node_id,
+                                        const std::string& reason) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fires_.contains(IdOf(fire))) {
+    return AlreadyExistsError("fire " + fire.RunId() + " already has a record");
+  }
+  RecordSkippedLocked(fire, node_id, reason, clock_.Now());
+  return Status::Ok();
+}
+
+Status MemoryCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Fire*> fire = FencedLocked(claim, clock_.Now());
+  if (!fire.ok()) return fire.status();
+  (*fire)->checkpoint = value;
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> MemoryCoordinator::LoadCheckpoint(const FireKey& fire) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fires_.find(IdOf(fire));
+  if (it == fires_.end()) return std::optional<std::string>();
+  return it->second.checkpoint;
+}
+
+Result<JobState> MemoryCoordinator::GetJobState(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return JobState{};
+  return it->second.state;
+}
+
+Status MemoryCoordinator::SetPaused(const std::string& job_id, bool paused,
+                                    const std::string& reason) {
+  if (!IsValidJobId(job_id)) return InvalidArgumentError("set paused: invalid job id");
+  std::lock_guard<std::mutex> lock(mu_);
+  JobState& state = jobs_[job_id].state;
+  state.paused = paused;
+  state.pause_reason = paused ? reason : "";
+  ++jobs_version_;
+  return Status::Ok();
+}
+
+Result<RunPage> MemoryCoordinator::ListRuns(const RunQuery& query) {
+  Result<int> limit = coord::PageLimit(query.limit);
+  if (!limit.ok()) return limit.status();
+  std::optional<coord::RunPosition> after;
+  if (!query.cursor.empty()) {
+    Result<coord::RunPosition> pos = coord::DecodeCursor(query.cursor);
+    if (!pos.ok()) return pos.status();
+    after = *pos;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = runs_.begin();
+  if (after) {
+    it = runs_.upper_bound(
+        RunKey{-after->scheduled_ms, after->job_id, after->shard, -after->attempt});
+  }
+  RunPage page;
+  for (; it != runs_.end(); ++it) {
+    const RunRecord& r = it->second;
+    if (!query.job_id.empty() && r.job_id != query.job_id) continue;
+    if (query.outcome && r.outcome != *query.outcome) continue;
+    if (query.scheduled_from && r.scheduled_at < *query.scheduled_from) continue;
+    if (query.scheduled_until && r.scheduled_at >= *query.scheduled_until) continue;
+    if (page.runs.size() == static_cast<size_t>(*limit)) {
+      page.next_cursor = coord::EncodeCursor(coord::PositionOf(page.runs.back()));
+      break;
+    }
+    page.runs.push_back(r);
+  }
+  return page;
+}
+
+Result<std::vector<RunRecord>> MemoryCoordinator::GetRun(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RunRecord> out;
+  for (const auto& [key, record] : runs_) {
+    if (record.run_id == run_id) out.push_back(record);
+  }
+  if (out.empty()) return NotFoundError("run " + run_id.substr(0, 200) + " has no record");
+  std::sort(out.begin(), out.end(),
+            [](const RunRecord& a, const RunRecord& b) { return a.attempt < b.attempt; });
+  return out;
+}
+
+Status MemoryCoordinator::PruneHistory(const std::string& job_id, int keep_last, Duration max_age) {
+  if (keep_last < 1) return InvalidArgumentError("prune: keep_last must be at least 1");
+  if (max_age <= Duration(0)) return InvalidArgumentError("prune: max_age must be positive");
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant cutoff = clock_.Now() - max_age;
+  // Fires (scheduled, shard) in listing order; the first keep_last are kept.
+  int fires_seen = 0;
+  std::optional<std::pair<int64_t, int>> current;
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    const RunRecord& r = it->second;
+    if (r.job_id != job_id) {
+      ++it;
+      continue;
+    }
+    std::pair<int64_t, int> fire{r.scheduled_at.unix_millis(), r.shard};
+    if (current != fire) {
+      current = fire;
+      ++fires_seen;
+    }
+    const bool prune = fires_seen > keep_last || r.scheduled_at < cutoff;
+    if (prune && r.outcome != RunOutcome::kRunning) {
+      it = runs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Fire records are the claim keys that stop a second claim; they go only with max_age.
+  for (auto it = fires_.begin(); it != fires_.end();) {
+    if (std::get<0>(it->first) == job_id && !it->second.open &&
+        it->second.key.scheduled_at < cutoff) {
+      it = fires_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return Status::Ok();
+}
+
+Status MemoryCoordinator::Heartbeat(const NodeInfo& node, Duration ttl) {
+  if (node.node_id.empty()) return InvalidArgumentError("heartbeat: node_id is empty");
+  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "heartbeat: ttl"));
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  Node& entry = nodes_[node.node_id];
+  entry.info = node;
+  entry.info.last_heartbeat = now;
+  entry.expires_at = now + ttl;
+  return Status::Ok();
+}
+
+Result<std::vector<NodeInfo>> MemoryCoordinator::ListNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instant now = clock_.Now();
+  std::vector<NodeInfo> out;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (it->second.expires_at <= now) {
+      it = nodes_.erase(it);
+    } else {
+      out.push_back(it->second.info);
+      ++it;
+    }
+  }
+  return out;
+}
+
+Result<int64_t> MemoryCoordinator::PutJob(const std::string& job_id,
+                                          const std::string& definition_json,
+                                          int64_t expected_version) {
+  if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
+  if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = definitions_.find(job_id);
+  if (it == definitions_.end() && expected_version != 0) {
+    return FailedPreconditionError("job " + job_id + " does not exist (expected version " +
+                                   std::to_string(expected_version) + ")");
+  }
+  if (it != definitions_.end() && expected_version == 0) {
+    return AlreadyExistsError("job " + job_id + " already exists");
+  }
+  if (it != definitions_.end() && it->second.version != expected_version) {
+    return FailedPreconditionError("job " + job_id + " is at version " +
+                                   std::to_string(it->second.version) + ", not " +
+                                   std::to_string(expected_version));
+  }
+  const int64_t version = ++jobs_version_;
+  definitions_[job_id] = StoredJob{job_id, definition_json, version};
+  return version;
+}
+
+Status MemoryCoordinator::DeleteJob(const std::string& job_id, int64_t expected_version) {
+  if (expected_version < -1) return InvalidArgumentError("delete job: expected_version < -1");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = definitions_.find(job_id);
+  if (it == definitions_.end()) return NotFoundError("job " + job_id + " does not exist");
+  if (expected_version != -1 && it->second.version != expected_version) {
+    return FailedPreconditionError("job " + job_id + " is at version " +
+                                   std::to_string(it->second.version) + ", not " +
+                                   std::to_string(expected_version));
+  }
+  definitions_.erase(it);
+  ++jobs_version_;
+  return Status::Ok();
+}
+
+Result<std::vector<StoredJob>> MemoryCoordinator::ListJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredJob> out;
+  for (const auto& [id, job] : definitions_) out.push_back(job);
+  return out;
+}
+
+Result<int64_t> MemoryCoordinator::JobsVersion() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_version_;
+}
+
+}  // namespace gnomon::testing

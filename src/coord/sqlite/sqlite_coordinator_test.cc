@@ -1,0 +1,311 @@
+#include "gnomon/sqlite_coordinator.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "src/coord/coordinator_conformance.h"
+#include "src/coord/sqlite/sqlite_connection.h"
+
+namespace gnomon::testing {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using R = ClaimOutcome::Result;
+
+// A fresh directory for this test binary's databases, removed at exit.
+class TempDirEnvironment : public ::testing::Environment {
+ public:
+  static const std::string& Dir() {
+    static const std::string dir = [] {
+      std::string pattern = std::filesystem::temp_directory_path() / "gnomon-sqlite-XXXXXX";
+      char* made = mkdtemp(pattern.data());
+      GNOMON_CHECK(made != nullptr);
+      return pattern;
+    }();
+    return dir;
+  }
+  void TearDown() override { std::filesystem::remove_all(Dir()); }
+};
+const auto* const kTempDirEnv = ::testing::AddGlobalTestEnvironment(new TempDirEnvironment);
+
+std::string NewDbPath() {
+  static std::atomic<int> n{0};
+  return TempDirEnvironment::Dir() + "/db-" + std::to_string(n.fetch_add(1)) + ".sqlite";
+}
+
+CoordinatorFactory SqliteFactory() {
+  return {"Sqlite", [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
+            Result<std::unique_ptr<SqliteCoordinator>> c =
+                SqliteCoordinator::Open(NewDbPath(), *clock);
+            EXPECT_TRUE(c.ok()) << c.status().ToString();
+            if (!c.ok()) return nullptr;
+            return std::move(*c);
+          }};
+}
+
+GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE(Backend, SqliteFactory());
+
+std::unique_ptr<SqliteCoordinator> MustOpen(const std::string& path, Clock& clock,
+                                            SqliteOptions options = {}) {
+  Result<std::unique_ptr<SqliteCoordinator>> c = SqliteCoordinator::Open(path, clock, options);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+FireKey Fire(const std::string& job, Instant at) {
+  FireKey f;
+  f.job_id = job;
+  f.scheduled_at = at;
+  return f;
+}
+
+ClaimRequest Req(const FireKey& fire, const std::string& node) {
+  ClaimRequest r;
+  r.fire = fire;
+  r.node_id = node;
+  r.overlap = OverlapPolicy::kAllow;
+  return r;
+}
+
+// A raw connection for poking at the file from outside the coordinator.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  int Exec(const char* sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
+  std::string QueryText(const char* sql) {
+    sqlite3_stmt* stmt = nullptr;
+    std::string out;
+    if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    return out;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+TEST(SqliteCoordinatorTest, ReopeningKeepsHistoryAndTokensContinueUpward) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  const Instant t0 = clock.Now();
+  int64_t last_token = 0;
+  std::vector<RunRecord> before;
+  {
+    auto c = MustOpen(path, clock);
+    ASSERT_NE(c, nullptr);
+    for (int i = 0; i < 5; ++i) {
+      Result<ClaimOutcome> out = c->Claim(Req(Fire("j", t0 - seconds(10 - i)), "n"));
+      ASSERT_TRUE(out.ok());
+      ASSERT_EQ(out->result, R::kClaimed);
+      const Claim& claim = *out->claim;
+      EXPECT_GT(claim.fencing_token, last_token);
+      last_token = claim.fencing_token;
+      if (i < 4) {
+        RunRecord r;
+        r.run_id = claim.fire.RunId();
+        r.job_id = "j";
+        r.scheduled_at = claim.fire.scheduled_at;
+        r.attempt = 1;
+        r.fencing_token = claim.fencing_token;
+        r.node_id = "n";
+        r.started_at = t0;
+        r.finished_at = t0 + seconds(1);
+        r.outcome = RunOutcome::kSucceeded;
+        r.output = "run " + std::to_string(i);
+        ASSERT_TRUE(c->Report(claim, r, true).ok());
+      } else {
+        ASSERT_TRUE(c->SaveCheckpoint(claim, "cp").ok());
+      }
+    }
+    ASSERT_TRUE(c->PutJob("j", "{}", 0).ok());
+    before = c->ListRuns(RunQuery{.limit = 100})->runs;
+  }
+  auto c = MustOpen(path, clock);
+  ASSERT_NE(c, nullptr);
+  std::vector<RunRecord> after = c->ListRuns(RunQuery{.limit = 100})->runs;
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].run_id, before[i].run_id);
+    EXPECT_EQ(after[i].outcome, before[i].outcome);
+    EXPECT_EQ(after[i].output, before[i].output);
+    EXPECT_EQ(after[i].fencing_token, before[i].fencing_token);
+  }
+  EXPECT_EQ(c->LoadCheckpoint(Fire("j", t0 - seconds(6)))->value_or(""), "cp");
+  EXPECT_EQ(c->ListJobs()->size(), 1u);
+  EXPECT_EQ(c->Claim(Req(Fire("j", t0 - seconds(10)), "n"))->result, R::kAlreadyClaimed);
+  Result<ClaimOutcome> next = c->Claim(Req(Fire("j", t0), "n"));
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->result, R::kClaimed);
+  EXPECT_GT(next->claim->fencing_token, last_token);
+}
+
+TEST(SqliteCoordinatorTest, TokensNeverGoBelowTheHistoryEvenIfTheCounterIsLost) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  int64_t token = 0;
+  {
+    auto c = MustOpen(path, clock);
+    ASSERT_NE(c, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      Result<ClaimOutcome> out = c->Claim(Req(Fire("j", clock.Now() - seconds(i)), "n"));
+      ASSERT_TRUE(out.ok() && out->claim);
+      token = std::max(token, out->claim->fencing_token);
+    }
+  }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("DELETE FROM fences"), SQLITE_OK);
+  }
+  auto c = MustOpen(path, clock);
+  Result<ClaimOutcome> out = c->Claim(Req(Fire("j", clock.Now() - seconds(10)), "n"));
+  ASSERT_TRUE(out.ok() && out->claim);
+  EXPECT_GT(out->claim->fencing_token, token);
+}
+
+TEST(SqliteCoordinatorTest, OpenSetsWalAndTheSchemaVersion) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  ASSERT_NE(MustOpen(path, clock), nullptr);
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryText("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
+            std::to_string(SqliteCoordinator::kSchemaVersion));
+  // Opening again is a no-op on the schema.
+  ASSERT_NE(MustOpen(path, clock), nullptr);
+}
+
+TEST(SqliteCoordinatorTest, OpenRefusesANewerSchema) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  ASSERT_NE(MustOpen(path, clock), nullptr);
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("PRAGMA user_version = 99"), SQLITE_OK);
+  }
+  Result<std::unique_ptr<SqliteCoordinator>> c = SqliteCoordinator::Open(path, clock);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("99"), std::string::npos);
+}
+
+TEST(SqliteCoordinatorTest, OpenErrors) {
+  FakeClock clock;
+  EXPECT_EQ(SqliteCoordinator::Open("", clock).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SqliteCoordinator::Open(NewDbPath(), clock, {.busy_timeout = milliseconds(-1)})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  Result<std::unique_ptr<SqliteCoordinator>> missing_dir =
+      SqliteCoordinator::Open(TempDirEnvironment::Dir() + "/no/such/dir/db", clock);
+  EXPECT_EQ(missing_dir.status().code(), StatusCode::kUnavailable)
+      << missing_dir.status().ToString();
+  const std::string garbage = NewDbPath();
+  std::ofstream(garbage) << std::string(4096, 'x');
+  Result<std::unique_ptr<SqliteCoordinator>> not_db = SqliteCoordinator::Open(garbage, clock);
+  EXPECT_EQ(not_db.status().code(), StatusCode::kInternal) << not_db.status().ToString();
+}
+
+TEST(SqliteCoordinatorTest, ALockHeldPastTheBusyTimeoutIsUnavailableAndWritesNothing) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  auto c = MustOpen(path, clock, {.busy_timeout = Duration(0)});
+  ASSERT_NE(c, nullptr);
+  const FireKey fire = Fire("j", clock.Now());
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  Result<ClaimOutcome> out = c->Claim(Req(fire, "n"));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kUnavailable) << out.status().ToString();
+  EXPECT_EQ(c->PutJob("j", "{}", 0).status().code(), StatusCode::kUnavailable);
+  // Reads are not blocked by a writer (WAL).
+  EXPECT_EQ(c->GetRun(fire.RunId()).status().code(), StatusCode::kNotFound);
+  ASSERT_EQ(raw.Exec("COMMIT"), SQLITE_OK);
+  out = c->Claim(Req(fire, "n"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->result, R::kClaimed);
+}
+
+TEST(SqliteCoordinatorTest, ErrorMapping) {
+  using sqlite::StatusFromSqlite;
+  Status full = StatusFromSqlite(SQLITE_FULL, "/d/g.db", "commit", "database or disk is full");
+  EXPECT_EQ(full.code(), StatusCode::kUnavailable);
+  EXPECT_NE(full.message().find("disk is full"), std::string::npos) << full.message();
+  EXPECT_NE(full.message().find("/d/g.db"), std::string::npos);
+  EXPECT_EQ(StatusFromSqlite(SQLITE_IOERR_FSYNC, "p", "commit", "").code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(StatusFromSqlite(SQLITE_BUSY, "p", "begin", "").code(), StatusCode::kUnavailable);
+  EXPECT_EQ(StatusFromSqlite(SQLITE_LOCKED_SHAREDCACHE, "p", "x", "").code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(StatusFromSqlite(SQLITE_CORRUPT, "p", "x", "").code(), StatusCode::kInternal);
+  EXPECT_EQ(StatusFromSqlite(SQLITE_CONSTRAINT_PRIMARYKEY, "p", "x", "").code(),
+            StatusCode::kInternal);
+}
+
+TEST(SqliteCoordinatorTest, ValuesAreBoundNotInterpolated) {
+  FakeClock clock;
+  auto c = MustOpen(NewDbPath(), clock);
+  ASSERT_NE(c, nullptr);
+  const std::string hostile = "n'); DROP TABLE runs; --\"\\";
+  ASSERT_TRUE(c->RecordSkipped(Fire("j", clock.Now()), hostile, hostile).ok());
+  ASSERT_TRUE(c->PutJob("j", hostile, 0).ok());
+  Result<std::vector<RunRecord>> runs = c->GetRun(Fire("j", clock.Now()).RunId());
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  EXPECT_EQ((*runs)[0].node_id, hostile);
+  EXPECT_EQ((*runs)[0].skip_reason, hostile);
+  EXPECT_EQ((*c->ListJobs())[0].definition_json, hostile);
+}
+
+// Two connections to one file in one process, each used from several threads.
+TEST(SqliteCoordinatorTest, TwoConnectionsOnOneFileClaimEachFireOnce) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  auto a = MustOpen(path, clock);
+  auto b = MustOpen(path, clock);
+  ASSERT_TRUE(a && b);
+  constexpr int kFires = 100;
+  constexpr int kThreadsPerConn = 3;
+  const Instant base = clock.Now() - hours(1);
+  std::atomic<int> claimed{0};
+  std::atomic<int> errors{0};
+  std::vector<std::vector<int64_t>> tokens(2 * kThreadsPerConn);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 2 * kThreadsPerConn; ++t) {
+      threads.emplace_back([&, t] {
+        SqliteCoordinator& c = t % 2 ? *a : *b;
+        for (int i = 0; i < kFires; ++i) {
+          Result<ClaimOutcome> out = c.Claim(Req(Fire("race", base + seconds(i)), "n"));
+          if (!out.ok()) {
+            errors.fetch_add(1);
+          } else if (out->result == R::kClaimed) {
+            claimed.fetch_add(1);
+            tokens[t].push_back(out->claim->fencing_token);
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(claimed.load(), kFires);
+  std::set<int64_t> distinct;
+  for (const auto& v : tokens) distinct.insert(v.begin(), v.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kFires));
+}
+
+}  // namespace
+}  // namespace gnomon::testing

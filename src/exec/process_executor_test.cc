@@ -1,0 +1,434 @@
+// Real child processes. Assertions are on what the run recorded (output, checkpoints, exit
+// status, pidfds of the processes it started); time is only checked against generous bounds.
+#include "gnomon/process_executor.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/exec/posix_util.h"
+#include "src/exec/test_util.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace gnomon {
+namespace {
+
+using exec_internal::UniqueFd;
+using exec_testing::CheckpointRecorder;
+using exec_testing::FullContext;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
+
+JobSpec CommandJob(std::string command) {
+  JobSpec job;
+  job.id = "job-1";
+  job.command = std::move(command);
+  return job;
+}
+
+JobSpec ArgvJob(std::vector<std::string> argv) {
+  JobSpec job;
+  job.id = "job-1";
+  job.argv = std::move(argv);
+  return job;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+Duration Now() { return SystemClock::Get().SteadyNow(); }
+
+// A directory of this test process's own (tests of several processes may run at once).
+std::string UniqueTempDir() {
+  const std::string dir = ::testing::TempDir() + "/gnomon-exec-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A pidfd for `pid` (not necessarily our child), opened while it runs.
+UniqueFd OpenPidfd(pid_t pid) {
+  return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+}
+
+// Whether the process behind `pidfd` exits within `limit` (event-driven: the pidfd becomes
+// readable when it exits).
+bool ExitsWithin(const UniqueFd& pidfd, Duration limit) {
+  pollfd p{pidfd.get(), POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(limit.count())) == 1;
+}
+
+// Live (not zombie) processes whose process group is `pgid`.
+std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
+  std::vector<pid_t> members;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid pgrp ...; comm may contain spaces, so parse after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (pgrp == pgid && state != 'Z' && state != 'X') members.push_back(std::stoi(name));
+  }
+  return members;
+}
+
+class ProcessExecutorTest : public ::testing::Test {
+ protected:
+  ProcessExecutor executor_;
+};
+
+TEST_F(ProcessExecutorTest, ChildSeesParentJobAndRunEnvironment) {
+  ASSERT_EQ(setenv("GNOMON_EXEC_TEST_PARENT", "from-parent", 1), 0);
+  JobSpec job = CommandJob("env");
+  job.env = {
+      {"JOB_VAR", "job value"}, {"GNOMON_JOB_ID", "spoofed"}, {"GNOMON_EXEC_TEST_PARENT", "job"}};
+  const ExecResult r = executor_.Execute(job, FullContext());
+  unsetenv("GNOMON_EXEC_TEST_PARENT");
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(Lines(r.output), IsSupersetOf(std::vector<std::string>{
+                                   "GNOMON_JOB_ID=job-1",
+                                   "GNOMON_RUN_ID=job-1@1795987800000#1",
+                                   "GNOMON_SCHEDULED_AT=2026-11-29T21:30:00.000Z",
+                                   "GNOMON_FENCING_TOKEN=42",
+                                   "GNOMON_ATTEMPT=2",
+                                   "GNOMON_NODE_ID=node-a",
+                                   "GNOMON_SHARD_INDEX=1",
+                                   "GNOMON_SHARD_COUNT=3",
+                                   "GNOMON_DEADLINE=2026-11-29T21:31:00.250Z",
+                                   "GNOMON_CHECKPOINT=cp-7",
+                                   std::string("GNOMON_TRACEPARENT=") + exec_testing::kTraceparent,
+                                   "JOB_VAR=job value",
+                                   "GNOMON_EXEC_TEST_PARENT=job",
+                               }));
+  EXPECT_THAT(r.output, Not(HasSubstr("spoofed")));
+  EXPECT_THAT(r.output, HasSubstr("\nPATH="));
+}
+
+TEST_F(ProcessExecutorTest, ParentEnvironmentIsInherited) {
+  ASSERT_EQ(setenv("GNOMON_EXEC_TEST_PARENT", "from-parent", 1), 0);
+  const ExecResult r = executor_.Execute(CommandJob("env"), FullContext());
+  unsetenv("GNOMON_EXEC_TEST_PARENT");
+  EXPECT_THAT(Lines(r.output),
+              IsSupersetOf(std::vector<std::string>{"GNOMON_EXEC_TEST_PARENT=from-parent"}));
+}
+
+TEST_F(ProcessExecutorTest, ArgvIsPassedVerbatimWithoutAShell) {
+  const std::string tricky = "a; echo injected $(echo sub) `id` * $HOME";
+  const ExecResult r = executor_.Execute(ArgvJob({"printf", "[%s]\\n", tricky}), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "[" + tricky + "]\n");
+}
+
+TEST_F(ProcessExecutorTest, CommandRunsThroughTheShell) {
+  const ExecResult r =
+      executor_.Execute(CommandJob("echo $((1 + 2)) $GNOMON_ATTEMPT"), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "3 2\n");
+}
+
+TEST_F(ProcessExecutorTest, StdoutAndStderrAreCapturedTogether) {
+  const ExecResult r =
+      executor_.Execute(CommandJob("echo out; echo err >&2; echo out2"), FullContext());
+  EXPECT_EQ(r.output, "out\nerr\nout2\n");
+}
+
+TEST_F(ProcessExecutorTest, StdinIsDevNull) {
+  const ExecResult r = executor_.Execute(CommandJob("cat; echo done"), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "done\n");
+}
+
+TEST_F(ProcessExecutorTest, KeepsTheLast64KiBOfHugeOutput) {
+  // seq prints ~15 MB; only the tail is kept.
+  constexpr int kCount = 2'000'000;
+  const ExecResult r =
+      executor_.Execute(CommandJob("seq 1 " + std::to_string(kCount)), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  std::string tail;
+  for (int i = kCount; tail.size() < kMaxOutputBytes; --i) tail = std::to_string(i) + "\n" + tail;
+  tail = tail.substr(tail.size() - kMaxOutputBytes);
+  ASSERT_EQ(r.output.size(), kMaxOutputBytes);
+  EXPECT_EQ(r.output, tail);
+}
+
+TEST_F(ProcessExecutorTest, NonZeroExitFails) {
+  const ExecResult r = executor_.Execute(CommandJob("echo partial; exit 3"), FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.error, "exited with status 3");
+  EXPECT_EQ(r.output, "partial\n");
+}
+
+TEST_F(ProcessExecutorTest, DeathBySignalNamesTheSignal) {
+  const ExecResult r = executor_.Execute(CommandJob("kill -SEGV $$"), FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.error, "killed by signal 11 (SIGSEGV)");
+}
+
+TEST_F(ProcessExecutorTest, MissingBinaryFailsWithTheReason) {
+  ExecResult r =
+      executor_.Execute(ArgvJob({"/nonexistent/gnomon-no-such-binary", "x"}), FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_THAT(r.error,
+              HasSubstr("exec /nonexistent/gnomon-no-such-binary: No such file or directory"));
+
+  r = executor_.Execute(ArgvJob({"gnomon-no-such-binary-on-path"}), FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_THAT(r.error, HasSubstr("exec gnomon-no-such-binary-on-path: No such file or directory"));
+}
+
+TEST_F(ProcessExecutorTest, NonExecutableFileFails) {
+  const std::string path = UniqueTempDir() + "/not-executable";
+  std::ofstream(path) << "#!/bin/sh\necho hi\n";
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  const ExecResult r = executor_.Execute(ArgvJob({path}), FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_THAT(r.error, HasSubstr("Permission denied"));
+  std::filesystem::remove(path);
+}
+
+TEST_F(ProcessExecutorTest, JobPathIsUsedForTheSearch) {
+  const std::string dir = UniqueTempDir();
+  const std::string path = dir + "/gnomon-exec-hello";
+  std::ofstream(path) << "#!/bin/sh\necho hello \"$1\"\n";
+  ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  JobSpec job = ArgvJob({"gnomon-exec-hello", "world"});
+  job.env["PATH"] = "/nonexistent:" + dir;
+  const ExecResult r = executor_.Execute(job, FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "hello world\n");
+  std::filesystem::remove(path);
+}
+
+TEST_F(ProcessExecutorTest, OtherDescriptorsAreNotInherited) {
+  const int leaked = open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  const std::string fd = std::to_string(leaked);
+  const ExecResult r =
+      executor_.Execute(CommandJob("for fd in 0 1 2 " + fd +
+                                   "; do [ -e /proc/$$/fd/$fd ] && echo $fd:open || "
+                                   "echo $fd:closed; done"),
+                        FullContext());
+  close(leaked);
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "0:open\n1:open\n2:open\n" + fd + ":closed\n");
+}
+
+TEST_F(ProcessExecutorTest, InvalidJobsFailWithoutStarting) {
+  JobSpec both = CommandJob("true");
+  both.argv = {"true"};
+  EXPECT_THAT(executor_.Execute(both, FullContext()).error, HasSubstr("both command and argv"));
+  JobSpec none;
+  none.id = "job-1";
+  EXPECT_THAT(executor_.Execute(none, FullContext()).error, HasSubstr("neither"));
+  JobSpec bad_env = CommandJob("true");
+  bad_env.env["A=B"] = "x";
+  EXPECT_THAT(executor_.Execute(bad_env, FullContext()).error, HasSubstr("invalid variable name"));
+}
+
+TEST_F(ProcessExecutorTest, CheckpointLinesAreSavedAndKept) {
+  RunContext ctx = FullContext();
+  CheckpointRecorder recorder;
+  recorder.Attach(ctx);
+  const ExecResult r = executor_.Execute(
+      CommandJob("echo before; echo '::gnomon-checkpoint step-1'; "
+                 "echo 'x ::gnomon-checkpoint not-one'; echo '::gnomon-checkpoint  two words ' >&2;"
+                 "printf '::gnomon-checkpoint last'"),
+      ctx);
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_THAT(recorder.values(), ElementsAre("step-1", " two words ", "last"));
+  EXPECT_EQ(r.output,
+            "before\n::gnomon-checkpoint step-1\nx ::gnomon-checkpoint not-one\n"
+            "::gnomon-checkpoint  two words \n::gnomon-checkpoint last");
+}
+
+// Runs `job` on a thread; the test cancels it once the child has saved `ready_count` checkpoints.
+struct CancelledRun {
+  ExecResult result;
+  Duration stop_requested_at{0};
+  Duration returned_at{0};
+  std::vector<std::string> checkpoints;
+};
+
+CancelledRun RunAndCancel(ProcessExecutor& executor, const JobSpec& job, size_t ready_count,
+                          CheckpointRecorder& recorder) {
+  RunContext ctx = FullContext();
+  std::stop_source stop;
+  ctx.stop = stop.get_token();
+  recorder.Attach(ctx);
+  CancelledRun run;
+  std::jthread runner([&] {
+    run.result = executor.Execute(job, ctx);
+    run.returned_at = Now();
+  });
+  EXPECT_TRUE(recorder.Wait(ready_count)) << "the child never became ready";
+  run.stop_requested_at = Now();
+  stop.request_stop();
+  runner.join();
+  run.checkpoints = recorder.values();
+  return run;
+}
+
+TEST_F(ProcessExecutorTest, CancelSendsTermThenKillAfterGrace) {
+  // A loop of builtins, so that the shell runs its trap as soon as TERM arrives.
+  JobSpec job =
+      CommandJob("trap 'echo got-term' TERM; echo ::gnomon-checkpoint ready; while :; do :; done");
+  job.kill_grace = std::chrono::milliseconds(500);
+  CheckpointRecorder recorder;
+  const CancelledRun run = RunAndCancel(executor_, job, 1, recorder);
+  EXPECT_EQ(run.result.outcome, RunOutcome::kCancelled);
+  // The shell trapped TERM (so it was delivered first), and was then killed by SIGKILL.
+  EXPECT_THAT(run.result.output, HasSubstr("got-term"));
+  EXPECT_EQ(run.result.error,
+            "cancelled: sent SIGTERM to the process group, then SIGKILL after kill_grace 500ms; "
+            "killed by signal 9 (SIGKILL)");
+  // SIGKILL cannot come before the grace; the upper bound is generous.
+  EXPECT_GE(run.returned_at - run.stop_requested_at, std::chrono::milliseconds(500));
+  EXPECT_LT(run.returned_at - run.stop_requested_at, std::chrono::seconds(20));
+}
+
+TEST_F(ProcessExecutorTest, CancelOfAChildThatObeysTermDoesNotWaitForTheGrace) {
+  JobSpec job = CommandJob("echo ::gnomon-checkpoint ready; sleep 1000");
+  job.kill_grace = std::chrono::seconds(60);
+  CheckpointRecorder recorder;
+  const CancelledRun run = RunAndCancel(executor_, job, 1, recorder);
+  EXPECT_EQ(run.result.outcome, RunOutcome::kCancelled);
+  EXPECT_EQ(run.result.error,
+            "cancelled: sent SIGTERM to the process group; killed by signal 15 (SIGTERM)");
+  EXPECT_LT(run.returned_at - run.stop_requested_at, std::chrono::seconds(20));
+}
+
+TEST_F(ProcessExecutorTest, DescendantsKeepTheGraceAfterTheMainProcessDies) {
+  // The leader dies of SIGTERM at once; its child traps TERM, cleans up and exits within the
+  // grace. Its output is kept and nothing waits for the 60 s grace.
+  JobSpec job = CommandJob(
+      "(trap 'echo child-cleanup; exit 0' TERM; echo ::gnomon-checkpoint ready; "
+      "while :; do :; done) & wait");
+  job.kill_grace = std::chrono::seconds(60);
+  CheckpointRecorder recorder;
+  const CancelledRun run = RunAndCancel(executor_, job, 1, recorder);
+  EXPECT_EQ(run.result.outcome, RunOutcome::kCancelled);
+  EXPECT_THAT(run.result.output, HasSubstr("child-cleanup"));
+  EXPECT_LT(run.returned_at - run.stop_requested_at, std::chrono::seconds(20));
+}
+
+TEST_F(ProcessExecutorTest, CancelKillsTheWholeProcessGroup) {
+  // The leader waits for a background sleep; a second grandchild ignores SIGTERM, so only the
+  // group SIGKILL at the end of kill_grace, after the leader is gone, can end it.
+  JobSpec job = CommandJob(
+      "sleep 1000 & echo ::gnomon-checkpoint $$; echo ::gnomon-checkpoint $!; "
+      // Announces itself only once TERM is ignored (SIG_IGN survives the exec).
+      "sh -c 'trap \"\" TERM; echo ::gnomon-checkpoint $$; exec sleep 1000' & wait");
+  job.kill_grace = std::chrono::milliseconds(300);
+  CheckpointRecorder recorder;
+  std::vector<UniqueFd> pidfds;
+  recorder.OnSave([&](const std::string& pid) { pidfds.push_back(OpenPidfd(std::stoi(pid))); });
+  const CancelledRun run = RunAndCancel(executor_, job, 3, recorder);
+  EXPECT_EQ(run.result.outcome, RunOutcome::kCancelled) << run.result.error;
+  ASSERT_EQ(pidfds.size(), 3u);
+  for (size_t i = 0; i < pidfds.size(); ++i) {
+    ASSERT_TRUE(pidfds[i].valid()) << run.checkpoints[i];
+    EXPECT_TRUE(ExitsWithin(pidfds[i], std::chrono::seconds(10))) << "pid " << run.checkpoints[i];
+  }
+  EXPECT_THAT(LiveGroupMembers(std::stoi(run.checkpoints[0])), ElementsAre());
+  EXPECT_GE(run.returned_at - run.stop_requested_at, std::chrono::milliseconds(300));
+  EXPECT_LT(run.returned_at - run.stop_requested_at, std::chrono::seconds(20));
+  EXPECT_EQ(run.result.error,
+            "cancelled: sent SIGTERM to the process group, then SIGKILL after kill_grace 300ms; "
+            "killed by signal 15 (SIGTERM)");
+}
+
+TEST_F(ProcessExecutorTest, ProcessesLeftBehindAreKilledWhenTheMainProcessExits) {
+  RunContext ctx = FullContext();
+  CheckpointRecorder recorder;
+  std::vector<UniqueFd> pidfds;
+  recorder.OnSave([&](const std::string& pid) { pidfds.push_back(OpenPidfd(std::stoi(pid))); });
+  recorder.Attach(ctx);
+  const Duration start = Now();
+  const ExecResult r =
+      executor_.Execute(CommandJob("sleep 1000 & echo ::gnomon-checkpoint $!; exit 0"), ctx);
+  EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_LT(Now() - start, std::chrono::seconds(20));
+  ASSERT_EQ(pidfds.size(), 1u);
+  ASSERT_TRUE(pidfds[0].valid());
+  EXPECT_TRUE(ExitsWithin(pidfds[0], std::chrono::seconds(10)));
+}
+
+TEST_F(ProcessExecutorTest, StopBeforeStartRunsNothing) {
+  RunContext ctx = FullContext();
+  std::stop_source stop;
+  ctx.stop = stop.get_token();
+  stop.request_stop();
+  const ExecResult r = executor_.Execute(CommandJob("echo ran"), ctx);
+  EXPECT_EQ(r.outcome, RunOutcome::kCancelled);
+  EXPECT_EQ(r.output, "");
+}
+
+TEST_F(ProcessExecutorTest, ConcurrentRunsKeepTheirOwnOutput) {
+  constexpr int kRuns = 8;
+  std::vector<ExecResult> results(kRuns);
+  {
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < kRuns; ++i) {
+      threads.emplace_back([&, i] {
+        RunContext ctx = FullContext();
+        ctx.run_id = "run-" + std::to_string(i);
+        results[i] = executor_.Execute(CommandJob("echo $GNOMON_RUN_ID"), ctx);
+      });
+    }
+  }
+  for (int i = 0; i < kRuns; ++i) {
+    EXPECT_EQ(results[i].outcome, RunOutcome::kSucceeded) << results[i].error;
+    EXPECT_EQ(results[i].output, "run-" + std::to_string(i) + "\n");
+  }
+}
+
+TEST_F(ProcessExecutorTest, LeavesNoZombies) {
+  // Every way an attempt can end, then: this process has no children left at all.
+  executor_.Execute(CommandJob("true"), FullContext());
+  executor_.Execute(CommandJob("exit 4"), FullContext());
+  executor_.Execute(CommandJob("kill -KILL $$"), FullContext());
+  executor_.Execute(ArgvJob({"/nonexistent/x"}), FullContext());
+  executor_.Execute(CommandJob("sleep 1000 & exit 0"), FullContext());
+  JobSpec job = CommandJob("echo ::gnomon-checkpoint ready; sleep 1000");
+  CheckpointRecorder recorder;
+  RunAndCancel(executor_, job, 1, recorder);
+  int status = 0;
+  EXPECT_EQ(waitpid(-1, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+}  // namespace
+}  // namespace gnomon

@@ -1,0 +1,912 @@
+// The scheduler engine: timer queue + loop thread, worker pool, lease watchdog, policies.
+#include "gnomon/scheduler.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <queue>
+#include <random>
+#include <set>
+
+#include "gnomon/cron.h"
+#include "src/schedule/worker_pool.h"
+
+namespace gnomon {
+namespace {
+
+// Why the scheduler stopped a run.
+enum class StopReason { kNone, kTimeout, kLeaseLost, kSelfFenced, kReplaced, kShutdown };
+
+std::string_view ReasonText(StopReason r) {
+  switch (r) {
+    case StopReason::kNone:
+      return "";
+    case StopReason::kTimeout:
+      return "timed out";
+    case StopReason::kLeaseLost:
+      return "lease lost: fenced off by the backend";
+    case StopReason::kSelfFenced:
+      return "self-fenced: could not renew the lease before ttl - margin";
+    case StopReason::kReplaced:
+      return "replaced by a newer fire (overlap = replace)";
+    case StopReason::kShutdown:
+      return "cancelled by graceful shutdown";
+  }
+  return "";
+}
+
+// Most missed fires handled (run or recorded) per job per pass; the rest are dropped from view
+// (and counted in the event detail).
+constexpr int kMaxMisfires = 1000;
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  Impl(SchedulerOptions options, Coordinator& coordinator, Executor& executor, Clock& clock)
+      : options_(std::move(options)),
+        coord_(coordinator),
+        exec_(executor),
+        clock_(clock),
+        margin_(options_.lease_margin.value_or(options_.lease_ttl / 3)),
+        rng_(options_.random_seed ? options_.random_seed : std::random_device{}()) {}
+
+  ~Impl() { Stop(); }
+
+  // ---------------------------------------------------------------------------------- jobs --
+  struct JobEntry {
+    JobSpec spec;
+    std::shared_ptr<const CronExpr> expr;
+    uint64_t gen = 0;  // bumps on every change; stale timers are dropped
+    Instant cursor;    // fires at or before this were handled
+    std::optional<Instant> next;
+    bool paused = false;
+    std::string pause_reason;
+    int running = 0;
+    std::set<Instant> failed;  // fires whose claim failed on a backend error (retried)
+    Instant catchup_until;     // the catch-up pass covers fires up to here (the install cursor)
+  };
+
+  Result<std::shared_ptr<const CronExpr>> Compile(const JobSpec& job) {
+    GNOMON_RETURN_IF_ERROR(ValidateJobSpec(job));
+    Result<TimeZone> zone = TimeZone::Load(job.timezone);
+    Result<CronExpr> expr = CronExpr::Parse(job.schedule, CronOptions{*zone, job.id});
+    if (!expr.ok()) return expr.status();
+    return std::make_shared<const CronExpr>(std::move(*expr));
+  }
+
+  Status AddJob(const JobSpec& job) {
+    Result<std::shared_ptr<const CronExpr>> expr = Compile(job);
+    if (!expr.ok()) return expr.status();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      InstallLocked(job, *expr);
+    }
+    cv_.notify_all();
+    return Status::Ok();
+  }
+
+  Status SetJobs(const std::vector<JobSpec>& jobs) {
+    std::vector<std::shared_ptr<const CronExpr>> exprs;
+    std::set<std::string> ids;
+    for (const JobSpec& job : jobs) {
+      Result<std::shared_ptr<const CronExpr>> expr = Compile(job);
+      if (!expr.ok()) return expr.status();
+      if (!ids.insert(job.id).second) {
+        return InvalidArgumentError("job \"" + job.id + "\" is defined twice");
+      }
+      exprs.push_back(*expr);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = jobs_.begin(); it != jobs_.end();) {
+        it = ids.count(it->first) ? std::next(it) : jobs_.erase(it);
+      }
+      for (size_t i = 0; i < jobs.size(); ++i) InstallLocked(jobs[i], exprs[i]);
+    }
+    cv_.notify_all();
+    return Status::Ok();
+  }
+
+  Status RemoveJob(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (jobs_.erase(id) == 0) return NotFoundError("job \"" + id + "\" is not defined");
+    return Status::Ok();
+  }
+
+  // Installs or replaces a job. A new job starts at now - claim_grace: fires within the grace
+  // are claimed, older ones are the misfire pass's business (CatchUp).
+  void InstallLocked(const JobSpec& job, std::shared_ptr<const CronExpr> expr) {
+    const Instant now = clock_.Now();
+    auto [it, inserted] = jobs_.try_emplace(job.id);
+    JobEntry& e = it->second;
+    const bool schedule_changed =
+        inserted || e.spec.schedule != job.schedule || e.spec.timezone != job.timezone;
+    e.spec = job;
+    e.expr = std::move(expr);
+    ++e.gen;
+    if (inserted) {
+      e.cursor = now - options_.claim_grace - Duration(1);
+      e.catchup_until = e.cursor;
+    }
+    if (schedule_changed && !inserted) e.cursor = std::max(e.cursor, now - Duration(1));
+    ScheduleNextLocked(job.id, e);
+    wake_ = true;
+    if (inserted && started_) SubmitCatchUp(job.id);
+  }
+
+  void ScheduleNextLocked(const std::string& id, JobEntry& e) {
+    e.next = e.spec.enabled ? e.expr->Next(e.cursor) : std::nullopt;
+    if (e.next) timers_.push(Timer{*e.next, TimerKind::kFire, id, e.gen, {}});
+  }
+
+  // ----------------------------------------------------------------------------- lifecycle --
+  Status Start() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (started_) return FailedPreconditionError("scheduler already started");
+      if (options_.node_id.empty()) return InvalidArgumentError("node_id is required");
+      started_ = true;
+      started_at_ = clock_.Now();
+      pool_ = std::make_unique<internal::WorkerPool>(std::max(1, options_.worker_threads));
+      for (const auto& [id, e] : jobs_) SubmitCatchUp(id);
+      timers_.push(Timer{clock_.Now(), TimerKind::kHousekeeping, "", 0, {}});
+    }
+    loop_thread_ = std::jthread([this] { Loop(); });
+    watchdog_thread_ = std::jthread([this] { Watchdog(); });
+    return Status::Ok();
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_ || stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (loop_thread_.joinable()) loop_thread_.join();
+    {
+      // Let runs finish for up to shutdown_grace, then cancel what is left.
+      std::unique_lock<std::mutex> lock(wd_mu_);
+      clock_.WaitFor(lock, wd_cv_, options_.shutdown_grace, [&] { return active_.empty(); });
+      cancel_all_ = true;
+      for (auto& [key, run] : active_) {
+        if (run->reason == StopReason::kNone) run->reason = StopReason::kShutdown;
+        run->stop.request_stop();
+      }
+    }
+    pool_->Shutdown(/*drop_pending=*/true);
+    {
+      std::lock_guard<std::mutex> lock(wd_mu_);
+      wd_stop_ = true;
+    }
+    wd_cv_.notify_all();
+    if (watchdog_thread_.joinable()) watchdog_thread_.join();
+  }
+
+  // --------------------------------------------------------------------------------- loop --
+  enum class TimerKind { kFire, kClaimRetry, kHousekeeping };
+  struct Timer {
+    Instant due;
+    TimerKind kind;
+    std::string job_id;
+    uint64_t gen;
+    FireKey fire;  // kClaimRetry
+    bool operator>(const Timer& o) const { return due > o.due; }
+  };
+
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      const Instant due = timers_.empty() ? Instant::Max() : timers_.top().due;
+      if (due > clock_.Now()) {
+        clock_.WaitUntil(lock, cv_, due, [&] { return stopping_ || wake_; });
+        wake_ = false;
+        continue;
+      }
+      Timer t = timers_.top();
+      timers_.pop();
+      HandleTimerLocked(t);
+    }
+  }
+
+  void HandleTimerLocked(const Timer& t) {
+    const Instant now = clock_.Now();
+    if (t.kind == TimerKind::kHousekeeping) {
+      timers_.push(
+          Timer{now + options_.housekeeping_interval, TimerKind::kHousekeeping, "", 0, {}});
+      pool_->Submit([this] { Housekeeping(); });
+      return;
+    }
+    auto it = jobs_.find(t.job_id);
+    if (it == jobs_.end()) return;
+    JobEntry& e = it->second;
+    if (t.kind == TimerKind::kClaimRetry) {
+      SubmitFire(e.spec, t.fire);
+      return;
+    }
+    if (t.gen != e.gen) return;  // superseded by a change of the job
+    // Every fire in (cursor, now]: on-time ones are claimed, older ones are misfires (this node
+    // stalled, or its clock stepped forward).
+    std::vector<Instant> missed;
+    std::vector<Instant> on_time;
+    for (std::optional<Instant> f = e.expr->Next(e.cursor); f && *f <= now; f = e.expr->Next(*f)) {
+      if (missed.size() + on_time.size() == kMaxMisfires) {
+        // A long stall of a high-frequency job: the latest fire stands for the rest.
+        f = e.expr->Prev(now + Duration(1));
+      }
+      (*f < now - options_.claim_grace ? missed : on_time).push_back(*f);
+      e.cursor = *f;
+      if (missed.size() + on_time.size() > kMaxMisfires) break;
+    }
+    ApplyMisfirePolicyLocked(e, missed, now);
+    for (Instant f : on_time) SubmitShards(e.spec, f);
+    ScheduleNextLocked(t.job_id, e);
+  }
+
+  // Missed fires: within catchup_window, per policy; older ones are recorded as skipped.
+  void ApplyMisfirePolicyLocked(const JobEntry& e, const std::vector<Instant>& missed,
+                                Instant now) {
+    if (missed.empty()) return;
+    std::vector<Instant> run;
+    std::vector<Instant> skip;
+    for (Instant f : missed) {
+      (f >= now - e.spec.catchup_window && e.spec.misfire != MisfirePolicy::kSkip ? run : skip)
+          .push_back(f);
+    }
+    if (e.spec.misfire == MisfirePolicy::kOnce && run.size() > 1) {
+      skip.insert(skip.end(), run.begin(), run.end() - 1);
+      run.erase(run.begin(), run.end() - 1);
+    }
+    // Catch-up runs go one after another, oldest first, so that overlap = forbid does not skip
+    // them against each other.
+    if (!run.empty()) {
+      pool_->Submit([this, spec = e.spec, run] {
+        for (Instant f : run) {
+          for (int s = 0; s < spec.shards; ++s) {
+            RunFire(spec, FireKey{spec.id, f, s, spec.shards}, std::nullopt, clock_.SteadyNow());
+          }
+        }
+      });
+    }
+    const JobSpec spec = e.spec;
+    pool_->Submit([this, spec, skip] {
+      for (Instant f : skip) {
+        for (int s = 0; s < spec.shards; ++s) {
+          const FireKey fire{spec.id, f, s, spec.shards};
+          Status st = coord_.RecordSkipped(fire, options_.node_id, "misfire");
+          if (st.ok()) Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
+        }
+      }
+    });
+  }
+
+  // At start (or when a job is added): fires missed while no node ran, from the backend's
+  // last_scheduled up to this node's start, go through the misfire policy.
+  void SubmitCatchUp(const std::string& id) {
+    pool_->Submit([this, id] {
+      Result<JobState> state = coord_.GetJobState(id);
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = jobs_.find(id);
+      if (it == jobs_.end() || !state.ok()) return;
+      JobEntry& e = it->second;
+      e.paused = state->paused;
+      e.pause_reason = state->pause_reason;
+      if (!state->last_scheduled || !e.spec.enabled) return;
+      // Newest first, so a long outage of a frequent job keeps the fires inside the window.
+      std::vector<Instant> missed;
+      for (std::optional<Instant> f = e.expr->Prev(e.catchup_until + Duration(1));
+           f && *f > *state->last_scheduled && missed.size() < kMaxMisfires; f = e.expr->Prev(*f)) {
+        missed.push_back(*f);
+      }
+      std::reverse(missed.begin(), missed.end());
+      ApplyMisfirePolicyLocked(e, missed, clock_.Now());
+    });
+  }
+
+  void SubmitShards(const JobSpec& spec, Instant scheduled_at) {
+    for (int s = 0; s < spec.shards; ++s) {
+      SubmitFire(spec, FireKey{spec.id, scheduled_at, s, spec.shards});
+    }
+  }
+
+  void SubmitFire(const JobSpec& spec, const FireKey& fire) {
+    pool_->Submit([this, spec, fire] { RunFire(spec, fire, std::nullopt, clock_.SteadyNow()); });
+  }
+
+  // ------------------------------------------------------------------------------ running --
+  struct ActiveRun {
+    Claim claim;  // current attempt (guarded by wd_mu_)
+    std::stop_source stop;
+    Duration last_ok_sent{0};  // steady: when the last successful claim/renew was sent
+    Duration next_renew{0};
+    std::optional<Duration> timeout_at;
+    StopReason reason = StopReason::kNone;
+    bool lost = false;
+  };
+
+  void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed,
+               Duration claim_sent) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    Claim claim;
+    if (resumed) {
+      claim = *resumed;
+    } else {
+      ClaimRequest req{fire, options_.node_id, options_.lease_ttl, options_.skew_tolerance,
+                       spec.overlap};
+      claim_sent = clock_.SteadyNow();
+      Result<ClaimOutcome> out = coord_.Claim(req);
+      if (!out.ok()) {
+        Emit(SchedulerEvent::Kind::kError, fire, "claim: " + out.status().ToString());
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = jobs_.find(fire.job_id);
+        if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
+          it->second.failed.insert(fire.scheduled_at);
+        }
+        return;
+      }
+      switch (out->result) {
+        case ClaimOutcome::Result::kClaimed:
+          break;
+        case ClaimOutcome::Result::kAlreadyClaimed:
+          Emit(SchedulerEvent::Kind::kClaimLost, fire, "");
+          return;
+        case ClaimOutcome::Result::kOverlap:
+          Emit(SchedulerEvent::Kind::kSkipped, fire, "overlap");
+          return;
+        case ClaimOutcome::Result::kPaused:
+          Emit(SchedulerEvent::Kind::kSkipped, fire, "paused");
+          return;
+        case ClaimOutcome::Result::kTooEarly: {
+          // Our clock is ahead of the backend's: try again when the backend reaches the instant.
+          Emit(SchedulerEvent::Kind::kSkipped, fire, "early-guard");
+          const Duration wait = std::max(
+              Duration(10), fire.scheduled_at - options_.skew_tolerance - out->backend_now);
+          std::lock_guard<std::mutex> lock(mu_);
+          timers_.push(Timer{clock_.Now() + wait, TimerKind::kClaimRetry, fire.job_id, 0, fire});
+          wake_ = true;
+          cv_.notify_all();
+          return;
+        }
+      }
+      claim = *out->claim;
+      for (const FireKey& old : out->replaced) CancelLocalRun(old, StopReason::kReplaced);
+      SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
+      ev.attempt = claim.attempt;
+      ev.fencing_token = claim.fencing_token;
+      ev.duration = ev.at - fire.scheduled_at;  // lateness
+      Notify(ev);
+    }
+    // Kill a self-fenced process before the lease can end.
+    spec.kill_grace = std::min(spec.kill_grace, margin_ / 2);
+
+    auto run = std::make_shared<ActiveRun>();
+    run->claim = claim;
+    run->last_ok_sent = claim_sent;
+    RegisterRun(run);
+    AdjustRunning(fire.job_id, +1);
+    RunOutcome final_outcome = RunOutcome::kRunning;
+    while (true) {
+      const Claim current = CurrentClaim(*run);
+      Duration took{0};
+      RunRecord rec = Attempt(spec, fire, current, *run, took);
+      StopReason reason;
+      {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        reason = run->reason;
+      }
+      const bool fenced = reason == StopReason::kLeaseLost || reason == StopReason::kSelfFenced ||
+                          reason == StopReason::kReplaced;
+      bool retry = !fenced && reason != StopReason::kShutdown &&
+                   (rec.outcome == RunOutcome::kFailed || rec.outcome == RunOutcome::kTimedOut) &&
+                   current.attempt <= spec.retries && !Stopping();
+      Status reported = coord_.Report(CurrentClaim(*run), rec, !retry);
+      // Announced once recorded, so whoever hears it can read it back from the backend.
+      SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, current);
+      finished.outcome = rec.outcome;
+      finished.duration = took;
+      finished.detail = rec.error;
+      Notify(finished);
+      if (!reported.ok()) {
+        Emit(SchedulerEvent::Kind::kError, fire, "report: " + reported.ToString());
+        retry = false;
+      }
+      final_outcome = rec.outcome;
+      if (!retry) break;
+      // Full jitter: uniform in [0, min(cap, backoff * 2^(attempt-1))].
+      const Duration cap = std::min<Duration>(
+          kMaxRetryBackoff, spec.retry_backoff * (int64_t{1} << std::min(current.attempt - 1, 20)));
+      const Duration delay = Duration(RandomBelow(cap.count() + 1));
+      SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kRetryScheduled, fire);
+      ev.attempt = current.attempt + 1;
+      ev.duration = delay;
+      Notify(ev);
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        clock_.WaitFor(lock, cv_, delay, [&] { return stopping_; });
+      }
+      Result<Claim> next = coord_.NextAttempt(CurrentClaim(*run), options_.lease_ttl);
+      if (!next.ok()) {
+        Emit(SchedulerEvent::Kind::kError, fire, "next attempt: " + next.status().ToString());
+        break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        run->claim = *next;
+        run->reason = StopReason::kNone;
+        run->timeout_at.reset();
+      }
+      if (Stopping()) {
+        // Shutdown during the backoff: the retry is recorded as cancelled, the lease released.
+        RunRecord cancelled = BaseRecord(fire, *next);
+        cancelled.outcome = RunOutcome::kCancelled;
+        cancelled.error = std::string(ReasonText(StopReason::kShutdown)) + " before the retry";
+        cancelled.finished_at = clock_.Now();
+        (void)coord_.Report(*next, cancelled, true);
+        break;
+      }
+    }
+    UnregisterRun(run);
+    AdjustRunning(fire.job_id, -1);
+    if ((final_outcome == RunOutcome::kFailed || final_outcome == RunOutcome::kTimedOut) &&
+        spec.max_consecutive_failures > 0) {
+      Breaker(spec);
+    }
+  }
+
+  RunRecord BaseRecord(const FireKey& fire, const Claim& claim) {
+    RunRecord rec;
+    rec.run_id = fire.RunId();
+    rec.job_id = fire.job_id;
+    rec.scheduled_at = fire.scheduled_at;
+    rec.shard = fire.shard;
+    rec.shard_count = fire.shard_count;
+    rec.attempt = claim.attempt;
+    rec.fencing_token = claim.fencing_token;
+    rec.node_id = options_.node_id;
+    rec.started_at = clock_.Now();
+    return rec;
+  }
+
+  // One attempt: run the executor with the watchdog watching; the record of how it ended.
+  RunRecord Attempt(const JobSpec& spec, const FireKey& fire, const Claim& claim, ActiveRun& run,
+                    Duration& took) {
+    RunRecord rec = BaseRecord(fire, claim);
+    RunContext ctx;
+    ctx.job_id = fire.job_id;
+    ctx.run_id = rec.run_id;
+    ctx.node_id = options_.node_id;
+    ctx.scheduled_at = fire.scheduled_at;
+    ctx.fencing_token = claim.fencing_token;
+    ctx.attempt = claim.attempt;
+    ctx.shard_index = fire.shard;
+    ctx.shard_count = fire.shard_count;
+    if (spec.timeout.count() > 0) ctx.deadline = rec.started_at + spec.timeout;
+    if (Result<std::optional<std::string>> cp = coord_.LoadCheckpoint(fire); cp.ok()) {
+      ctx.checkpoint = *cp;
+    }
+    ctx.traceparent = TraceParent();
+    ctx.stop = run.stop.get_token();
+    ctx.save_checkpoint = [this, &run](const std::string& value) {
+      return coord_.SaveCheckpoint(CurrentClaim(run), value);
+    };
+    {
+      std::lock_guard<std::mutex> lock(wd_mu_);
+      if (spec.timeout.count() > 0) run.timeout_at = clock_.SteadyNow() + spec.timeout;
+      WakeWatchdogLocked();
+    }
+    Notify(MakeEvent(SchedulerEvent::Kind::kRunStarted, fire, claim));
+    const Duration began = clock_.SteadyNow();
+    ExecResult r = exec_.Execute(spec, ctx);
+    took = clock_.SteadyNow() - began;
+    rec.finished_at = clock_.Now();
+    rec.exit_code = r.exit_code;
+    rec.output = std::move(r.output);
+    rec.error = std::move(r.error);
+    rec.outcome = r.outcome;
+    StopReason reason;
+    {
+      std::lock_guard<std::mutex> lock(wd_mu_);
+      reason = run.reason;
+      run.timeout_at.reset();
+    }
+    if (reason != StopReason::kNone && rec.outcome != RunOutcome::kSucceeded) {
+      rec.outcome = reason == StopReason::kTimeout ? RunOutcome::kTimedOut : RunOutcome::kCancelled;
+      rec.error = std::string(ReasonText(reason)) + (rec.error.empty() ? "" : ": " + rec.error);
+    }
+    return rec;
+  }
+
+  void Breaker(const JobSpec& spec) {
+    Result<JobState> state = coord_.GetJobState(spec.id);
+    if (!state.ok() || state->paused ||
+        state->consecutive_failures < spec.max_consecutive_failures) {
+      return;
+    }
+    if (coord_.SetPaused(spec.id, true, "max_consecutive_failures").ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = jobs_.find(spec.id); it != jobs_.end()) {
+          it->second.paused = true;
+          it->second.pause_reason = "max_consecutive_failures";
+        }
+      }
+      SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kAutoPaused, FireKey{spec.id, {}, 0, 1});
+      ev.detail = "paused after " + std::to_string(state->consecutive_failures) +
+                  " consecutive failures (max_consecutive_failures = " +
+                  std::to_string(spec.max_consecutive_failures) + ")";
+      Notify(ev);
+    }
+  }
+
+  // ----------------------------------------------------------------------------- watchdog --
+  // REQUIRES: wd_mu_ held. Makes the watchdog recompute its next deadline.
+  void WakeWatchdogLocked() {
+    ++wd_version_;
+    wd_cv_.notify_all();
+  }
+
+  void RegisterRun(const std::shared_ptr<ActiveRun>& run) {
+    std::lock_guard<std::mutex> lock(wd_mu_);
+    run->next_renew = run->last_ok_sent + options_.lease_ttl / 3;
+    active_[run.get()] = run;
+    if (cancel_all_) {  // claimed while a shutdown was cancelling runs
+      run->reason = StopReason::kShutdown;
+      run->stop.request_stop();
+    }
+    WakeWatchdogLocked();
+  }
+
+  void UnregisterRun(const std::shared_ptr<ActiveRun>& run) {
+    std::lock_guard<std::mutex> lock(wd_mu_);
+    active_.erase(run.get());
+    WakeWatchdogLocked();
+  }
+
+  Claim CurrentClaim(const ActiveRun& run) {
+    std::lock_guard<std::mutex> lock(wd_mu_);
+    return run.claim;
+  }
+
+  void CancelLocalRun(const FireKey& fire, StopReason reason) {
+    std::lock_guard<std::mutex> lock(wd_mu_);
+    for (auto& [key, run] : active_) {
+      if (run->claim.fire == fire && run->reason == StopReason::kNone) {
+        run->reason = reason;
+        run->stop.request_stop();
+      }
+    }
+  }
+
+  // Renews every lease at ttl/3, self-fences at ttl - margin, enforces timeouts; all deadlines
+  // on the monotonic clock.
+  void Watchdog() {
+    std::unique_lock<std::mutex> lock(wd_mu_);
+    while (!wd_stop_) {
+      Duration due = Duration::max() / 2;
+      for (const auto& [key, run] : active_) {
+        if (!run->lost) due = std::min({due, run->next_renew, FenceDeadline(*run)});
+        if (run->timeout_at && run->reason == StopReason::kNone)
+          due = std::min(due, *run->timeout_at);
+      }
+      if (due > clock_.SteadyNow()) {
+        uint64_t seen = wd_version_;
+        clock_.WaitUntilSteady(lock, wd_cv_, due, [&] { return wd_stop_ || wd_version_ != seen; });
+        if (wd_stop_) return;
+      }
+      const Duration now = clock_.SteadyNow();
+      std::vector<std::shared_ptr<ActiveRun>> to_renew;
+      for (auto& [key, run] : active_) {
+        if (run->timeout_at && now >= *run->timeout_at && run->reason == StopReason::kNone) {
+          run->reason = StopReason::kTimeout;
+          run->stop.request_stop();
+        }
+        if (!run->lost && now >= FenceDeadline(*run)) {
+          run->lost = true;
+          if (run->reason == StopReason::kNone || run->reason == StopReason::kTimeout) {
+            run->reason = StopReason::kSelfFenced;
+          }
+          run->stop.request_stop();
+          lock.unlock();
+          Emit(SchedulerEvent::Kind::kSelfFenced, run->claim.fire, "");
+          lock.lock();
+          break;  // active_ may have changed while unlocked; recompute
+        }
+        if (!run->lost && now >= run->next_renew) to_renew.push_back(run);
+      }
+      for (const std::shared_ptr<ActiveRun>& run : to_renew) {
+        Claim claim = run->claim;
+        lock.unlock();
+        const Duration sent = clock_.SteadyNow();
+        Status s = coord_.Renew(claim, options_.lease_ttl);
+        lock.lock();
+        if (run->claim.fencing_token != claim.fencing_token) continue;  // a new attempt meanwhile
+        if (s.ok()) {
+          run->claim.lease_expires_at = claim.lease_expires_at;
+          run->last_ok_sent = sent;
+          run->next_renew = sent + options_.lease_ttl / 3;
+          lock.unlock();
+          Emit(SchedulerEvent::Kind::kLeaseRenewed, claim.fire, "");
+          lock.lock();
+        } else if (s.code() == StatusCode::kLeaseLost) {
+          run->lost = true;
+          if (run->reason == StopReason::kNone) run->reason = StopReason::kLeaseLost;
+          run->stop.request_stop();
+          lock.unlock();
+          Emit(SchedulerEvent::Kind::kLeaseRenewFailed, claim.fire, s.ToString());
+          lock.lock();
+        } else {
+          // Backend trouble: try again soon; the fence deadline still applies.
+          run->next_renew = clock_.SteadyNow() +
+                            std::min<Duration>(options_.lease_ttl / 10, std::chrono::seconds(1));
+          lock.unlock();
+          Emit(SchedulerEvent::Kind::kLeaseRenewFailed, claim.fire, s.ToString());
+          lock.lock();
+        }
+      }
+    }
+  }
+
+  Duration FenceDeadline(const ActiveRun& run) const {
+    return run.last_ok_sent + options_.lease_ttl - margin_;
+  }
+
+  // ------------------------------------------------------------------------- housekeeping --
+  void Housekeeping() {
+    // One pass at a time, even if a slow backend makes a pass longer than the interval.
+    std::unique_lock<std::mutex> one(housekeeping_mu_, std::try_to_lock);
+    if (!one.owns_lock()) return;
+    // Clock skew: node clock minus backend clock, measured at the midpoint of the call.
+    const Instant before = clock_.Now();
+    Result<Instant> backend_now = coord_.Now();
+    const Instant after = clock_.Now();
+    Duration skew{0};
+    if (backend_now.ok()) skew = (before + (after - before) / 2) - *backend_now;
+    NodeInfo node{options_.node_id, options_.host, options_.version, started_at_, {},
+                  running(),        skew};
+    if (Status s = coord_.Heartbeat(node, options_.housekeeping_interval * 3); !s.ok()) {
+      Emit(SchedulerEvent::Kind::kError, FireKey{}, "heartbeat: " + s.ToString());
+    }
+    ResolveLostRuns();
+    RefreshJobStates();
+    RetryFailedClaims();
+    if (++housekeeping_ticks_ % 12 == 1) PruneHistory();
+  }
+
+  void ResolveLostRuns() {
+    Result<std::vector<ExpiredFire>> expired = coord_.ListExpired(100);
+    if (!expired.ok()) return;
+    for (const ExpiredFire& e : *expired) {
+      std::optional<JobSpec> spec = Spec(e.fire.job_id);
+      if (!spec) continue;  // a node that knows the job resolves it
+      const Duration sent = clock_.SteadyNow();
+      Result<std::optional<Claim>> r =
+          coord_.ResolveLost(e, options_.node_id, spec->on_lost, options_.lease_ttl);
+      if (!r.ok()) continue;  // another node got there first
+      SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kLostRun, e.fire);
+      ev.attempt = e.attempt;
+      ev.fencing_token = e.fencing_token;
+      ev.detail = std::string(ToString(spec->on_lost)) + " (holder " + e.node_id + ")";
+      Notify(ev);
+      if (*r) {
+        const Claim claim = **r;
+        pool_->Submit([this, s = *spec, claim, sent] { RunFire(s, claim.fire, claim, sent); });
+      }
+    }
+  }
+
+  void RefreshJobStates() {
+    Result<int64_t> version = coord_.JobsVersion();
+    if (!version.ok() || *version == jobs_version_) return;
+    jobs_version_ = *version;
+    std::vector<std::string> ids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [id, e] : jobs_) ids.push_back(id);
+    }
+    for (const std::string& id : ids) {
+      Result<JobState> st = coord_.GetJobState(id);
+      if (!st.ok()) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = jobs_.find(id); it != jobs_.end()) {
+        it->second.paused = st->paused;
+        it->second.pause_reason = st->pause_reason;
+      }
+    }
+  }
+
+  // Fires whose claim failed on a backend error go through the misfire policy again, now that
+  // the backend may be back.
+  void RetryFailedClaims() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Instant now = clock_.Now();
+    for (auto& [id, e] : jobs_) {
+      if (e.failed.empty()) continue;
+      std::vector<Instant> fires(e.failed.begin(), e.failed.end());
+      e.failed.clear();
+      ApplyMisfirePolicyLocked(e, fires, now);
+    }
+  }
+
+  void PruneHistory() {
+    std::vector<JobSpec> specs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [id, e] : jobs_) specs.push_back(e.spec);
+    }
+    for (const JobSpec& s : specs) {
+      (void)coord_.PruneHistory(s.id, s.history_keep, s.history_max_age);
+    }
+  }
+
+  // ---------------------------------------------------------------------------- controls --
+  Status Pause(const std::string& id, const std::string& reason) {
+    if (!Spec(id)) return NotFoundError("job \"" + id + "\" is not defined");
+    GNOMON_RETURN_IF_ERROR(coord_.SetPaused(id, true, reason));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      it->second.paused = true;
+      it->second.pause_reason = reason;
+    }
+    return Status::Ok();
+  }
+
+  Status Resume(const std::string& id) {
+    if (!Spec(id)) return NotFoundError("job \"" + id + "\" is not defined");
+    GNOMON_RETURN_IF_ERROR(coord_.SetPaused(id, false, ""));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      it->second.paused = false;
+      it->second.pause_reason.clear();
+    }
+    return Status::Ok();
+  }
+
+  Result<std::string> TriggerNow(const std::string& id) {
+    std::optional<JobSpec> spec = Spec(id);
+    if (!spec) return NotFoundError("job \"" + id + "\" is not defined");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
+    }
+    const Instant now = clock_.Now();
+    SubmitShards(*spec, now);
+    return FireKey{id, now, 0, spec->shards}.RunId();
+  }
+
+  std::vector<JobView> Jobs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<JobView> out;
+    for (const auto& [id, e] : jobs_) out.push_back(View(e));
+    return out;
+  }
+
+  std::optional<JobView> GetJob(const std::string& id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return std::nullopt;
+    return View(it->second);
+  }
+
+  int running() const {
+    std::lock_guard<std::mutex> lock(wd_mu_);
+    return static_cast<int>(active_.size());
+  }
+
+ private:
+  static JobView View(const JobEntry& e) {
+    return JobView{e.spec, e.next, e.paused, e.pause_reason, e.running};
+  }
+
+  std::optional<JobSpec> Spec(const std::string& id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return std::nullopt;
+    return it->second.spec;
+  }
+
+  bool Stopping() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
+  void AdjustRunning(const std::string& id, int delta) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = jobs_.find(id); it != jobs_.end()) it->second.running += delta;
+  }
+
+  int64_t RandomBelow(int64_t n) {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    return std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(0, n - 1))(rng_);
+  }
+
+  std::string TraceParent() {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "00-%016" PRIx64 "%016" PRIx64 "-%016" PRIx64 "-01",
+                  static_cast<uint64_t>(rng_() | 1), static_cast<uint64_t>(rng_()),
+                  static_cast<uint64_t>(rng_() | 1));
+    return buf;
+  }
+
+  SchedulerEvent MakeEvent(SchedulerEvent::Kind kind, const FireKey& fire) {
+    SchedulerEvent ev{};
+    ev.kind = kind;
+    ev.job_id = fire.job_id;
+    ev.run_id = fire.job_id.empty() ? "" : fire.RunId();
+    ev.scheduled_at = fire.scheduled_at;
+    ev.at = clock_.Now();
+    return ev;
+  }
+  SchedulerEvent MakeEvent(SchedulerEvent::Kind kind, const FireKey& fire, const Claim& claim) {
+    SchedulerEvent ev = MakeEvent(kind, fire);
+    ev.attempt = claim.attempt;
+    ev.fencing_token = claim.fencing_token;
+    return ev;
+  }
+  void Emit(SchedulerEvent::Kind kind, const FireKey& fire, std::string detail) {
+    SchedulerEvent ev = MakeEvent(kind, fire);
+    ev.detail = std::move(detail);
+    Notify(ev);
+  }
+  void Notify(const SchedulerEvent& ev) {
+    if (options_.observer) options_.observer->OnEvent(ev);
+  }
+
+  const SchedulerOptions options_;
+  Coordinator& coord_;
+  Executor& exec_;
+  Clock& clock_;
+  const Duration margin_;
+
+  mutable std::mutex mu_;  // jobs_, timers_, flags
+  std::condition_variable cv_;
+  std::map<std::string, JobEntry> jobs_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  bool started_ = false;
+  bool stopping_ = false;
+  bool wake_ = false;
+  Instant started_at_;
+
+  mutable std::mutex wd_mu_;  // active_ and every ActiveRun's fields
+  std::condition_variable wd_cv_;
+  std::map<ActiveRun*, std::shared_ptr<ActiveRun>> active_;
+  bool wd_stop_ = false;
+  bool cancel_all_ = false;  // graceful stop reached its grace: every run is cancelled
+  uint64_t wd_version_ = 0;
+
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+
+  std::mutex housekeeping_mu_;
+  int64_t jobs_version_ = -1;  // guarded by housekeeping_mu_
+  int64_t housekeeping_ticks_ = 0;
+
+  std::unique_ptr<internal::WorkerPool> pool_;
+  std::jthread loop_thread_;
+  std::jthread watchdog_thread_;
+};
+
+Scheduler::Scheduler(SchedulerOptions options, Coordinator& coordinator, Executor& executor,
+                     Clock& clock)
+    : impl_(std::make_unique<Impl>(std::move(options), coordinator, executor, clock)) {}
+Scheduler::~Scheduler() = default;
+Status Scheduler::AddJob(const JobSpec& job) { return impl_->AddJob(job); }
+Status Scheduler::SetJobs(const std::vector<JobSpec>& jobs) { return impl_->SetJobs(jobs); }
+Status Scheduler::RemoveJob(const std::string& id) { return impl_->RemoveJob(id); }
+Status Scheduler::Pause(const std::string& id, const std::string& reason) {
+  return impl_->Pause(id, reason);
+}
+Status Scheduler::Resume(const std::string& id) { return impl_->Resume(id); }
+Result<std::string> Scheduler::TriggerNow(const std::string& id) { return impl_->TriggerNow(id); }
+Status Scheduler::Start() { return impl_->Start(); }
+void Scheduler::Stop() { impl_->Stop(); }
+std::vector<JobView> Scheduler::Jobs() const { return impl_->Jobs(); }
+std::optional<JobView> Scheduler::GetJob(const std::string& id) const { return impl_->GetJob(id); }
+int Scheduler::running() const { return impl_->running(); }
+
+}  // namespace gnomon

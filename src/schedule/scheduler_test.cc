@@ -1,0 +1,579 @@
+// Engine policies, driven by FakeClock (no real sleeps): the engine's loop and watchdog wait on
+// the fake clock, so a test advances time and then waits for the *events* the engine records.
+#include "gnomon/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "gnomon/testing/fake_clock.h"
+#include "gnomon/testing/forwarding_coordinator.h"
+#include "gnomon/testing/memory_coordinator.h"
+#include "gnomon/testing/recording_executor.h"
+
+namespace gnomon {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using testing::FakeClock;
+using testing::MemoryCoordinator;
+using testing::RecordingExecutor;
+using testing::RecordingObserver;
+using Kind = SchedulerEvent::Kind;
+
+// 2026-03-01T00:00:00Z, a whole minute. Tests start their clocks 5 s later (kBoot), so the fire
+// at kStart is in the past beyond claim_grace and nothing fires at start.
+const Instant kStart = Instant::FromUnixSeconds(1772323200);
+const Instant kBoot = kStart + std::chrono::seconds(5);
+
+// Moves `clock` forward to `t`.
+void AdvanceTo(testing::FakeClock& clock, Instant t) { clock.Advance(t - clock.Now()); }
+
+JobSpec Job(const std::string& id, const std::string& schedule) {
+  JobSpec j;
+  j.id = id;
+  j.schedule = schedule;
+  j.in_process = true;
+  return j;
+}
+
+std::vector<RunRecord> History(Coordinator& c, const std::string& job) {
+  RunQuery q;
+  q.job_id = job;
+  q.limit = 1000;
+  Result<RunPage> page = c.ListRuns(q);
+  GNOMON_CHECK(page.ok());
+  std::vector<RunRecord> runs = page->runs;
+  std::reverse(runs.begin(), runs.end());  // oldest first
+  return runs;
+}
+
+// One node: a scheduler with its observer, on a shared coordinator and executor.
+struct Node {
+  Node(const std::string& id, Coordinator& coord, Executor& exec, Clock& clock,
+       SchedulerOptions extra = {}) {
+    extra.node_id = id;
+    extra.observer = &observer;
+    // Stop() waits shutdown_grace on the fake clock; only the test of graceful stop sets one, so a
+    // failing test cannot hang in its teardown.
+    if (extra.shutdown_grace == SchedulerOptions{}.shutdown_grace)
+      extra.shutdown_grace = Duration(0);
+    extra.random_seed = 7;
+    extra.worker_threads = 4;
+    scheduler = std::make_unique<Scheduler>(extra, coord, exec, clock);
+  }
+  RecordingObserver observer;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+// Advances `clock` in `step`s (at most `limit` of fake time) until `await(real_timeout)` holds;
+// `await` waits up to its argument in real time for the engine to react to the last step.
+bool AdvanceUntil(FakeClock& clock, const std::function<bool(milliseconds)>& await, Duration step,
+                  Duration limit) {
+  for (Duration passed{0}; passed < limit; passed += step) {
+    if (await(milliseconds(50))) return true;
+    clock.Advance(step);
+  }
+  return await(seconds(10));
+}
+
+// Every node answers every fire with a claim or a lost claim.
+bool AwaitAnswered(RecordingObserver& obs, int fires) {
+  for (int i = 0; i < 40; ++i) {
+    if (obs.Count(Kind::kClaimed) + obs.Count(Kind::kClaimLost) >= fires) return true;
+    obs.Await(Kind::kClaimLost, fires, {}, milliseconds(50));
+  }
+  return false;
+}
+
+// Housekeeping runs every 5 s of fake time; advance until a lost run was resolved.
+bool AdvanceUntilLost(FakeClock& clock, RecordingObserver& obs) {
+  for (int i = 0; i < 10; ++i) {
+    if (obs.Await(Kind::kLostRun, 1, {}, milliseconds(200))) return true;
+    clock.Advance(seconds(5));
+  }
+  return false;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  FakeClock clock_{kBoot};
+  MemoryCoordinator coord_{clock_};
+  RecordingExecutor exec_;
+};
+
+TEST_F(SchedulerTest, FiresEachInstantOnceWithContext) {
+  Node n("node-a", coord_, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("tick", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  for (int i = 1; i <= 5; ++i) {
+    AdvanceTo(clock_, kStart + seconds(10 * i));
+    // Recorded before the next fire, or overlap = forbid would rightly skip it.
+    ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, i)) << "fire " << i;
+  }
+  n.scheduler->Stop();
+  const auto attempts = exec_.attempts();
+  ASSERT_EQ(attempts.size(), 5u);
+  std::set<int64_t> tokens;
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const Instant expected = kStart + seconds(10 * (i + 1));
+    EXPECT_EQ(attempts[i].scheduled_at, expected);
+    EXPECT_EQ(attempts[i].run_id, "tick@" + std::to_string(expected.unix_millis()));
+    EXPECT_EQ(attempts[i].attempt, 1);
+    EXPECT_EQ(attempts[i].node_id, "node-a");
+    EXPECT_EQ(attempts[i].traceparent.size(), 55u);
+    if (i > 0) {
+      EXPECT_GT(attempts[i].fencing_token, attempts[i - 1].fencing_token);
+    }
+  }
+  const auto history = History(coord_, "tick");
+  ASSERT_EQ(history.size(), 5u);
+  for (const RunRecord& r : history) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded);
+}
+
+TEST_F(SchedulerTest, ThreeNodesRunEachFireOnce) {
+  Node a("a", coord_, exec_, clock_), b("b", coord_, exec_, clock_), c("c", coord_, exec_, clock_);
+  JobSpec j = Job("settle", "* * * * * *");
+  j.overlap = OverlapPolicy::kAllow;  // a run may still be reporting when the next second fires
+  for (Node* n : {&a, &b, &c}) {
+    ASSERT_TRUE(n->scheduler->AddJob(j).ok());
+    ASSERT_TRUE(n->scheduler->Start().ok());
+  }
+  // Fires at kBoot - 1 s and kBoot are within claim_grace at start; then one a second.
+  ASSERT_TRUE(exec_.AwaitFinished(2));
+  for (int i = 1; i <= 20; ++i) {
+    clock_.Advance(seconds(1));
+    ASSERT_TRUE(exec_.AwaitFinished(2 + i));
+  }
+  // Give every node the chance to try every fire before stopping (a node that fell behind
+  // handles late fires as misfires, which answer differently, so this is best effort).
+  for (Node* n : {&a, &b, &c}) AwaitAnswered(n->observer, 22);
+  a.scheduler->Stop();
+  b.scheduler->Stop();
+  c.scheduler->Stop();
+  std::map<int64_t, int> per_second;
+  for (const auto& at : exec_.attempts()) ++per_second[at.scheduled_at.unix_seconds()];
+  ASSERT_EQ(per_second.size(), 22u);
+  for (const auto& [second, count] : per_second) EXPECT_EQ(count, 1) << second;
+  EXPECT_EQ(per_second.begin()->first, kBoot.unix_seconds() - 1);
+  EXPECT_EQ(per_second.rbegin()->first, kBoot.unix_seconds() + 20) << "no fire missed";
+  EXPECT_EQ(a.observer.Count(Kind::kClaimed) + b.observer.Count(Kind::kClaimed) +
+                c.observer.Count(Kind::kClaimed),
+            22);
+}
+
+TEST_F(SchedulerTest, EarlyFireGuardUsesTheBackendClock) {
+  FakeClock backend_clock(kBoot - seconds(2));  // the backend is 2 s behind this node
+  MemoryCoordinator coord(backend_clock);
+  Node n("fast", coord, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("guarded", "0 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  AdvanceTo(backend_clock, kStart + seconds(58));
+  ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "early-guard"));
+  EXPECT_EQ(exec_.started(), 0) << "ran before the backend reached the instant";
+  // The retry comes when the backend is within skew_tolerance (500 ms) of the instant.
+  ASSERT_TRUE(AdvanceUntil(
+      clock_,
+      [&](milliseconds wait) {
+        if (exec_.AwaitStarted(1, wait)) return true;
+        backend_clock.Advance(milliseconds(250));
+        return false;
+      },
+      milliseconds(250), seconds(5)));
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  EXPECT_GE(backend_clock.Now(), kStart + seconds(60) - milliseconds(500));
+  n.scheduler->Stop();
+}
+
+TEST_F(SchedulerTest, OverlapForbidSkipsAndRecords) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{};
+  });
+  Node n("a", coord_, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("long", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(10));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  AdvanceTo(clock_, kStart + seconds(20));
+  ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "overlap"));
+  exec_.Release();
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  n.scheduler->Stop();
+  const auto history = History(coord_, "long");
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(history[1].outcome, RunOutcome::kSkipped);
+  EXPECT_EQ(history[1].skip_reason, "overlap");
+}
+
+TEST_F(SchedulerTest, OverlapReplaceCancelsTheRunningOne) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("replace", "*/10 * * * * *");
+  j.overlap = OverlapPolicy::kReplace;
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(10));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  AdvanceTo(clock_, kStart + seconds(20));
+  ASSERT_TRUE(exec_.AwaitFinished(1));  // the first one, cancelled
+  ASSERT_TRUE(exec_.AwaitStarted(2));
+  exec_.Release();
+  ASSERT_TRUE(exec_.AwaitFinished(2));
+  n.scheduler->Stop();
+  const auto history = History(coord_, "replace");
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kCancelled);
+  EXPECT_NE(history[0].error.find("replaced"), std::string::npos) << history[0].error;
+  EXPECT_EQ(history[1].outcome, RunOutcome::kSucceeded);
+}
+
+TEST_F(SchedulerTest, TimeoutCancelsTheRun) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{RunOutcome::kCancelled, {}, "", "partial output"};
+  });
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("slow", "0 * * * * *");
+  j.timeout = seconds(5);
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  EXPECT_EQ(exec_.attempts().size(), 0u);
+  clock_.Advance(seconds(5));
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  n.scheduler->Stop();
+  const auto history = History(coord_, "slow");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kTimedOut);
+  EXPECT_EQ(history[0].output, "partial output");
+  EXPECT_EQ(exec_.attempts()[0].deadline, kStart + seconds(65));
+}
+
+TEST_F(SchedulerTest, RetriesWithBackoffAndNewTokens) {
+  exec_.SetBehavior([](const JobSpec&, const RunContext&) {
+    return ExecResult{RunOutcome::kFailed, 1, "exit 1", ""};
+  });
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("flaky", "0 * * * * *");
+  j.retries = 2;
+  j.retry_backoff = seconds(10);
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  // Backoff is at most 10 s, then at most 20 s (full jitter).
+  ASSERT_TRUE(n.observer.Await(Kind::kRetryScheduled, 1));
+  ASSERT_TRUE(AdvanceUntil(
+      clock_, [&](milliseconds w) { return exec_.AwaitFinished(2, w); }, seconds(1), seconds(11)));
+  ASSERT_TRUE(n.observer.Await(Kind::kRetryScheduled, 2));
+  ASSERT_TRUE(AdvanceUntil(
+      clock_, [&](milliseconds w) { return exec_.AwaitFinished(3, w); }, seconds(1), seconds(21)));
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 3));
+  n.scheduler->Stop();
+  const auto attempts = exec_.attempts();
+  ASSERT_EQ(attempts.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(attempts[i].attempt, i + 1);
+    EXPECT_EQ(attempts[i].run_id, attempts[0].run_id);
+  }
+  EXPECT_LT(attempts[0].fencing_token, attempts[1].fencing_token);
+  EXPECT_LT(attempts[1].fencing_token, attempts[2].fencing_token);
+  for (const auto& e : n.observer.events()) {
+    if (e.kind == Kind::kRetryScheduled) {
+      EXPECT_LE(e.duration, seconds(10) * (1 << (e.attempt - 2)));
+      EXPECT_GE(e.duration, Duration(0));
+    }
+  }
+  const auto history = History(coord_, "flaky");
+  ASSERT_EQ(history.size(), 3u);
+  Result<JobState> st = coord_.GetJobState("flaky");
+  EXPECT_EQ(st->consecutive_failures, 1) << "one fire failed (its attempts count once)";
+}
+
+TEST_F(SchedulerTest, BreakerPausesTheJobAndAlerts) {
+  exec_.SetBehavior([](const JobSpec&, const RunContext&) {
+    return ExecResult{RunOutcome::kFailed, 2, "boom", ""};
+  });
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("fragile", "*/10 * * * * *");
+  j.max_consecutive_failures = 2;
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(10));
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 1));
+  AdvanceTo(clock_, kStart + seconds(20));
+  ASSERT_TRUE(n.observer.Await(Kind::kAutoPaused, 1));
+  EXPECT_TRUE(coord_.GetJobState("fragile")->paused);
+  EXPECT_TRUE(n.scheduler->GetJob("fragile")->paused);
+  clock_.Advance(seconds(10));
+  ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "paused"));
+  EXPECT_EQ(exec_.attempts().size(), 2u);
+  ASSERT_TRUE(n.scheduler->Resume("fragile").ok());
+  exec_.SetBehavior(nullptr);
+  clock_.Advance(seconds(10));
+  ASSERT_TRUE(exec_.AwaitFinished(3));
+  n.scheduler->Stop();
+  EXPECT_EQ(coord_.GetJobState("fragile")->consecutive_failures, 0);
+}
+
+TEST_F(SchedulerTest, MisfireOnceRunsTheLatestMissedFire) {
+  {
+    Node a("a", coord_, exec_, clock_);
+    JobSpec j = Job("minutely", "0 * * * * *");
+    ASSERT_TRUE(a.scheduler->AddJob(j).ok());
+    ASSERT_TRUE(a.scheduler->Start().ok());
+    AdvanceTo(clock_, kStart + seconds(60));
+    ASSERT_TRUE(exec_.AwaitFinished(1));
+    a.scheduler->Stop();
+  }
+  clock_.Advance(minutes(10) + seconds(30));  // the whole cluster is down; 10 fires missed
+  Node b("b", coord_, exec_, clock_);
+  ASSERT_TRUE(b.scheduler->AddJob(Job("minutely", "0 * * * * *")).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  ASSERT_TRUE(exec_.AwaitFinished(2));
+  ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 9, "misfire"));
+  b.scheduler->Stop();
+  const auto attempts = exec_.attempts();
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[1].scheduled_at, kStart + minutes(11)) << "the latest missed fire";
+  const auto history = History(coord_, "minutely");
+  int skipped = 0;
+  for (const RunRecord& r : history) skipped += r.outcome == RunOutcome::kSkipped;
+  EXPECT_EQ(skipped, 9);
+  EXPECT_EQ(history.size(), 11u) << "every fire has one record";
+}
+
+TEST_F(SchedulerTest, MisfireAllAndSkipAndCatchupWindow) {
+  for (MisfirePolicy policy : {MisfirePolicy::kAll, MisfirePolicy::kSkip}) {
+    FakeClock clock(kBoot);
+    MemoryCoordinator coord(clock);
+    RecordingExecutor exec;
+    JobSpec j = Job("m", "0 * * * * *");
+    j.misfire = policy;
+    j.catchup_window = minutes(5);
+    {
+      Node a("a", coord, exec, clock);
+      ASSERT_TRUE(a.scheduler->AddJob(j).ok());
+      ASSERT_TRUE(a.scheduler->Start().ok());
+      AdvanceTo(clock, kStart + seconds(60));
+      ASSERT_TRUE(exec.AwaitFinished(1));
+      a.scheduler->Stop();
+    }
+    clock.Advance(minutes(10) + seconds(30));
+    Node b("b", coord, exec, clock);
+    ASSERT_TRUE(b.scheduler->AddJob(j).ok());
+    ASSERT_TRUE(b.scheduler->Start().ok());
+    // 10 missed: the 5 inside the window run (all) or are skipped (skip); older ones skipped.
+    const int expect_runs = policy == MisfirePolicy::kAll ? 5 : 0;
+    ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 10 - expect_runs, "misfire"));
+    ASSERT_TRUE(exec.AwaitFinished(1 + expect_runs));
+    b.scheduler->Stop();
+    EXPECT_EQ(exec.attempts().size(), 1u + expect_runs) << ToString(policy);
+    EXPECT_EQ(History(coord, "m").size(), 11u) << ToString(policy);
+  }
+}
+
+TEST_F(SchedulerTest, LostRunIsFailedOrRerunOnce) {
+  for (LostPolicy policy : {LostPolicy::kFail, LostPolicy::kRerun}) {
+    FakeClock clock(kBoot);
+    MemoryCoordinator coord(clock);
+    RecordingExecutor exec;
+    JobSpec j = Job("lost", "0 0 * * * *");
+    j.on_lost = policy;
+    // A node that vanished after claiming: its claim is never renewed.
+    const FireKey fire{"lost", kStart, 0, 1};
+    Result<ClaimOutcome> ghost = coord.Claim(ClaimRequest{fire, "ghost", seconds(30)});
+    ASSERT_TRUE(ghost.ok() && ghost->result == ClaimOutcome::Result::kClaimed);
+    SchedulerOptions opts;
+    opts.housekeeping_interval = seconds(5);
+    Node b("b", coord, exec, clock, opts);
+    ASSERT_TRUE(b.scheduler->AddJob(j).ok());
+    ASSERT_TRUE(b.scheduler->Start().ok());
+    clock.Advance(seconds(35));  // past the lease
+    ASSERT_TRUE(AdvanceUntilLost(clock, b.observer));
+    if (policy == LostPolicy::kRerun) {
+      ASSERT_TRUE(exec.AwaitFinished(1));
+      EXPECT_EQ(exec.attempts()[0].attempt, 2);
+      EXPECT_GT(exec.attempts()[0].fencing_token, ghost->claim->fencing_token);
+    }
+    b.scheduler->Stop();
+    Result<std::vector<RunRecord>> records = coord.GetRun(fire.RunId());
+    ASSERT_TRUE(records.ok());
+    ASSERT_EQ(records->size(), policy == LostPolicy::kRerun ? 2u : 1u);
+    EXPECT_EQ((*records)[0].outcome, RunOutcome::kLost);
+    EXPECT_EQ((*records)[0].node_id, "ghost");
+  }
+}
+
+// Renewals fail (backend unreachable for this node): the run cancels itself before ttl.
+class UnreachableRenewals : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status Renew(gnomon::Claim&, Duration) override { return UnavailableError("partitioned"); }
+};
+
+TEST_F(SchedulerTest, SelfFencesWhenItCannotRenew) {
+  UnreachableRenewals coord(coord_);
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  SchedulerOptions opts;
+  opts.lease_ttl = seconds(30);  // margin = 10 s: fence at 20 s after the claim
+  Node n("a", coord, exec_, clock_, opts);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("fenced", "0 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  Duration waited{0};
+  while (!n.observer.Await(Kind::kSelfFenced, 1, {}, milliseconds(50)) && waited < seconds(40)) {
+    clock_.Advance(seconds(1));
+    waited += seconds(1);
+  }
+  ASSERT_EQ(n.observer.Count(Kind::kSelfFenced), 1);
+  EXPECT_GE(waited, seconds(19));
+  EXPECT_LE(waited, seconds(21)) << "fenced at ttl - margin after the claim, before the lease ends";
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  EXPECT_TRUE(exec_.attempts()[0].stopped);
+  n.scheduler->Stop();
+}
+
+TEST_F(SchedulerTest, LeaseIsRenewedWhileRunning) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{};
+  });
+  Node n("a", coord_, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("long", "0 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  for (int i = 1; i <= 6; ++i) {  // 2 minutes: four times the lease
+    clock_.Advance(seconds(10));
+    ASSERT_TRUE(n.observer.Await(Kind::kLeaseRenewed, i));
+  }
+  EXPECT_EQ(n.observer.Count(Kind::kSelfFenced), 0);
+  exec_.Release();
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  n.scheduler->Stop();
+  EXPECT_EQ(History(coord_, "long")[0].outcome, RunOutcome::kSucceeded);
+}
+
+TEST_F(SchedulerTest, GracefulStopCancelsAfterGraceAndRecords) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  SchedulerOptions opts;
+  opts.shutdown_grace = seconds(20);
+  Node n("a", coord_, exec_, clock_, opts);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("stuck", "0 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  std::jthread stopper([&] { n.scheduler->Stop(); });
+  // Stop waits for the grace on the fake clock; nothing is cancelled before it.
+  Duration passed{0};
+  while (!exec_.AwaitFinished(1, milliseconds(50)) && passed < seconds(60)) {
+    clock_.Advance(seconds(1));
+    passed += seconds(1);
+  }
+  stopper.join();
+  EXPECT_GE(passed, seconds(20)) << "cancelled before shutdown_grace";
+  ASSERT_EQ(exec_.attempts().size(), 1u);
+  EXPECT_TRUE(exec_.attempts()[0].stopped);
+  const auto history = History(coord_, "stuck");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kCancelled);
+  EXPECT_NE(history[0].error.find("graceful shutdown"), std::string::npos);
+  Result<std::vector<ExpiredFire>> open = coord_.ListExpired(10);
+  clock_.Advance(minutes(5));
+  open = coord_.ListExpired(10);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->empty()) << "the lease was released, nothing is left running";
+}
+
+TEST_F(SchedulerTest, PauseResumeAndTriggerNow) {
+  Node n("a", coord_, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("manual", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  Result<std::string> run = n.scheduler->TriggerNow("manual");
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 1));
+  EXPECT_EQ(exec_.attempts()[0].run_id, *run);
+  ASSERT_TRUE(n.scheduler->Pause("manual").ok());
+  clock_.Advance(milliseconds(5));
+  ASSERT_TRUE(n.scheduler->TriggerNow("manual").ok());
+  ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "paused"));
+  EXPECT_EQ(exec_.attempts().size(), 1u);
+  ASSERT_TRUE(n.scheduler->Resume("manual").ok());
+  EXPECT_FALSE(n.scheduler->Pause("nope").ok());
+  EXPECT_EQ(n.scheduler->TriggerNow("nope").status().code(), StatusCode::kNotFound);
+  n.scheduler->Stop();
+}
+
+TEST_F(SchedulerTest, ShardsFireSeparately) {
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("sharded", "0 * * * * *");
+  j.shards = 3;
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitFinished(3));
+  n.scheduler->Stop();
+  std::set<std::string> runs;
+  for (const auto& a : exec_.attempts()) {
+    runs.insert(a.run_id);
+    EXPECT_EQ(a.shard_count, 3);
+  }
+  EXPECT_EQ(runs.size(), 3u);
+  EXPECT_TRUE(runs.count("sharded@" + std::to_string((kStart + seconds(60)).unix_millis()) + "#2"));
+}
+
+TEST_F(SchedulerTest, DstGapFiresOnceAfterTheGap) {
+  // Europe/Berlin springs forward on 2026-03-29 at 02:00 -> 03:00.
+  FakeClock clock(*Instant::ParseRfc3339("2026-03-29T00:00:00Z"));
+  MemoryCoordinator coord(clock);
+  RecordingExecutor exec;
+  Node n("a", coord, exec, clock);
+  JobSpec j = Job("berlin", "30 2 * * *");
+  j.timezone = "Europe/Berlin";
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  // 02:30 does not exist that day: the fire comes at 03:00 CEST (01:00Z), then 02:30 CEST.
+  AdvanceTo(clock, *Instant::ParseRfc3339("2026-03-29T01:00:00Z"));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  AdvanceTo(clock, *Instant::ParseRfc3339("2026-03-30T00:30:00Z"));
+  ASSERT_TRUE(exec.AwaitFinished(2));
+  n.scheduler->Stop();
+  ASSERT_EQ(exec.attempts().size(), 2u);
+  EXPECT_EQ(exec.attempts()[0].scheduled_at.ToRfc3339Seconds(), "2026-03-29T01:00:00Z");
+  EXPECT_EQ(exec.attempts()[1].scheduled_at.ToRfc3339Seconds(), "2026-03-30T00:30:00Z");
+}
+
+TEST_F(SchedulerTest, InvalidJobsAreRejectedWholesale) {
+  Node n("a", coord_, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("keep", "* * * * *")).ok());
+  JobSpec bad = Job("bad", "0 25 * * *");
+  Status s = n.scheduler->SetJobs({Job("new", "* * * * *"), bad});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("hour: 25"), std::string::npos);
+  const auto jobs = n.scheduler->Jobs();
+  ASSERT_EQ(jobs.size(), 1u) << "nothing changed";
+  EXPECT_EQ(jobs[0].spec.id, "keep");
+  EXPECT_FALSE(n.scheduler->SetJobs({Job("x", "* * * * *"), Job("x", "* * * * *")}).ok());
+}
+
+}  // namespace
+}  // namespace gnomon

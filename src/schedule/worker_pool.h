@@ -1,0 +1,40 @@
+// WorkerPool: a fixed set of threads running submitted tasks in FIFO order. Bounded threads; the
+// queue is not bounded (tasks are fires and housekeeping, bounded by the job set).
+#ifndef GNOMON_SRC_SCHEDULE_WORKER_POOL_H_
+#define GNOMON_SRC_SCHEDULE_WORKER_POOL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gnomon::internal {
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads);
+  ~WorkerPool();  // Shutdown(true)
+
+  // Queues `task`. Returns false (and drops it) after Shutdown.
+  bool Submit(std::function<void()> task);
+  // Stops accepting tasks; drops queued ones when `drop_pending`, else runs them; joins threads.
+  void Shutdown(bool drop_pending);
+  int busy() const;
+
+ private:
+  void Work();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool closed_ = false;
+  bool drop_ = false;
+  int busy_ = 0;
+  std::vector<std::jthread> threads_;
+};
+
+}  // namespace gnomon::internal
+
+#endif  // GNOMON_SRC_SCHEDULE_WORKER_POOL_H_
