@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# `make run`: shows the cron engine at work. (`gnomon serve` lands with the engine issue.)
+# `make run`: starts `gnomon serve` on the embedded SQLite default with the example jobs.
 set -euo pipefail
 bin=${1:-build/dev/apps/gnomon/gnomon}
-echo "gnomon built at $bin"
-echo
-echo "\$ gnomon cron explain '0 0 2 1 * *' --tz Asia/Shanghai"
-"$bin" cron explain '0 0 2 1 * *' --tz Asia/Shanghai
-echo
-echo "\$ gnomon cron next '30 2 * * *' --tz America/New_York --from 2025-03-08T00:00:00Z -n 3"
-"$bin" cron next '30 2 * * *' --tz America/New_York --from 2025-03-08T00:00:00Z -n 3
-echo
-echo "Try: $bin cron --help"
+cat <<MSG
+gnomon serve: backend sqlite://./gnomon-data/gnomon.db, jobs examples/jobs.toml
+  logs:     this terminal (one line per event: claimed, run_started, run_finished ...)
+  history:  sqlite3 gnomon-data/gnomon.db 'select run_id, node_id, outcome, fencing_token from runs order by scheduled_ms desc limit 20'
+  schedule: $bin cron explain '<expr>' --tz <zone>
+  reload:   kill -HUP <pid> after editing examples/jobs.toml; stop with Ctrl-C (graceful)
+MSG
+exec "$bin" serve --jobs examples/jobs.toml

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,7 +82,8 @@ struct ExecPlan {
   std::vector<std::string> env;  // "KEY=VALUE"
   std::vector<char*> argv_ptrs;
   std::vector<char*> envp_ptrs;
-  int max_fd = 1024;  // for the close-on-exec fallback without close_range
+  int max_fd = 1024;     // for the close-on-exec fallback without close_range
+  pid_t parent_pid = 0;  // the gnomon process (checked by the child after PR_SET_PDEATHSIG)
 };
 
 ExecResult Failed(std::string error) {
@@ -160,6 +162,7 @@ std::optional<std::string> BuildPlan(const JobSpec& job, const RunContext& ctx,
   plan.envp_ptrs.push_back(nullptr);
   const long open_max = sysconf(_SC_OPEN_MAX);
   plan.max_fd = open_max > 0 ? static_cast<int>(std::min<long>(open_max, 1 << 20)) : 1024;
+  plan.parent_pid = getpid();
   return std::nullopt;
 }
 
@@ -196,6 +199,11 @@ UniqueFd AboveStdio(UniqueFd fd) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
   if (setpgid(0, 0) != 0) ChildFail(report_fd, ChildFailure::kSetpgid, errno);
+  // If the gnomon process dies (kill -9), the run dies with it rather than running on unowned
+  // while the fire is resolved as lost (and perhaps re-run) elsewhere. The forking thread is a
+  // worker that lives as long as the scheduler. If the parent already died, stop here.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != plan.parent_pid) _exit(127);
   const int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd < 0) ChildFail(report_fd, ChildFailure::kStdin, errno);
   if (null_fd != 0 && dup2(null_fd, 0) < 0) ChildFail(report_fd, ChildFailure::kStdin, errno);

@@ -164,6 +164,46 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         self.assertIn("stopped", log)
         self.assertIn("outcome=cancelled", log)
 
+    def test_kill_9_holder_is_taken_over_per_on_lost(self):
+        # F1 on SQLite: the node running a fire dies; the survivor resolves the lost run after the
+        # lease and re-runs it (on_lost = rerun) with a higher fencing token.
+        config = self.write_jobs("gnomon.toml", (
+            '[scheduler]\nlease_ttl = "3s"\nheartbeat_interval = "500ms"\n'
+            'shutdown_grace = "1s"\n'))
+        # A daily schedule whose one fire comes 3 s from now.
+        at = time.gmtime(time.time() + 3)
+        schedule = "%d %d %d * * *" % (at.tm_sec, at.tm_min, at.tm_hour)
+        command = RECORD.replace("{out}", self.out) + "; sleep 60"
+        jobs = self.write_jobs("jobs.toml", (
+            '[[job]]\nid = "long"\nschedule = "%s"\non_lost = "rerun"\ncommand = \'\'\'%s\'\'\'\n'
+            % (schedule, command)))
+        a = self.start("a", jobs, ["--config", config])
+        b = self.start("b", jobs, ["--config", config])
+        wait_for(lambda: len(read_records(self.out)) >= 1, 30, "the first attempt")
+        first = read_records(self.out)[0]
+        holder, survivor = (a, b) if first["node"] == "a" else (b, a)
+        killed_at = time.monotonic()
+        holder.kill()
+        holder.wait()
+        wait_for(lambda: len(read_records(self.out)) >= 2, 30, "the re-run")
+        takeover = time.monotonic() - killed_at
+        second = read_records(self.out)[1]
+        self.assertEqual(second["run"], first["run"])
+        self.assertEqual(second["attempt"], 2)
+        self.assertNotEqual(second["node"], first["node"])
+        self.assertGreater(second["token"], first["token"])
+        # lease (3 s) + renew interval (1 s) + scan (0.5 s) + 1 s, with room for a slow machine.
+        self.assertLess(takeover, 10, "takeover took %.1f s" % takeover)
+        survivor.send_signal(signal.SIGTERM)
+        self.assertEqual(survivor.wait(timeout=60), 0)
+        con = sqlite3.connect(self.db)
+        rows = con.execute("select attempt, outcome, node_id from runs where run_id = ? "
+                           "order by attempt", (first["run"],)).fetchall()
+        self.assertEqual(rows[0], (1, "lost", first["node"]))
+        self.assertEqual(rows[1][0], 2)
+        self.assertEqual(rows[1][2], second["node"])
+        self.assertEqual(len(read_records(self.out)), 2, "the fire ran more than twice")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,5 +1,7 @@
 #include "gnomon/sqlite_coordinator.h"
 
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 
 #include "src/coord/coordinator_util.h"
@@ -368,18 +370,30 @@ Result<std::unique_ptr<SqliteCoordinator>> SqliteCoordinator::Open(const std::st
   Result<std::unique_ptr<Connection>> conn = Connection::Open(path, options.busy_timeout);
   if (!conn.ok()) return conn.status();
   auto db = std::make_unique<Db>(std::move(*conn));
-  {
-    // WAL lets readers run beside the one writer and, with synchronous=FULL, makes every
-    // committed claim durable across a crash (power loss included).
+  // WAL lets readers run beside the one writer and, with synchronous=FULL, makes every
+  // committed claim durable across a crash (power loss included). Switching a new file to WAL
+  // can answer SQLITE_BUSY without calling the busy handler while another process opens the
+  // same file, so it is retried (on the Clock) until busy_timeout.
+  const Duration give_up = clock.SteadyNow() + options.busy_timeout;
+  std::mutex retry_mu;
+  std::condition_variable retry_cv;
+  for (int attempt = 0;; ++attempt) {
     Result<Statement> wal = db->conn().Prepare("PRAGMA journal_mode = WAL");
-    if (!wal.ok()) return wal.status();
-    Result<bool> row = wal->Step();
-    if (!row.ok()) return row.status();
-    const std::string mode = *row ? wal->Bytes(0) : "";
-    if (mode != "wal") {
-      return FailedPreconditionError("sqlite " + path + ": cannot use WAL journal mode (got \"" +
-                                     mode + "\")");
+    Result<bool> row = wal.ok() ? wal->Step() : Result<bool>(wal.status());
+    if (row.ok()) {
+      const std::string mode = *row ? wal->Bytes(0) : "";
+      if (mode != "wal") {
+        return FailedPreconditionError("sqlite " + path + ": cannot use WAL journal mode (got \"" +
+                                       mode + "\")");
+      }
+      break;
     }
+    if (row.status().code() != StatusCode::kUnavailable || clock.SteadyNow() >= give_up) {
+      return row.status();
+    }
+    std::unique_lock<std::mutex> lock(retry_mu);
+    clock.WaitFor(lock, retry_cv, std::chrono::milliseconds(5 << std::min(attempt, 4)),
+                  [] { return false; });
   }
   GNOMON_RETURN_IF_ERROR(db->conn().Exec("PRAGMA synchronous = FULL"));
   GNOMON_RETURN_IF_ERROR(db->CreateSchema());
