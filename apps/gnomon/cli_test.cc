@@ -17,8 +17,9 @@ struct CliRun {
 
 CliRun Gnomon(const std::string& args) {
   const char* bin = std::getenv("GNOMON_BIN");
+  if (bin == nullptr) bin = GNOMON_BIN_PATH;
   const std::string err_file = ::testing::TempDir() + "/gnomon_cli_err.txt";
-  const std::string cmd = std::string(bin ? bin : "gnomon") + " " + args + " 2>" + err_file;
+  const std::string cmd = std::string(bin) + " " + args + " 2>" + err_file;
   CliRun r{};
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;

@@ -674,7 +674,12 @@ class Scheduler::Impl {
     ResolveLostRuns();
     RefreshJobStates();
     RetryFailedClaims();
-    if (++housekeeping_ticks_ % 12 == 1) PruneHistory();
+    // Pruning is heavier than the rest: at most once a minute.
+    if (const Duration now = clock_.SteadyNow();
+        !last_prune_ || now - *last_prune_ >= std::chrono::minutes(1)) {
+      last_prune_ = now;
+      PruneHistory();
+    }
   }
 
   void ResolveLostRuns() {
@@ -883,8 +888,8 @@ class Scheduler::Impl {
   std::mt19937_64 rng_;
 
   std::mutex housekeeping_mu_;
-  int64_t jobs_version_ = -1;  // guarded by housekeeping_mu_
-  int64_t housekeeping_ticks_ = 0;
+  int64_t jobs_version_ = -1;           // guarded by housekeeping_mu_
+  std::optional<Duration> last_prune_;  // steady; guarded by housekeeping_mu_
 
   std::unique_ptr<internal::WorkerPool> pool_;
   std::jthread loop_thread_;

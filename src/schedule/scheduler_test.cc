@@ -577,3 +577,38 @@ TEST_F(SchedulerTest, InvalidJobsAreRejectedWholesale) {
 
 }  // namespace
 }  // namespace gnomon
+
+namespace gnomon {
+namespace {
+
+TEST(SchedulerRetentionTest, HousekeepingPrunesHistoryToKeepLast) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator coord(clock);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = minutes(10);  // the first pass runs at start, the next much later
+  Node n("a", coord, exec, clock, opts);
+  JobSpec j = Job("pruned", "*/10 * * * * *");
+  j.history_keep = 3;
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  for (int i = 1; i <= 5; ++i) {
+    AdvanceTo(clock, kStart + seconds(10 * i));
+    ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, i));
+  }
+  EXPECT_EQ(History(coord, "pruned").size(), 5u);
+  j.schedule = "0 0 1 1 *";  // no more fires while time moves on
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  // The next housekeeping pass (pruning runs at most once a minute) trims the history.
+  clock.Advance(minutes(10));
+  for (int i = 0; i < 250 && History(coord, "pruned").size() > 3; ++i) {
+    n.observer.Await(Kind::kError, 1, {}, milliseconds(20));  // a bounded real wait
+  }
+  n.scheduler->Stop();
+  const auto history = History(coord, "pruned");
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history.back().scheduled_at, kStart + seconds(50)) << "the newest are kept";
+}
+
+}  // namespace
+}  // namespace gnomon
