@@ -15,6 +15,7 @@
 #include "gnomon/http_executor.h"
 #include "gnomon/in_process_executor.h"
 #include "gnomon/process_executor.h"
+#include "gnomon/redis_coordinator.h"
 #include "gnomon/scheduler.h"
 #include "gnomon/sqlite_coordinator.h"
 
@@ -61,9 +62,27 @@ Result<ServeConfig> Load(const ServeArgs& args) {
 Result<std::unique_ptr<Coordinator>> OpenBackend(const ServeConfig& config, Logger& log) {
   Result<BackendUrl> url = ParseBackendUrl(config.backend);
   if (!url.ok()) return url.status().WithPrefix("--backend");
+  if (url->scheme == "redis") {
+    RedisOptions base;
+    base.allow_unsafe = config.allow_unsafe_backend;
+    Result<RedisOptions> options = ParseRedisUrl(config.backend, base);
+    if (!options.ok()) return options.status().WithPrefix("--backend");
+    Result<std::unique_ptr<RedisCoordinator>> redis = RedisCoordinator::Open(*options);
+    if (!redis.ok()) return redis.status();
+    if ((*redis)->unsafe_persistence()) {
+      log.Log(LogLevel::kWarn, "backend_unsafe", "", "",
+              {{"backend", RedactUrl(config.backend)},
+               {"detail",
+                "the Redis server does not have appendonly yes: a restart can lose "
+                "claims (allow_unsafe_backend = true)"}});
+    }
+    log.Info("backend_opened", {{"backend", RedactUrl(config.backend)}});
+    return std::unique_ptr<Coordinator>(std::move(*redis));
+  }
   if (url->scheme != "sqlite") {
     return InvalidArgumentError("--backend " + RedactUrl(config.backend) + ": the " + url->scheme +
-                                " backend is not available in this build yet (use sqlite://)");
+                                " backend is not available in this build yet (use sqlite:// or "
+                                "redis://)");
   }
   const std::filesystem::path path(url->path);
   std::error_code ec;

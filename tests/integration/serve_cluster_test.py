@@ -205,5 +205,96 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         self.assertEqual(len(read_records(self.out)), 2, "the fire ran more than twice")
 
 
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class RedisServeCluster(unittest.TestCase):
+    """The same guarantees with `--backend redis://` on a real redis-server started here."""
+
+    def setUp(self):
+        if not os.path.exists("/usr/bin/redis-server"):
+            self.skipTest("redis-server is not installed")
+        self.dir = tempfile.mkdtemp(prefix="gnomon-redis-")
+        self.out = os.path.join(self.dir, "runs.jsonl")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def start_redis(self, appendonly):
+        self.port = free_port()
+        p = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", appendonly, "--dir", self.dir, "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        def answers():
+            r = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+            return r.stdout.strip() == "PONG"
+        wait_for(answers, 30, "redis-server to answer")
+        return "redis://127.0.0.1:%d/0" % self.port
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def serve(self, node, backend, *extra):
+        log = open(os.path.join(self.dir, node + ".log"), "w")
+        p = subprocess.Popen([GNOMON, "serve", "--backend", backend, "--node-id", node, *extra],
+                             stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def log(self, node):
+        with open(os.path.join(self.dir, node + ".log")) as f:
+            return f.read()
+
+    def test_three_nodes_run_each_fire_once_on_redis(self):
+        backend = self.start_redis("yes")
+        jobs = self.write("jobs.toml", '[[job]]\nid = "every-second"\nschedule = "* * * * * *"\n'
+                          "command = '''%s'''\n" % RECORD.replace("{out}", self.out))
+        nodes = [self.serve(n, backend, "--jobs", jobs) for n in ("r1", "r2", "r3")]
+        wait_for(lambda: len(read_records(self.out)) >= 8, 30, "8 runs")
+        for p in nodes:
+            p.send_signal(signal.SIGTERM)
+        for p in nodes:
+            self.assertEqual(p.wait(timeout=30), 0)
+        records = read_records(self.out)
+        runs = [r["run"] for r in records]
+        self.assertEqual(len(runs), len(set(runs)), "a fire ran twice: %s" % runs)
+        ordered = sorted(records, key=lambda r: r["scheduled"])
+        tokens = [r["token"] for r in ordered]
+        self.assertEqual(tokens, sorted(tokens))
+        self.assertEqual(len(set(tokens)), len(tokens))
+        seconds = sorted(parse_rfc3339_ms(r["scheduled"]) // 1000 for r in records)
+        self.assertEqual(seconds, list(range(seconds[0], seconds[-1] + 1)), "a fire was missed")
+        for r in records:
+            self.assertGreaterEqual(r["started"], parse_rfc3339_ms(r["scheduled"]), r)
+
+    def test_refuses_redis_without_persistence_unless_allowed(self):
+        backend = self.start_redis("no")
+        jobs = self.write("jobs.toml", '[[job]]\nid = "j"\nschedule = "@hourly"\ncommand = "true"\n')
+        p = self.serve("refused", backend, "--jobs", jobs)
+        self.assertNotEqual(p.wait(timeout=30), 0)
+        self.assertIn("appendonly", self.log("refused"))
+        config = self.write("gnomon.toml", "allow_unsafe_backend = true\n")
+        p = self.serve("allowed", backend, "--jobs", jobs, "--config", config)
+        wait_for(lambda: "backend_unsafe" in self.log("allowed"), 30, "the unsafe warning")
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=30), 0)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,0 +1,198 @@
+// RedisCoordinator: the Coordinator (gnomon/coordinator.h) on a real Redis server (6.2+; tested
+// against 7.0), for a fleet of hosts (PRODUCT.md: `redis://[user:pass@]host:port[/db]`).
+//
+// Atomicity. Every operation that reads and then writes is ONE Lua script, loaded once with
+// SCRIPT LOAD and run with EVALSHA (a NOSCRIPT reply, e.g. after a server restart or SCRIPT
+// FLUSH, reloads the script and retries once). Redis runs a script alone, so a claim (fire
+// marker created only if absent, early-fire guard, paused check, overlap check, fencing token),
+// a renew (owner and token compared, then extended), a report (token compared, history record
+// written, lease released), ResolveLost (compare-and-set on the token) and a checkpoint save
+// (fenced) each happen whole or not at all, whatever the number of nodes.
+//
+// Key layout. Every key starts with `<prefix>:<ns>` (RedisOptions::prefix / ns), written B below.
+// The keys of one job carry the job id as a hash tag, so they share one Redis Cluster slot:
+//   B:{job}:state                 hash: paused, reason, fails, last (ms), token (counter)
+//   B:{job}:fire:<ms>:<shard>     hash: the fire marker: att, tok, node, lease (ms), open, sc,
+//                                 cp (checkpoint). No TTL while open; PEXPIRE fire_retention
+//                                 once closed or skipped.
+//   B:{job}:live                  zset: open fires of the job ("<ms>:<shard>"), score = lease end
+//   B:{job}:runs                  zset (all scores 0, ordered by member = listing order):
+//                                 "<9e15-ms, 16 digits> <job> <shard, 10> <2^31-1-attempt, 10>"
+//   B:{job}:run:<ms>:<shard>:<n>  hash: one history record (attempt n)
+// Global keys (separate slots):
+//   B:leases      zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
+//   B:runs        zset, the same members as every B:{job}:runs: the all-jobs listing
+//   B:jobs        hash job -> "<version>\n<definition json>"
+//   B:meta        hash: jobs_version (counter)
+//   B:nodes       hash node -> "<last heartbeat ms>\n<encoded NodeInfo>"
+//   B:nodes:exp   zset node -> heartbeat expiry (ms)
+// Scripts that touch a job's keys and a global index (claims, reports, pausing) are not
+// Cluster-safe yet: this version supports one primary (optionally with replicas or Sentinel).
+//
+// Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total):
+// each new record trims the oldest finished records beyond the cap (running ones are kept).
+// PruneHistory applies the per-job retention (keep_last fires, max_age). Fire markers are kept
+// fire_retention after they close, so a pruned fire still cannot be claimed twice.
+//
+// Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds). The
+// counter makes tokens strictly increase while the server keeps its writes; the server-clock
+// floor makes them keep increasing after a restart that lost the last writes (no AOF, or an
+// fsync window): any token issued before the restart is at most the server's microsecond clock
+// at that moment (unless a job claimed more than once per microsecond, which one script per
+// claim cannot do), so the first token after it is larger. REQUIRES: the server's clock does
+// not step backwards across a restart by more than the writes lost. Job-definition versions use
+// the same scheme, so a re-created job never reuses a version. Tokens are about 1.8e15 today.
+//
+// Time. In production the scripts read the server's clock (redis.call('TIME'); Redis 7
+// replicates scripts by their effects, so that is allowed): lease expiry, the early-fire guard,
+// heartbeats and max_age use the backend clock, as the Coordinator contract says. Test seam:
+// RedisOptions::clock_override makes the coordinator pass its "now" to every script instead
+// (the conformance suite's FakeClock). Tokens always use the server's TIME.
+//
+// Connections. One hiredis connection guarded by a mutex (hiredis contexts are not
+// thread-safe). A connection or I/O error returns Unavailable and drops the connection; the
+// next call reconnects, and after a failed reconnect the next attempt waits a capped
+// exponential backoff with jitter (reconnect_backoff_min .. reconnect_backoff_max), returning
+// Unavailable at once meanwhile, so no call blocks longer than connect_timeout / io_timeout.
+// The password never appears in a Status message or in a log.
+//
+// Persistence. Open() reads CONFIG GET appendonly: without `appendonly yes` the server loses
+// acknowledged claims on a restart (RELIABILITY.md F4), so Open refuses with FailedPrecondition
+// unless allow_unsafe is set; then unsafe_persistence() is true (the daemon logs it loudly and
+// exports it as a metric).
+//
+// Thread safety: safe to call from many threads at once (calls are serialised on the one
+// connection). Do not keep a RedisCoordinator across fork().
+#ifndef GNOMON_REDIS_COORDINATOR_H_
+#define GNOMON_REDIS_COORDINATOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+#include "gnomon/time.h"
+
+namespace gnomon {
+namespace coord {
+class RedisConnection;
+}  // namespace coord
+
+struct RedisOptions {
+  // Server host name or address. Default "127.0.0.1".
+  std::string host = "127.0.0.1";
+  // Server TCP port, 1-65535. Default 6379.
+  int port = 6379;
+  // ACL user for AUTH; empty = password-only AUTH (or none). Default empty.
+  std::string user;
+  // Password for AUTH; empty = no AUTH. Never logged nor put in an error message. Default empty.
+  std::string password;
+  // Logical database (SELECT), >= 0. Default 0.
+  int db = 0;
+  // First part of every key; [A-Za-z0-9_.-]{1,64}. Default "gnomon".
+  std::string prefix = "gnomon";
+  // Namespace after the prefix (several clusters on one server); [A-Za-z0-9_.-]{1,64}.
+  // Default "default".
+  std::string ns = "default";
+  // TCP connect timeout. Keep it below the lease ttl. Default 2 s. Must be > 0.
+  Duration connect_timeout = std::chrono::seconds(2);
+  // Timeout for one command's reply (read/write). Keep it below the lease ttl (a renew must fail
+  // before the lease ends). Default 2 s. Must be > 0.
+  Duration io_timeout = std::chrono::seconds(2);
+  // First wait after a failed reconnect; doubles per failure (full jitter). Default 1 s.
+  Duration reconnect_backoff_min = std::chrono::seconds(1);
+  // Cap of the reconnect wait. Default 32 s. Must be >= reconnect_backoff_min.
+  Duration reconnect_backoff_max = std::chrono::seconds(32);
+  // How long a closed or skipped fire's marker is kept (it refuses a second claim of the fire).
+  // Must cover the longest catchup_window + skew_tolerance of any job; at least 1 h.
+  // Default 7 days.
+  Duration fire_retention = std::chrono::hours(24 * 7);
+  // History records kept per job at most (oldest finished ones are trimmed). Default 10000.
+  // Must be >= 1.
+  int max_records_per_job = 10000;
+  // History records kept across all jobs at most. Default 100000. Must be >= 1.
+  int max_records_total = 100000;
+  // Open() succeeds on a server without `appendonly yes` (unsafe_persistence() is then true).
+  // Default false: refuse.
+  bool allow_unsafe = false;
+  // TEST SEAM: when set, "now" for every operation is this clock's Now(), passed to the scripts,
+  // instead of the server's TIME. Not owned; must outlive the coordinator. Default null
+  // (production: the server's clock).
+  Clock* clock_override = nullptr;
+};
+
+// Parses `redis://[user[:password]@]host[:port][/db]` (user and password may be
+// percent-encoded; `redis://:password@host` = password only) into `base` with those fields
+// replaced. InvalidArgument (with the password redacted) when malformed.
+Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base = {});
+
+class RedisCoordinator final : public Coordinator {
+ public:
+  // Connects, authenticates, selects the database, checks persistence (see the file comment)
+  // and loads the scripts. Errors: InvalidArgument for bad options; Unavailable when the server
+  // cannot be reached or refuses the credentials; FailedPrecondition when persistence is off
+  // (or cannot be read) and allow_unsafe is false.
+  static Result<std::unique_ptr<RedisCoordinator>> Open(const RedisOptions& options);
+  ~RedisCoordinator() override;
+  RedisCoordinator(const RedisCoordinator&) = delete;
+  RedisCoordinator& operator=(const RedisCoordinator&) = delete;
+
+  // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
+  bool unsafe_persistence() const { return unsafe_persistence_; }
+
+  // The backend clock: the server's TIME (or clock_override).
+  Result<Instant> Now() override;
+
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override;
+  Status Renew(gnomon::Claim& claim, Duration ttl) override;
+  Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;
+  Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override;
+  Result<std::vector<ExpiredFire>> ListExpired(int limit) override;
+  Result<std::optional<gnomon::Claim>> ResolveLost(const ExpiredFire& fire,
+                                                   const std::string& node_id, LostPolicy policy,
+                                                   Duration ttl) override;
+  Status RecordSkipped(const FireKey& fire, const std::string& node_id,
+                       const std::string& reason) override;
+
+  Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
+  Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;
+
+  Result<JobState> GetJobState(const std::string& job_id) override;
+  Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) override;
+
+  Result<RunPage> ListRuns(const RunQuery& query) override;
+  Result<std::vector<RunRecord>> GetRun(const std::string& run_id) override;
+  Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) override;
+
+  Status Heartbeat(const NodeInfo& node, Duration ttl) override;
+  Result<std::vector<NodeInfo>> ListNodes() override;
+
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+                         int64_t expected_version) override;
+  Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
+  Result<std::vector<StoredJob>> ListJobs() override;
+  Result<int64_t> JobsVersion() override;
+
+ private:
+  RedisCoordinator(const RedisOptions& options, std::unique_ptr<coord::RedisConnection> conn);
+
+  // The key base "<prefix>:<ns>" and a job's base "<prefix>:<ns>:{job}".
+  std::string JobBase(const std::string& job_id) const;
+  // ARGV[1..4] every script takes: now override ("" = server TIME), caps, retention.
+  std::vector<std::string> CommonArgs();
+
+  const RedisOptions options_;
+  const std::string base_;
+  bool unsafe_persistence_ = false;
+  // The hiredis connection, reconnects and scripts (hides hiredis.h); thread-safe.
+  std::unique_ptr<coord::RedisConnection> conn_;
+};
+
+}  // namespace gnomon
+
+#endif  // GNOMON_REDIS_COORDINATOR_H_

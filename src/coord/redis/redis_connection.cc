@@ -1,0 +1,220 @@
+#include "src/coord/redis/redis_connection.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <random>
+
+namespace gnomon::coord {
+namespace {
+
+timeval ToTimeval(Duration d) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+RedisReply Copy(const redisReply* r) {
+  RedisReply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Copy(r->element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+      break;
+  }
+  return out;
+}
+
+// Frees a hiredis reply at scope exit.
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+}  // namespace
+
+RedisConnection::RedisConnection(RedisConnectionConfig config)
+    : config_(std::move(config)),
+      address_(config_.host + ":" + std::to_string(config_.port)),
+      rng_(std::random_device{}()) {}
+
+RedisConnection::~RedisConnection() { DropLocked(); }
+
+Result<std::unique_ptr<RedisConnection>> RedisConnection::Connect(RedisConnectionConfig config) {
+  std::unique_ptr<RedisConnection> conn(new RedisConnection(std::move(config)));
+  std::lock_guard<std::mutex> lock(conn->mu_);
+  GNOMON_RETURN_IF_ERROR(conn->ConnectLocked());
+  return conn;
+}
+
+std::string RedisConnection::Redact(std::string message) const {
+  if (config_.password.empty()) return message;
+  for (size_t pos = message.find(config_.password); pos != std::string::npos;
+       pos = message.find(config_.password, pos + 3)) {
+    message.replace(pos, config_.password.size(), "***");
+  }
+  return message;
+}
+
+void RedisConnection::DropLocked() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+  ctx_ = nullptr;
+}
+
+Status RedisConnection::ConnectLocked() {
+  redisContext* ctx = redisConnectWithTimeout(config_.host.c_str(), config_.port,
+                                              ToTimeval(config_.connect_timeout));
+  if (ctx == nullptr) return UnavailableError("redis " + address_ + ": out of memory");
+  if (ctx->err) {
+    std::string why = ctx->errstr;
+    redisFree(ctx);
+    return UnavailableError("redis " + address_ + ": cannot connect: " + Redact(why));
+  }
+  if (redisSetTimeout(ctx, ToTimeval(config_.io_timeout)) != REDIS_OK) {
+    redisFree(ctx);
+    return UnavailableError("redis " + address_ + ": cannot set the I/O timeout");
+  }
+  redisEnableKeepAlive(ctx);
+  ctx_ = ctx;
+  auto setup = [&](const std::vector<std::string>& argv, const char* what) -> Status {
+    Result<RedisReply> r = CommandLocked(argv);
+    if (!r.ok()) return r.status();
+    if (r->is_error()) {
+      DropLocked();
+      return UnavailableError("redis " + address_ + ": " + what + " failed: " + Redact(r->str));
+    }
+    return Status::Ok();
+  };
+  if (!config_.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!config_.user.empty()) auth.push_back(config_.user);
+    auth.push_back(config_.password);
+    GNOMON_RETURN_IF_ERROR(setup(auth, "AUTH"));
+  }
+  if (config_.db != 0) {
+    GNOMON_RETURN_IF_ERROR(setup({"SELECT", std::to_string(config_.db)}, "SELECT"));
+  }
+  backoff_ = Duration(0);
+  return Status::Ok();
+}
+
+Status RedisConnection::EnsureConnectedLocked() {
+  if (ctx_ != nullptr) return Status::Ok();
+  const Duration now = SystemClock::Get().SteadyNow();
+  if (backoff_ > Duration(0) && now < next_attempt_) {
+    return UnavailableError("redis " + address_ + ": disconnected; next reconnect attempt in " +
+                            std::to_string((next_attempt_ - now).count()) + "ms");
+  }
+  Status s = ConnectLocked();
+  if (!s.ok()) {
+    backoff_ =
+        backoff_ == Duration(0) ? config_.backoff_min : std::min(backoff_ * 2, config_.backoff_max);
+    // Equal jitter: wait between half the backoff and the backoff.
+    std::uniform_int_distribution<int64_t> jitter(backoff_.count() / 2, backoff_.count());
+    next_attempt_ = SystemClock::Get().SteadyNow() + Duration(jitter(rng_));
+  }
+  return s;
+}
+
+Result<RedisReply> RedisConnection::CommandLocked(const std::vector<std::string>& argv) {
+  GNOMON_RETURN_IF_ERROR(EnsureConnectedLocked());
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  args.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  ReplyPtr reply(static_cast<redisReply*>(
+      redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lens.data())));
+  if (reply == nullptr) {
+    std::string why = ctx_->errstr;
+    DropLocked();
+    return UnavailableError("redis " + address_ + ": " + Redact(why));
+  }
+  return Copy(reply.get());
+}
+
+Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& argv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CommandLocked(argv);
+}
+
+int RedisConnection::AddScript(std::string source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  scripts_.push_back(std::make_unique<Script>(Script{std::move(source), ""}));
+  return static_cast<int>(scripts_.size()) - 1;
+}
+
+Status RedisConnection::LoadScriptLocked(Script& script) {
+  Result<RedisReply> r = CommandLocked({"SCRIPT", "LOAD", script.source});
+  if (!r.ok()) return r.status();
+  if (r->type != RedisReply::Type::kString) {
+    return InternalError("redis " + address_ + ": SCRIPT LOAD failed: " + r->str);
+  }
+  script.sha = r->str;
+  return Status::Ok();
+}
+
+Status RedisConnection::LoadScripts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& script : scripts_) GNOMON_RETURN_IF_ERROR(LoadScriptLocked(*script));
+  return Status::Ok();
+}
+
+Result<RedisReply> RedisConnection::Eval(int id, const std::vector<std::string>& keys,
+                                         const std::vector<std::string>& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Script& script = *scripts_.at(static_cast<size_t>(id));
+  if (script.sha.empty()) GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
+  std::vector<std::string> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(script.sha);
+  argv.push_back(std::to_string(keys.size()));
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  for (int tries = 0;; ++tries) {
+    Result<RedisReply> r = CommandLocked(argv);
+    if (!r.ok()) return r;
+    if (!r->is_error()) return r;
+    if (r->str.starts_with("NOSCRIPT") && tries == 0) {
+      // The server forgot the script (restart, SCRIPT FLUSH, failover): load it and retry.
+      GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
+      argv[1] = script.sha;
+      continue;
+    }
+    // A server that is loading, busy, read-only (a demoted primary) or down is transient.
+    for (const char* transient : {"LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN"}) {
+      if (r->str.starts_with(transient)) {
+        return UnavailableError("redis " + address_ + ": " + Redact(r->str));
+      }
+    }
+    return InternalError("redis " + address_ + ": script error: " + Redact(r->str));
+  }
+}
+
+}  // namespace gnomon::coord

@@ -1,0 +1,107 @@
+// RedisConnection: one hiredis connection for RedisCoordinator (internal), with a mutex (hiredis
+// contexts are not thread-safe), reconnects with capped exponential backoff and jitter, and Lua
+// scripts run by EVALSHA that are reloaded on NOSCRIPT.
+//
+// Replies are copied into Reply values and the hiredis reply is freed at once, so callers never
+// own hiredis memory. Errors: a connection or I/O failure (including a timeout) is Unavailable
+// and drops the connection; the next call reconnects (at once after a working connection broke,
+// else after the backoff, returning Unavailable without blocking meanwhile). A server error reply
+// is not a Status: it is a Reply of type kError, for the caller to judge. Status messages name
+// the server (host:port) and never contain the password.
+//
+// Thread safety: every method is safe to call from many threads at once.
+#ifndef GNOMON_SRC_COORD_REDIS_REDIS_CONNECTION_H_
+#define GNOMON_SRC_COORD_REDIS_REDIS_CONNECTION_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+struct redisContext;
+
+namespace gnomon::coord {
+
+struct RedisConnectionConfig {
+  std::string host;
+  int port = 6379;
+  std::string user;      // empty: AUTH <password> (when a password is set)
+  std::string password;  // empty: no AUTH
+  int db = 0;
+  Duration connect_timeout = std::chrono::seconds(2);
+  Duration io_timeout = std::chrono::seconds(2);
+  Duration backoff_min = std::chrono::seconds(1);
+  Duration backoff_max = std::chrono::seconds(32);
+};
+
+// A reply, owned (a copy of hiredis' redisReply).
+struct RedisReply {
+  enum class Type { kNil, kString, kStatus, kError, kInteger, kArray };
+  Type type = Type::kNil;
+  std::string str;  // kString, kStatus, kError
+  int64_t integer = 0;
+  std::vector<RedisReply> elements;  // kArray
+
+  bool is_error() const { return type == Type::kError; }
+};
+
+class RedisConnection {
+ public:
+  // Connects now (Unavailable when the server cannot be reached or refuses AUTH/SELECT).
+  static Result<std::unique_ptr<RedisConnection>> Connect(RedisConnectionConfig config);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  // Runs one command (binary-safe arguments).
+  Result<RedisReply> Command(const std::vector<std::string>& argv);
+
+  // Registers a Lua script; returns its id for Eval. Loaded on first use (SCRIPT LOAD).
+  int AddScript(std::string source);
+  // EVALSHA of script `id` with `keys` and `args`; on NOSCRIPT, SCRIPT LOAD and retry once.
+  // A script error (other than NOSCRIPT) is Internal with the server's message.
+  Result<RedisReply> Eval(int id, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args);
+  // Loads every registered script now (SCRIPT LOAD), so that a broken one fails early.
+  Status LoadScripts();
+
+  // "host:port", for messages.
+  const std::string& address() const { return address_; }
+
+ private:
+  struct Script {
+    std::string source;
+    std::string sha;  // empty until loaded; guarded by mu_
+  };
+
+  explicit RedisConnection(RedisConnectionConfig config);
+
+  // Connects (REQUIRES: mu_ held, ctx_ null). Sets ctx_ on success.
+  Status ConnectLocked();
+  // Ensures a connection, honouring the backoff. REQUIRES: mu_ held.
+  Status EnsureConnectedLocked();
+  // Sends argv and reads the reply; drops the connection on I/O errors. REQUIRES: mu_ held.
+  Result<RedisReply> CommandLocked(const std::vector<std::string>& argv);
+  Status LoadScriptLocked(Script& script);
+  void DropLocked();
+  // `message` with the password replaced by "***".
+  std::string Redact(std::string message) const;
+
+  const RedisConnectionConfig config_;
+  const std::string address_;
+  std::mutex mu_;
+  redisContext* ctx_ = nullptr;  // guarded by mu_; null = disconnected
+  Duration next_attempt_{0};     // guarded by mu_; SteadyNow() of the next reconnect
+  Duration backoff_{0};          // guarded by mu_; 0 = reconnect at once
+  std::mt19937_64 rng_;          // guarded by mu_; jitter
+  std::vector<std::unique_ptr<Script>> scripts_;  // guarded by mu_
+};
+
+}  // namespace gnomon::coord
+
+#endif  // GNOMON_SRC_COORD_REDIS_REDIS_CONNECTION_H_

@@ -1,0 +1,580 @@
+// RedisCoordinator against a real redis-server that this binary starts itself on free loopback
+// ports (ctest label "integration"). Every test skips when /usr/bin/redis-server is missing.
+#include "gnomon/redis_coordinator.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "src/coord/coordinator_conformance.h"
+
+extern char** environ;
+
+namespace gnomon::testing {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using R = ClaimOutcome::Result;
+
+constexpr const char* kRedisServer = "/usr/bin/redis-server";
+
+bool HaveRedis() { return access(kRedisServer, X_OK) == 0; }
+
+#define SKIP_WITHOUT_REDIS()                                               \
+  do {                                                                     \
+    if (!HaveRedis()) GTEST_SKIP() << kRedisServer << " is not installed"; \
+  } while (false)
+
+// Waits `d` of real time (a server starting or dying; the coordinator's backoff).
+void RealWait(Duration d) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock<std::mutex> lock(mu);
+  SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  GNOMON_CHECK(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  GNOMON_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  GNOMON_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A raw hiredis connection for poking at the server from outside the coordinator.
+class Raw {
+ public:
+  explicit Raw(int port, const std::string& password = "") {
+    timeval tv{1, 0};
+    ctx_ = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (ctx_ != nullptr && !ctx_->err && !password.empty()) Str({"AUTH", password});
+  }
+  ~Raw() {
+    if (ctx_) redisFree(ctx_);
+  }
+  bool ok() const { return ctx_ != nullptr && !ctx_->err; }
+  // The reply as text (strings, status, errors, integers); "" on failure.
+  std::string Str(const std::vector<std::string>& argv) {
+    redisReply* r = Run(argv);
+    std::string out;
+    if (r == nullptr) return out;
+    if (r->type == REDIS_REPLY_INTEGER) {
+      out = std::to_string(r->integer);
+    } else if (r->str != nullptr) {
+      out.assign(r->str, r->len);
+    }
+    freeReplyObject(r);
+    return out;
+  }
+  // The elements of an array reply as text.
+  std::vector<std::string> Array(const std::vector<std::string>& argv) {
+    redisReply* r = Run(argv);
+    std::vector<std::string> out;
+    if (r == nullptr) return out;
+    if (r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) {
+        if (r->element[i]->str) out.emplace_back(r->element[i]->str, r->element[i]->len);
+      }
+    }
+    freeReplyObject(r);
+    return out;
+  }
+  // Every key matching `pattern` (SCAN).
+  std::vector<std::string> Keys(const std::string& pattern) {
+    std::vector<std::string> out;
+    std::string cursor = "0";
+    do {
+      redisReply* r = Run({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        if (r) freeReplyObject(r);
+        break;
+      }
+      cursor.assign(r->element[0]->str, r->element[0]->len);
+      for (size_t i = 0; i < r->element[1]->elements; ++i) {
+        out.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
+      }
+      freeReplyObject(r);
+    } while (cursor != "0");
+    return out;
+  }
+
+ private:
+  redisReply* Run(const std::vector<std::string>& argv) {
+    if (!ok()) return nullptr;
+    std::vector<const char*> args;
+    std::vector<size_t> lens;
+    for (const std::string& a : argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    return static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lens.data()));
+  }
+  redisContext* ctx_ = nullptr;
+};
+
+// One redis-server process in its own data directory.
+class RedisServer {
+ public:
+  // `extra`: more command-line arguments (e.g. {"--appendonly", "no"}).
+  explicit RedisServer(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+    std::string pattern = std::filesystem::temp_directory_path() / "gnomon-redis-XXXXXX";
+    GNOMON_CHECK(mkdtemp(pattern.data()) != nullptr);
+    dir_ = pattern;
+    port_ = FreePort();
+  }
+  ~RedisServer() {
+    Kill();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Starts the server and waits until it answers PING (up to 10 s). Returns whether it does.
+  bool Start() {
+    std::vector<std::string> args = {kRedisServer,
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "yes",
+                                     "--dir",
+                                     dir_,
+                                     "--protected-mode",
+                                     "no",
+                                     "--logfile",
+                                     dir_ + "/redis.log",
+                                     "--appendfsync",
+                                     "always"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, kRedisServer, nullptr, nullptr, argv.data(), environ) != 0) {
+      pid_ = -1;
+      return false;
+    }
+    for (int i = 0; i < 500; ++i) {
+      Raw raw(port_, password_);
+      if (raw.ok() && raw.Str({"PING"}) == "PONG") return true;
+      RealWait(milliseconds(20));
+    }
+    return false;
+  }
+  // SIGKILL (no shutdown save) and reap.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // Deletes the data directory's contents (a restart that lost every write).
+  void WipeData() {
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      if (entry.path().filename() != "redis.log") std::filesystem::remove_all(entry.path());
+    }
+  }
+
+  int port() const { return port_; }
+  void set_password(std::string p) { password_ = std::move(p); }
+
+ private:
+  std::vector<std::string> extra_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::string password_;
+};
+
+// The server the conformance suite shares (each test uses its own key prefix), started on first
+// use and stopped (its directory removed) when the test program ends.
+std::unique_ptr<RedisServer>& SharedServerSlot() {
+  static auto* slot = new std::unique_ptr<RedisServer>();
+  return *slot;
+}
+RedisServer* SharedServer() {
+  std::unique_ptr<RedisServer>& slot = SharedServerSlot();
+  if (!slot) {
+    slot = std::make_unique<RedisServer>();
+    EXPECT_TRUE(slot->Start()) << "redis-server did not start";
+  }
+  return slot.get();
+}
+
+class SharedServerEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { SharedServerSlot().reset(); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedServerEnvironment);
+
+std::string UniquePrefix() {
+  static std::atomic<int> n{0};
+  return "t" + std::to_string(getpid()) + "-" + std::to_string(n.fetch_add(1));
+}
+
+RedisOptions OptionsFor(int port) {
+  RedisOptions o;
+  o.port = port;
+  o.prefix = UniquePrefix();
+  return o;
+}
+
+std::vector<CoordinatorFactory> RedisFactories() {
+  if (!HaveRedis()) return {};  // nothing to run against: the suite is not instantiated
+  return {{"Redis", [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
+             RedisOptions o = OptionsFor(SharedServer()->port());
+             o.clock_override = clock;
+             Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
+             EXPECT_TRUE(c.ok()) << c.status().ToString();
+             if (!c.ok()) return nullptr;
+             return std::move(*c);
+           }}};
+}
+
+// Not GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE: its Values() cannot be empty, and without
+// redis-server there is no backend to instantiate the suite with.
+INSTANTIATE_TEST_SUITE_P(Backend, CoordinatorConformanceTest, ::testing::ValuesIn(RedisFactories()),
+                         ::gnomon::testing::CoordinatorFactoryName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CoordinatorConformanceTest);
+
+std::unique_ptr<RedisCoordinator> MustOpen(const RedisOptions& o) {
+  Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+FireKey Fire(const std::string& job, Instant at) {
+  FireKey f;
+  f.job_id = job;
+  f.scheduled_at = at;
+  return f;
+}
+
+ClaimRequest Req(const FireKey& fire, const std::string& node) {
+  ClaimRequest r;
+  r.fire = fire;
+  r.node_id = node;
+  r.overlap = OverlapPolicy::kAllow;
+  return r;
+}
+
+RunRecord Finished(const Claim& c, RunOutcome outcome) {
+  RunRecord r;
+  r.run_id = c.fire.RunId();
+  r.job_id = c.fire.job_id;
+  r.scheduled_at = c.fire.scheduled_at;
+  r.shard = c.fire.shard;
+  r.shard_count = c.fire.shard_count;
+  r.attempt = c.attempt;
+  r.fencing_token = c.fencing_token;
+  r.node_id = c.node_id;
+  r.started_at = c.fire.scheduled_at;
+  r.finished_at = c.fire.scheduled_at;
+  r.outcome = outcome;
+  r.output = std::string(1000, 'o');
+  return r;
+}
+
+// --- Production clock ----------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, WithoutOverrideTheServerClockDecides) {
+  SKIP_WITHOUT_REDIS();
+  auto c = MustOpen(OptionsFor(SharedServer()->port()));
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->unsafe_persistence());
+  Result<Instant> now = c->Now();
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  EXPECT_LT(std::chrono::abs(*now - SystemClock::Get().Now()), seconds(5));
+  // A fire an hour ahead of the server's clock is too early; one just past is claimed.
+  EXPECT_EQ(c->Claim(Req(Fire("j", *now + hours(1)), "n"))->result, R::kTooEarly);
+  Result<ClaimOutcome> out = c->Claim(Req(Fire("j", *now - seconds(1)), "n"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->result, R::kClaimed);
+  EXPECT_GE(out->claim->lease_expires_at, *now + seconds(29));
+  EXPECT_TRUE(c->Renew(*out->claim, seconds(30)).ok());
+}
+
+// --- Scripts -------------------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, RecoversFromNoscript) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Raw raw(SharedServer()->port());
+  ASSERT_EQ(raw.Str({"SCRIPT", "FLUSH"}), "OK");
+  Result<ClaimOutcome> out = c->Claim(Req(Fire("j", clock.Now()), "n"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->result, R::kClaimed);
+  Claim claim = *out->claim;
+  ASSERT_EQ(raw.Str({"SCRIPT", "FLUSH"}), "OK");
+  EXPECT_TRUE(c->Renew(claim, seconds(30)).ok());
+  ASSERT_EQ(raw.Str({"SCRIPT", "FLUSH"}), "OK");
+  EXPECT_TRUE(c->Report(claim, Finished(claim, RunOutcome::kSucceeded), true).ok());
+  EXPECT_EQ(c->GetRun(claim.fire.RunId())->at(0).outcome, RunOutcome::kSucceeded);
+}
+
+// --- Persistence check ---------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, RefusesAServerWithoutAofUnlessAllowed) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer volatile_server({"--appendonly", "no"});
+  ASSERT_TRUE(volatile_server.Start());
+  RedisOptions o = OptionsFor(volatile_server.port());
+  Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("appendonly"), std::string::npos)
+      << refused.status().message();
+  o.allow_unsafe = true;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->unsafe_persistence());
+  EXPECT_EQ(c->Claim(Req(Fire("j", *c->Now()), "n"))->result, R::kClaimed);
+}
+
+// --- Restarts --------------------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, ReconnectsAfterARestartAndTokensNeverGoBack) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  ASSERT_TRUE(server.Start());
+  FakeClock clock;
+  RedisOptions o = OptionsFor(server.port());
+  o.clock_override = &clock;
+  o.connect_timeout = milliseconds(500);
+  o.reconnect_backoff_min = milliseconds(20);
+  o.reconnect_backoff_max = milliseconds(100);
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  int64_t last_token = 0;
+  Instant at = clock.Now() - hours(1);
+  auto claim_next = [&]() -> Result<Claim> {
+    at += seconds(1);
+    Result<ClaimOutcome> out = c->Claim(Req(Fire("j", at), "n"));
+    if (!out.ok()) return out.status();
+    if (out->result != R::kClaimed) return InternalError("not claimed");
+    return *out->claim;
+  };
+  // Waits (real time, bounded) until the coordinator answers again.
+  auto claim_after_restart = [&]() -> Result<Claim> {
+    Result<Claim> r = InternalError("never tried");
+    for (int i = 0; i < 200; ++i) {
+      r = claim_next();
+      if (r.ok() || r.status().code() != StatusCode::kUnavailable) return r;
+      RealWait(milliseconds(25));
+    }
+    return r;
+  };
+  for (int i = 0; i < 3; ++i) {
+    Result<Claim> claim = claim_next();
+    ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+    EXPECT_GT(claim->fencing_token, last_token);
+    last_token = claim->fencing_token;
+  }
+  const FireKey durable_fire = Fire("j", at);
+
+  // 1. kill -9 and restart on the same data: the claims survived (appendfsync always).
+  server.Kill();
+  const Duration before = SystemClock::Get().SteadyNow();
+  Result<ClaimOutcome> down = c->Claim(Req(Fire("j", at + seconds(100)), "n"));
+  EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
+  Result<ClaimOutcome> down_again = c->Claim(Req(Fire("j", at + seconds(100)), "n"));
+  EXPECT_EQ(down_again.status().code(), StatusCode::kUnavailable);
+  EXPECT_LT(SystemClock::Get().SteadyNow() - before, o.connect_timeout * 2 + milliseconds(500))
+      << "calls while the server is down must not block past the connect timeout";
+  ASSERT_TRUE(server.Start());
+  Result<Claim> after = claim_after_restart();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_GT(after->fencing_token, last_token);
+  last_token = after->fencing_token;
+  EXPECT_EQ(c->Claim(Req(durable_fire, "other"))->result, R::kAlreadyClaimed);
+
+  // 2. A restart that lost every write (no AOF left): tokens still move forward.
+  server.Kill();
+  server.WipeData();
+  ASSERT_TRUE(server.Start());
+  Result<Claim> lost = claim_after_restart();
+  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  EXPECT_GT(lost->fencing_token, last_token);
+}
+
+// --- Key layout ------------------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, KeysOfOneJobShareAHashTag) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  const Instant t0 = clock.Now();
+  Result<ClaimOutcome> out = c->Claim(Req(Fire("tagged.job", t0 - seconds(5)), "n"));
+  ASSERT_TRUE(out.ok() && out->claim);
+  ASSERT_TRUE(c->SaveCheckpoint(*out->claim, "cp").ok());
+  ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kFailed), false).ok());
+  ASSERT_TRUE(c->NextAttempt(*out->claim, seconds(30)).ok());
+  ASSERT_TRUE(c->RecordSkipped(Fire("tagged.job", t0 - seconds(9)), "n", "misfire").ok());
+  ASSERT_TRUE(c->SetPaused("tagged.job", true, "api").ok());
+  Raw raw(SharedServer()->port());
+  const std::vector<std::string> keys = raw.Keys(o.prefix + ":*");
+  int job_keys = 0;
+  for (const std::string& key : keys) {
+    if (key.find("tagged.job") == std::string::npos) continue;
+    ++job_keys;
+    // The first {...} of the key is the hash tag Redis Cluster hashes.
+    const size_t open = key.find('{');
+    ASSERT_NE(open, std::string::npos) << key;
+    EXPECT_EQ(key.substr(open, key.find('}') - open + 1), "{tagged.job}") << key;
+    EXPECT_EQ(key.rfind(o.prefix + ":default:{tagged.job}:", 0), 0u) << key;
+  }
+  // state, live, runs, 2 fire markers, 3 records at least.
+  EXPECT_GE(job_keys, 8);
+}
+
+// --- Bounded growth --------------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, HistoryIsCapped) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  o.max_records_per_job = 20;
+  o.max_records_total = 30;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  const Instant base = clock.Now() - hours(5);
+  for (int i = 0; i < 60; ++i) {
+    for (const char* job : {"a", "b"}) {
+      Result<ClaimOutcome> out = c->Claim(Req(Fire(job, base + seconds(i)), "n"));
+      ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
+      ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
+    }
+    ASSERT_TRUE(c->RecordSkipped(Fire("c", base + seconds(i)), "n", "misfire").ok());
+  }
+  Raw raw(SharedServer()->port());
+  const std::string b = o.prefix + ":default";
+  for (const char* job : {"a", "b", "c"}) {
+    EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":{" + job + "}:runs"})), 20) << job;
+  }
+  EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":runs"})), 30);
+  EXPECT_LE(raw.Keys(b + ":*:run:*").size(), 30u);
+  // The newest records are the ones kept, and listing still works.
+  Result<RunPage> page = c->ListRuns(RunQuery{.limit = 1000});
+  ASSERT_TRUE(page.ok());
+  ASSERT_FALSE(page->runs.empty());
+  EXPECT_LE(page->runs.size(), 30u);
+  EXPECT_EQ(page->runs.front().scheduled_at, base + seconds(59));
+  // Closed fire markers expire (retention) instead of staying forever.
+  const std::string marker =
+      b + ":{a}:fire:" + std::to_string((base + seconds(3)).unix_millis()) + ":0";
+  const int64_t ttl = std::stoll(raw.Str({"PTTL", marker}));
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, std::chrono::duration_cast<milliseconds>(o.fire_retention).count());
+  // Lease indexes hold only open fires.
+  EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "0");
+}
+
+// --- Credentials -----------------------------------------------------------------------------
+
+TEST(RedisCoordinatorTest, PasswordNeverAppearsInErrors) {
+  SKIP_WITHOUT_REDIS();
+  const std::string password = "S3cr3t-Pa55word";
+  RedisServer server({"--requirepass", password});
+  server.set_password(password);
+  ASSERT_TRUE(server.Start());
+
+  RedisOptions wrong = OptionsFor(server.port());
+  wrong.password = "Wr0ng-Pa55word";
+  Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().message().find(wrong.password), std::string::npos)
+      << refused.status().message();
+
+  RedisOptions none = OptionsFor(server.port());
+  Result<std::unique_ptr<RedisCoordinator>> unauthenticated = RedisCoordinator::Open(none);
+  EXPECT_FALSE(unauthenticated.ok());
+
+  Result<RedisOptions> bad_url = ParseRedisUrl("redis://admin:" + password + "@127.0.0.1:99999/0");
+  ASSERT_FALSE(bad_url.ok());
+  EXPECT_EQ(bad_url.status().message().find(password), std::string::npos)
+      << bad_url.status().message();
+
+  Result<RedisOptions> url =
+      ParseRedisUrl("redis://:" + password + "@127.0.0.1:" + std::to_string(server.port()) + "/3");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  EXPECT_EQ(url->password, password);
+  EXPECT_EQ(url->user, "");
+  EXPECT_EQ(url->db, 3);
+  url->prefix = UniquePrefix();
+  auto c = MustOpen(*url);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->PutJob("x", "{}", 0).ok());
+  Raw raw(server.port(), password);
+  ASSERT_EQ(raw.Str({"SELECT", "3"}), "OK");
+  EXPECT_EQ(raw.Str({"HEXISTS", url->prefix + ":default:jobs", "x"}), "1");
+
+  // Errors after the server went away do not carry it either.
+  server.Kill();
+  Result<int64_t> gone = c->JobsVersion();
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(gone.status().message().find(password), std::string::npos);
+}
+
+TEST(RedisCoordinatorTest, ParsesUrls) {
+  Result<RedisOptions> full = ParseRedisUrl("redis://ops:p%40ss@redis.example:6380/2");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(full->user, "ops");
+  EXPECT_EQ(full->password, "p@ss");
+  EXPECT_EQ(full->host, "redis.example");
+  EXPECT_EQ(full->port, 6380);
+  EXPECT_EQ(full->db, 2);
+  Result<RedisOptions> plain = ParseRedisUrl("redis://localhost");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->port, 6379);
+  EXPECT_EQ(plain->db, 0);
+  EXPECT_EQ(ParseRedisUrl("http://x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseRedisUrl("redis://h:0").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseRedisUrl("redis://h:1/x").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RedisCoordinatorTest, RejectsBadOptionsAndUnreachableServers) {
+  RedisOptions o;
+  o.prefix = "bad prefix";
+  EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
+  o = RedisOptions{};
+  o.fire_retention = seconds(5);
+  EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
+  o = RedisOptions{};
+  o.port = FreePort();  // nothing listens there
+  EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gnomon::testing
