@@ -12,7 +12,10 @@
 // - stdin from /dev/null; stdout and stderr into one pipe, of which the last kMaxOutputBytes are
 //   kept (memory stays bounded whatever the child prints). Every other descriptor is closed at
 //   exec. The signal mask is cleared and ignored signals are reset to their default.
-// - Its own process group (setpgid), so that cancellation reaches every descendant.
+// - Its own process group, so that cancellation reaches every descendant. The group is led by a
+//   small supervisor process (a child of the gnomon process, shown as "gnomon-sup") which forks
+//   the job into it and stays until the group is killed. The job's exit status is reported as the
+//   job's own (the supervisor is invisible in ExecResult).
 //
 // How an attempt ends:
 // - The main process exits 0 -> kSucceeded; exits N != 0 -> kFailed, exit_code N, error "exited
@@ -33,9 +36,17 @@
 //   one pipe) calls ctx.save_checkpoint(value) from the executing thread. Lines are kept in the
 //   output too. Lines longer than kMaxCheckpointLineBytes are not checkpoints.
 //
-// The child is always reaped (no zombies). Event-driven: one poll() over the output pipe, a pidfd
-// (Linux 5.3+) and an eventfd signalled by a std::stop_callback; the only poll timeout is the
-// kill_grace / drain deadline, measured on the Clock's monotonic time.
+// - The gnomon process dies (kill -9, crash): the supervisor SIGKILLs the whole process group, so
+//   no part of the run keeps running unowned while the fire is resolved as lost (and perhaps
+//   re-run) elsewhere (PRODUCT.md guarantees 4 and 5). This covers the group for as long as it
+//   exists, including the kill_grace of a cancellation. Processes that left the group (setsid)
+//   are not covered, except the job's main process itself (it dies with the supervisor).
+//
+// The supervisor is always reaped, and reaps the job's main process (no zombies). Event-driven:
+// one poll() over the output pipe, a status pipe from the supervisor and an eventfd signalled by
+// a std::stop_callback; the only poll timeout is the kill_grace / drain deadline, measured on the
+// Clock's monotonic time. Uses close_range (Linux 5.9+); older kernels fall back to a close loop
+// up to the descriptor limit.
 #ifndef GNOMON_PROCESS_EXECUTOR_H_
 #define GNOMON_PROCESS_EXECUTOR_H_
 

@@ -1,7 +1,9 @@
-// ProcessExecutor: fork/exec with a process group, one poll() loop per attempt.
+// ProcessExecutor: fork a supervisor that leads the run's process group and forks/execs the job
+// in it; one poll() loop per attempt in the parent.
 //
 // Between fork and exec the child may only call async-signal-safe functions (the parent is
-// multi-threaded), so everything the child needs (paths, argv, envp) is built before the fork.
+// multi-threaded), and the supervisor never execs, so everything the supervisor and the job need
+// (paths, argv, envp) is built before the fork.
 #include "gnomon/process_executor.h"
 
 #include <fcntl.h>
@@ -28,14 +30,8 @@
 
 extern char** environ;  // NOLINT: POSIX
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
-#endif
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
 namespace gnomon {
@@ -52,9 +48,15 @@ constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
 // pause must not delay its own cancellation).
 constexpr int kMaxReadsPerWakeup = 16;
 
-// What the child reports through the CLOEXEC pipe when it cannot exec.
+// The signal the kernel sends the supervisor when the gnomon process dies (PR_SET_PDEATHSIG). The
+// supervisor blocks every signal and only waits for this one and SIGCHLD; a stray one (a job's
+// `kill -USR2 0`) is told apart by getppid(), which changes only when the gnomon process is gone.
+constexpr int kHolderDeathSignal = SIGUSR2;
+
+// What the supervisor or the job reports through the CLOEXEC report pipe when the job cannot
+// start.
 struct ChildFailure {
-  enum Stage : int { kSetpgid, kStdin, kStdout, kCloexec, kExec } stage;
+  enum Stage : int { kSetpgid, kDeathSignal, kStdin, kStdout, kFork, kExec } stage;
   int err;
 };
 
@@ -62,12 +64,14 @@ const char* StageName(ChildFailure::Stage stage) {
   switch (stage) {
     case ChildFailure::kSetpgid:
       return "setpgid";
+    case ChildFailure::kDeathSignal:
+      return "prctl(PR_SET_PDEATHSIG)";
     case ChildFailure::kStdin:
       return "redirect stdin from /dev/null";
     case ChildFailure::kStdout:
       return "redirect stdout/stderr";
-    case ChildFailure::kCloexec:
-      return "close inherited descriptors";
+    case ChildFailure::kFork:
+      return "fork";
     case ChildFailure::kExec:
       return "exec";
   }
@@ -82,8 +86,8 @@ struct ExecPlan {
   std::vector<std::string> env;  // "KEY=VALUE"
   std::vector<char*> argv_ptrs;
   std::vector<char*> envp_ptrs;
-  int max_fd = 1024;     // for the close-on-exec fallback without close_range
-  pid_t parent_pid = 0;  // the gnomon process (checked by the child after PR_SET_PDEATHSIG)
+  int max_fd = 1024;     // for the close fallback without close_range
+  pid_t parent_pid = 0;  // the gnomon process (checked by the supervisor after PR_SET_PDEATHSIG)
 };
 
 ExecResult Failed(std::string error) {
@@ -172,53 +176,40 @@ UniqueFd AboveStdio(UniqueFd fd) {
   return UniqueFd(fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
 }
 
-// In the child: report why it could not exec, then exit. Async-signal-safe.
+// In the supervisor or the job: report why the job could not start, then exit.
+// Async-signal-safe.
 [[noreturn]] void ChildFail(int report_fd, ChildFailure::Stage stage, int err) {
   const ChildFailure failure{stage, err};
   if (write(report_fd, &failure, sizeof(failure)) < 0) {
-    // Nothing left to report to; the parent sees exit status 127.
+    // Nothing left to report to; the parent sees the job end without a status.
   }
   _exit(127);
 }
 
-// In the child, after fork: set up and exec. Only async-signal-safe calls.
-[[noreturn]] void RunChild(const ExecPlan& plan, int out_fd, int report_fd) {
-  // Signals: handlers of the parent must not run here, and ignored/blocked signals are not
-  // inherited by the job. The parent blocked everything around the fork.
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    struct sigaction sa;
-    if (sigaction(sig, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL) {
-      sa.sa_handler = SIG_DFL;
-      sa.sa_flags = 0;
-      sigaction(sig, &sa, nullptr);
-    }
+// In the supervisor: closes every descriptor above stderr except `keep_a` and `keep_b` (both
+// >= 3). The supervisor never execs, so O_CLOEXEC does not close what it inherited (other runs'
+// pipes, sockets) and it lives as long as the job. Async-signal-safe.
+void CloseAllBut(int keep_a, int keep_b, int max_fd) {
+  const unsigned lo = static_cast<unsigned>(std::min(keep_a, keep_b));
+  const unsigned hi = static_cast<unsigned>(std::max(keep_a, keep_b));
+  auto close_span = [](unsigned first, unsigned last) {
+    return first > last || syscall(SYS_close_range, first, last, 0U) == 0;
+  };
+  if (close_span(3, lo - 1) && close_span(lo + 1, hi - 1) && close_span(hi + 1, ~0U)) return;
+  for (int fd = 3; fd < max_fd; ++fd) {  // without close_range (Linux < 5.9)
+    if (fd != keep_a && fd != keep_b) close(fd);
   }
+}
+
+// In the job process, forked by the supervisor: exec. Only async-signal-safe calls.
+[[noreturn]] void RunJob(const ExecPlan& plan, pid_t supervisor, int report_fd) {
+  // Should the supervisor be SIGKILLed, the job dies too, even if it left the process group.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != supervisor) _exit(127);
+  // The supervisor reset every disposition to SIG_DFL; the job starts with an empty mask.
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  if (setpgid(0, 0) != 0) ChildFail(report_fd, ChildFailure::kSetpgid, errno);
-  // If the gnomon process dies (kill -9), the run dies with it rather than running on unowned
-  // while the fire is resolved as lost (and perhaps re-run) elsewhere. The forking thread is a
-  // worker that lives as long as the scheduler. If the parent already died, stop here.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != plan.parent_pid) _exit(127);
-  const int null_fd = open("/dev/null", O_RDONLY);
-  if (null_fd < 0) ChildFail(report_fd, ChildFailure::kStdin, errno);
-  if (null_fd != 0 && dup2(null_fd, 0) < 0) ChildFail(report_fd, ChildFailure::kStdin, errno);
-  // out_fd and report_fd are >= 3 (AboveStdio), so these never clobber them.
-  if (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0) {
-    ChildFail(report_fd, ChildFailure::kStdout, errno);
-  }
-  // Every descriptor above stderr closes at exec, including ones other threads of the parent
-  // opened without O_CLOEXEC. report_fd stays open until the exec succeeds.
-  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    for (int fd = 3; fd < plan.max_fd; ++fd) {
-      const int flags = fcntl(fd, F_GETFD);
-      if (flags >= 0 && !(flags & FD_CLOEXEC)) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-    }
-  }
 
   int err = ENOENT;
   bool saw_eacces = false;
@@ -234,35 +225,114 @@ UniqueFd AboveStdio(UniqueFd fd) {
   ChildFail(report_fd, ChildFailure::kExec, saw_eacces && err != ENOEXEC ? EACCES : err);
 }
 
-// Kills and reaps the child on every path out of Execute (no zombies, nothing left running).
+// In the child of the gnomon process, after fork: becomes the leader of the run's process group
+// and the supervisor of the job, which it forks and execs in that group. It reports the job's
+// wait status through `status_fd`, then stays until the parent SIGKILLs the group; if the gnomon
+// process dies first, it SIGKILLs the group itself. It never execs and runs only
+// async-signal-safe code (the parent is multi-threaded).
+//
+// Why a supervisor: PR_SET_PDEATHSIG reaches only the process that set it, not the job's
+// descendants (`sh -c "step; sleep 60"` would leave `sleep` running, unowned, while another node
+// re-runs the fire). A process that outlives the job's main process and is woken by the death
+// of the gnomon process covers the whole group for as long as it exists.
+[[noreturn]] void RunSupervisor(const ExecPlan& plan, int out_fd, int report_fd, int status_fd) {
+  // Handlers of the parent must not run here, and ignored signals are not inherited by the job.
+  // The mask stays full (the parent blocked everything around the fork): the group's SIGTERM on
+  // cancellation stays pending here, and the two signals waited for are taken by sigwaitinfo.
+  // Every disposition, flags included: SA_NOCLDWAIT on SIGCHLD would reap the job unseen.
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  prctl(PR_SET_NAME, "gnomon-sup");  // best effort: how it shows in ps
+
+  if (setpgid(0, 0) != 0) ChildFail(report_fd, ChildFailure::kSetpgid, errno);
+  // PR_SET_PDEATHSIG fires when the forking *thread* exits; getppid() tells the gnomon process's
+  // death from that. If the parent already died, stop here: nothing has started.
+  if (prctl(PR_SET_PDEATHSIG, kHolderDeathSignal) != 0) {
+    ChildFail(report_fd, ChildFailure::kDeathSignal, errno);
+  }
+  if (getppid() != plan.parent_pid) _exit(127);
+
+  const int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd < 0) ChildFail(report_fd, ChildFailure::kStdin, errno);
+  if (null_fd != 0 && dup2(null_fd, 0) < 0) ChildFail(report_fd, ChildFailure::kStdin, errno);
+  // out_fd, report_fd and status_fd are >= 3 (AboveStdio), so these never clobber them.
+  if (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0) {
+    ChildFail(report_fd, ChildFailure::kStdout, errno);
+  }
+  // Also closes out_fd and null_fd. The two kept ones are O_CLOEXEC: the job's copies close at
+  // its exec.
+  CloseAllBut(report_fd, status_fd, plan.max_fd);
+
+  const pid_t supervisor = getpid();
+  const pid_t job = _Fork();  // async-signal-safe, unlike fork() (no atfork handlers)
+  if (job < 0) ChildFail(report_fd, ChildFailure::kFork, errno);
+  if (job == 0) RunJob(plan, supervisor, report_fd);
+
+  // The report pipe now closes when the job execs (or carries why it could not). The output pipe
+  // must close once the job's processes are gone, so the supervisor keeps no copy of it.
+  close(report_fd);
+  close(0);
+  close(1);
+  close(2);
+
+  sigset_t wait_set;
+  sigemptyset(&wait_set);
+  sigaddset(&wait_set, SIGCHLD);
+  sigaddset(&wait_set, kHolderDeathSignal);
+  bool reported = false;
+  while (true) {
+    siginfo_t info;
+    const int sig = sigwaitinfo(&wait_set, &info);
+    if (sig == kHolderDeathSignal) {
+      if (getppid() != plan.parent_pid) {
+        kill(0, SIGKILL);  // the whole group, this process included
+        _exit(128 + SIGKILL);
+      }
+    } else if (sig == SIGCHLD && !reported) {
+      int status = 0;
+      if (waitpid(job, &status, WNOHANG) == job) {
+        // A 4-byte write to a pipe is atomic; the parent reads it once readable.
+        if (write(status_fd, &status, sizeof(status)) < 0) {
+          // The parent is gone or stopped reading: it sees the pipe close instead.
+        }
+        reported = true;
+      }
+    }
+  }
+}
+
+// Owns the supervisor. On every path out of Execute its process group (the job and whatever is
+// left of it) is SIGKILLed and the supervisor reaped: no zombies, nothing left running.
 class ChildGuard {
  public:
   explicit ChildGuard(pid_t pid) : pid_(pid) {}
   ChildGuard(const ChildGuard&) = delete;
   ChildGuard& operator=(const ChildGuard&) = delete;
-  ~ChildGuard() {
-    if (pid_ > 0) {
-      killpg(pid_, SIGKILL);
-      Reap(/*block=*/true);
-    }
-  }
+  ~ChildGuard() { KillAndReap(); }
 
-  // Collects the exit status; returns whether the child is gone (reaped, or not ours to reap).
-  bool Reap(bool block) {
+  // SIGKILLs the group and the supervisor, then reaps the supervisor (blocks only until the
+  // SIGKILL takes effect).
+  void KillAndReap() {
+    if (pid_ <= 0) return;
+    killpg(pid_, SIGKILL);
+    kill(pid_, SIGKILL);  // also when it failed before its setpgid
     while (true) {
       int status = 0;
-      const pid_t r = waitpid(pid_, &status, block ? 0 : WNOHANG);
+      const pid_t r = waitpid(pid_, &status, 0);
       if (r == pid_) {
         status_ = status;
-        pid_ = -1;
-        return true;
+        break;
       }
-      if (r == 0) return false;
-      if (errno == EINTR) continue;
-      pid_ = -1;  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
-      return true;
+      if (r < 0 && errno == EINTR) continue;
+      break;  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
     }
+    pid_ = -1;
   }
+  // The supervisor's own wait status, once reaped.
   std::optional<int> status() const { return status_; }
 
  private:
@@ -311,29 +381,37 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   if (pipe2(report_pipe, O_CLOEXEC) != 0) return Failed("pipe: " + ErrnoText(errno));
   UniqueFd report_read(report_pipe[0]);
   UniqueFd report_write = AboveStdio(UniqueFd(report_pipe[1]));
-  if (!out_read.valid() || !out_write.valid() || !report_write.valid()) {
+  // The supervisor writes the job's wait status here; the pipe closes without it if the
+  // supervisor dies first (the group was SIGKILLed).
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) return Failed("pipe: " + ErrnoText(errno));
+  UniqueFd status_read(status_pipe[0]);
+  UniqueFd status_write = AboveStdio(UniqueFd(status_pipe[1]));
+  if (!out_read.valid() || !out_write.valid() || !report_write.valid() || !status_write.valid()) {
     return Failed("fcntl(F_DUPFD): " + ErrnoText(errno));
   }
-  // Only our end is non-blocking; the child's writes block as usual when the pipe is full.
+  // Only our ends are non-blocking; the job's writes block as usual when the pipe is full.
   fcntl(out_read.get(), F_SETFL, fcntl(out_read.get(), F_GETFL) | O_NONBLOCK);
+  fcntl(status_read.get(), F_SETFL, fcntl(status_read.get(), F_GETFL) | O_NONBLOCK);
 
   sigset_t all, saved;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
   const pid_t pid = fork();
-  if (pid == 0) RunChild(plan, out_write.get(), report_write.get());
+  if (pid == 0) RunSupervisor(plan, out_write.get(), report_write.get(), status_write.get());
   const int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   if (pid < 0) return Failed("fork: " + ErrnoText(fork_errno));
 
+  // `pid` is the supervisor, and the id of the run's process group.
   ChildGuard child(pid);
-  // Also here, so that a killpg right after the fork already reaches the group (EACCES once the
-  // child has exec'd is fine: it did it itself).
+  // Also here, so that a killpg right after the fork already reaches the group.
   setpgid(pid, pid);
   out_write.Reset();
   report_write.Reset();
+  status_write.Reset();
 
-  // Wait for the exec: the report pipe closes on success, or carries the child's errno.
+  // Wait for the exec: the report pipe closes on success, or carries the failure.
   ChildFailure failure{};
   size_t got = 0;
   while (got < sizeof(failure)) {
@@ -347,16 +425,11 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   }
   report_read.Reset();
   if (got == sizeof(failure)) {
-    child.Reap(/*block=*/true);
+    child.KillAndReap();
     if (failure.stage == ChildFailure::kExec) {
       return Failed("exec " + plan.display + ": " + ErrnoText(failure.err));
     }
     return Failed(std::string(StageName(failure.stage)) + ": " + ErrnoText(failure.err));
-  }
-
-  UniqueFd pid_fd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  if (!pid_fd.valid()) {
-    return Failed("pidfd_open (needs Linux 5.3+): " + ErrnoText(errno));  // the guard kills it
   }
 
   OutputTail tail(options_.max_output_bytes);
@@ -370,8 +443,9 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
 
   const Duration kill_grace = std::max(job.kill_grace, Duration::zero());
   bool out_open = true;
-  bool exited = false;  // the main process exited (reaped only after the loop, so that
-                        // its zombie keeps the group id reserved for killpg until then)
+  bool exited = false;  // the main process exited (the supervisor, which holds the group id
+                        // for killpg, lives until the group is SIGKILLed)
+  std::optional<int> job_status;  // the main process's wait status, as the supervisor reported
   bool stop_seen = false;
   bool term_sent = false;                  // cancellation began
   bool group_killed = false;               // SIGKILL went to the group
@@ -388,14 +462,14 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   while (!exited || out_open) {
     pollfd fds[3];
     nfds_t n = 0;
-    int out_idx = -1, pid_idx = -1, stop_idx = -1;
+    int out_idx = -1, status_idx = -1, stop_idx = -1;
     if (out_open) {
       out_idx = static_cast<int>(n);
       fds[n++] = {out_read.get(), POLLIN, 0};
     }
     if (!exited) {
-      pid_idx = static_cast<int>(n);
-      fds[n++] = {pid_fd.get(), POLLIN, 0};
+      status_idx = static_cast<int>(n);
+      fds[n++] = {status_read.get(), POLLIN, 0};
     }
     if (!stop_seen) {
       stop_idx = static_cast<int>(n);
@@ -436,11 +510,17 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
         out_open = false;  // only processes that left the group still write: stop reading
       }
     }
-    if (ready(pid_idx)) {
-      exited = true;
-      // The run is over: nothing it started may outlive it. During a cancellation the rest of
-      // the group keeps its kill_grace.
-      if (!term_sent && !group_killed) kill_group();
+    if (ready(status_idx)) {
+      int status = 0;
+      const ssize_t got_bytes = read(status_read.get(), &status, sizeof(status));
+      if (got_bytes == static_cast<ssize_t>(sizeof(status))) job_status = status;
+      if (got_bytes >= 0 || (errno != EINTR && errno != EAGAIN)) {
+        // With a status; or closed without one: the supervisor died (its own status says how).
+        exited = true;
+        // The run is over: nothing it started may outlive it. During a cancellation the rest of
+        // the group keeps its kill_grace (the supervisor still watches over it).
+        if (!term_sent && !group_killed) kill_group();
+      }
     }
     if (deadline_passed) {
       if (!group_killed) {
@@ -451,8 +531,7 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
       }
     }
   }
-  killpg(pid, SIGKILL);  // whatever is left of the group (normally nothing)
-  child.Reap(/*block=*/true);
+  child.KillAndReap();  // the supervisor, and whatever is left of the group (normally nothing)
   lines.Finish();
 
   ExecResult result;
@@ -465,7 +544,7 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
     }
     cancel_note += "; ";
   }
-  const std::optional<int> status = child.status();
+  const std::optional<int> status = job_status ? job_status : child.status();
   if (!status) {
     result.outcome = term_sent ? RunOutcome::kCancelled : RunOutcome::kFailed;
     result.error = cancel_note + "exit status unavailable (was SIGCHLD ignored?)";

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +102,22 @@ std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
     if (pgrp == pgid && state != 'Z' && state != 'X') members.push_back(std::stoi(name));
   }
   return members;
+}
+
+// Whether every process of group `pgid` has exited within `limit` (zombies count as gone).
+// Event-driven: waits on the pidfds of the members it finds, then looks again.
+bool GroupGoneWithin(pid_t pgid, Duration limit) {
+  const Duration deadline = Now() + limit;
+  while (true) {
+    const std::vector<pid_t> members = LiveGroupMembers(pgid);
+    if (members.empty()) return true;
+    for (const pid_t pid : members) {
+      const UniqueFd pidfd = OpenPidfd(pid);  // invalid if it is already gone
+      if (pidfd.valid() && !ExitsWithin(pidfd, std::max(deadline - Now(), Duration::zero()))) {
+        return false;
+      }
+    }
+  }
 }
 
 class ProcessExecutorTest : public ::testing::Test {
@@ -354,7 +373,11 @@ TEST_F(ProcessExecutorTest, CancelKillsTheWholeProcessGroup) {
   job.kill_grace = std::chrono::milliseconds(300);
   CheckpointRecorder recorder;
   std::vector<UniqueFd> pidfds;
-  recorder.OnSave([&](const std::string& pid) { pidfds.push_back(OpenPidfd(std::stoi(pid))); });
+  pid_t pgid = -1;  // the run's process group, looked up while its first process runs
+  recorder.OnSave([&](const std::string& pid) {
+    pidfds.push_back(OpenPidfd(std::stoi(pid)));
+    if (pgid < 0) pgid = getpgid(std::stoi(pid));
+  });
   const CancelledRun run = RunAndCancel(executor_, job, 3, recorder);
   EXPECT_EQ(run.result.outcome, RunOutcome::kCancelled) << run.result.error;
   ASSERT_EQ(pidfds.size(), 3u);
@@ -362,7 +385,8 @@ TEST_F(ProcessExecutorTest, CancelKillsTheWholeProcessGroup) {
     ASSERT_TRUE(pidfds[i].valid()) << run.checkpoints[i];
     EXPECT_TRUE(ExitsWithin(pidfds[i], std::chrono::seconds(10))) << "pid " << run.checkpoints[i];
   }
-  EXPECT_THAT(LiveGroupMembers(std::stoi(run.checkpoints[0])), ElementsAre());
+  ASSERT_GT(pgid, 0);
+  EXPECT_TRUE(GroupGoneWithin(pgid, std::chrono::seconds(10))) << "group " << pgid;
   EXPECT_GE(run.returned_at - run.stop_requested_at, std::chrono::milliseconds(300));
   EXPECT_LT(run.returned_at - run.stop_requested_at, std::chrono::seconds(20));
   EXPECT_EQ(run.result.error,
@@ -428,6 +452,190 @@ TEST_F(ProcessExecutorTest, LeavesNoZombies) {
   int status = 0;
   EXPECT_EQ(waitpid(-1, &status, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
+}
+
+TEST_F(ProcessExecutorTest, AStrayHolderDeathSignalDoesNotEndTheRun) {
+  // The supervisor that leads the run's group is woken by SIGUSR2 when the gnomon process dies;
+  // the same signal sent by the job to its own group must not be taken for that.
+  const ExecResult r =
+      executor_.Execute(CommandJob("trap '' USR2; kill -USR2 0; echo alive"), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "alive\n");
+}
+
+TEST_F(ProcessExecutorTest, ExitStatusIsKeptWhenSigchldIsIgnored) {
+  // An embedder may ignore SIGCHLD (its children are then reaped by the kernel, statuses lost);
+  // the job's status still comes from its supervisor.
+  struct sigaction ignore = {}, saved = {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ASSERT_EQ(sigaction(SIGCHLD, &ignore, &saved), 0);
+  const ExecResult r = executor_.Execute(CommandJob("exit 3"), FullContext());
+  sigaction(SIGCHLD, &saved, nullptr);
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.error, "exited with status 3");
+}
+
+// Reads up to `n` lines from `fd`, waiting at most `limit` in all; fewer if the writer is gone.
+std::vector<std::string> ReadLines(int fd, size_t n, Duration limit) {
+  const Duration deadline = Now() + limit;
+  std::vector<std::string> lines;
+  std::string text;
+  while (lines.size() < n) {
+    const auto left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Now()).count();
+    if (left_ms <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    const int rc = poll(&p, 1, static_cast<int>(left_ms));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) break;
+    char buf[256];
+    const ssize_t got = read(fd, buf, sizeof(buf));
+    if (got <= 0) break;
+    text.append(buf, static_cast<size_t>(got));
+    for (size_t nl; lines.size() < n && (nl = text.find('\n')) != std::string::npos;) {
+      lines.push_back(text.substr(0, nl));
+      text.erase(0, nl + 1);
+    }
+  }
+  return lines;
+}
+
+// A separate process that runs one job with a ProcessExecutor (the run's holder, standing in for
+// a gnomon node), so that the test can kill -9 it. Each checkpoint the job saves is written, one
+// a line, to `checkpoints`. Killed and reaped on destruction if still running.
+class Holder {
+ public:
+  // Starts the holder; it requests the run's stop once `cancel_after` checkpoints were saved
+  // (0: never).
+  Holder(const JobSpec& job, size_t cancel_after) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      // The test process is single-threaded here; the holder only runs the executor and exits.
+      close(fds[0]);
+      ProcessExecutor executor;
+      RunContext ctx = FullContext();
+      std::stop_source stop;
+      ctx.stop = stop.get_token();
+      size_t saved = 0;
+      ctx.save_checkpoint = [&](const std::string& value) {
+        const std::string line = value + "\n";
+        if (write(fds[1], line.data(), line.size()) < 0) _exit(3);
+        if (++saved == cancel_after) stop.request_stop();
+        return Status::Ok();
+      };
+      executor.Execute(job, ctx);
+      _exit(0);
+    }
+    close(fds[1]);
+    checkpoints_ = UniqueFd(fds[0]);
+  }
+  Holder(const Holder&) = delete;
+  Holder& operator=(const Holder&) = delete;
+  ~Holder() { static_cast<void>(KillAndReap()); }
+
+  pid_t pid() const { return pid_; }
+  int checkpoints() const { return checkpoints_.get(); }
+
+  // kill -9, then reaps it; returns its wait status (-1 if there was nothing to kill).
+  int KillAndReap() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGKILL);
+    int status = -1;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd checkpoints_;
+};
+
+// The parent pid of `pid`, from /proc; -1 if it is gone.
+pid_t ParentOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return -1;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(line.substr(close + 2));
+  char state = 0;
+  pid_t ppid = -1;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+TEST(ProcessExecutorHolderDeathTest, KillingTheHolderKillsTheWholeRun) {
+  // The shell's background sleep is a grandchild of the run: PR_SET_PDEATHSIG on the shell alone
+  // would leave it running, unowned, while another node takes the fire over.
+  Holder holder(CommandJob("sleep 300 & echo ::gnomon-checkpoint $!; echo ::gnomon-checkpoint $$; "
+                           "sleep 300"),
+                /*cancel_after=*/0);
+  ASSERT_GT(holder.pid(), 0);
+  const std::vector<std::string> pids =
+      ReadLines(holder.checkpoints(), 2, std::chrono::seconds(20));
+  ASSERT_EQ(pids.size(), 2u) << "the job never reported its processes";
+  const pid_t grandchild = std::stoi(pids[0]);
+  const pid_t shell = std::stoi(pids[1]);
+  const pid_t pgid = getpgid(shell);
+  ASSERT_GT(pgid, 0);
+  EXPECT_EQ(getpgid(grandchild), pgid);
+  EXPECT_NE(pgid, shell);                   // the group is led by the supervisor ...
+  EXPECT_EQ(ParentOf(pgid), holder.pid());  // ... a child of the holder
+  std::vector<UniqueFd> pidfds;
+  for (const pid_t pid : {grandchild, shell, pgid}) {
+    pidfds.push_back(OpenPidfd(pid));
+    ASSERT_TRUE(pidfds.back().valid()) << "pid " << pid << " is not running";
+  }
+
+  const int status = holder.KillAndReap();
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+
+  const std::vector<pid_t> named = {grandchild, shell, pgid};
+  for (size_t i = 0; i < pidfds.size(); ++i) {
+    EXPECT_TRUE(ExitsWithin(pidfds[i], std::chrono::seconds(20))) << "pid " << named[i];
+  }
+  // The foreground sleep was never named; nothing at all is left in the group.
+  EXPECT_TRUE(GroupGoneWithin(pgid, std::chrono::seconds(20))) << "group " << pgid;
+}
+
+TEST(ProcessExecutorHolderDeathTest, KillingTheHolderDuringKillGraceKillsWhatIsLeft) {
+  // Cancelled: the main shell dies of SIGTERM at once, a child that ignores SIGTERM is left for
+  // the long kill_grace. The holder dies then: the child must not outlive it.
+  JobSpec job = CommandJob(
+      "sh -c 'trap \"\" TERM; echo ::gnomon-checkpoint child:$$; exec sleep 300' & "
+      "echo ::gnomon-checkpoint main:$$; wait");
+  job.kill_grace = std::chrono::seconds(300);
+  Holder holder(job, /*cancel_after=*/2);
+  ASSERT_GT(holder.pid(), 0);
+  const std::vector<std::string> lines =
+      ReadLines(holder.checkpoints(), 2, std::chrono::seconds(20));
+  ASSERT_EQ(lines.size(), 2u) << "the job never reported its processes";
+  pid_t main_pid = -1, child_pid = -1;
+  for (const std::string& line : lines) {
+    (line.rfind("main:", 0) == 0 ? main_pid : child_pid) =
+        std::stoi(line.substr(line.find(':') + 1));
+  }
+  UniqueFd main_fd = OpenPidfd(main_pid);
+  UniqueFd child_fd = OpenPidfd(child_pid);
+  const pid_t pgid = getpgid(child_pid);
+  ASSERT_TRUE(child_fd.valid());
+  ASSERT_GT(pgid, 0);
+  // The stop was requested with the second checkpoint: the main shell goes (it may be gone
+  // already, then there is no pidfd), the child stays.
+  if (main_fd.valid()) {
+    ASSERT_TRUE(ExitsWithin(main_fd, std::chrono::seconds(20))) << "SIGTERM never came";
+  }
+  ASSERT_FALSE(ExitsWithin(child_fd, Duration::zero()));
+
+  holder.KillAndReap();
+  EXPECT_TRUE(ExitsWithin(child_fd, std::chrono::seconds(20))) << "pid " << child_pid;
+  EXPECT_TRUE(GroupGoneWithin(pgid, std::chrono::seconds(20))) << "group " << pgid;
 }
 
 }  // namespace

@@ -173,7 +173,9 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         # A daily schedule whose one fire comes 3 s from now.
         at = time.gmtime(time.time() + 3)
         schedule = "%d %d %d * * *" % (at.tm_sec, at.tm_min, at.tm_hour)
-        command = RECORD.replace("{out}", self.out) + "; sleep 60"
+        # A sleep length unique to this run, so pgrep finds only this test's processes.
+        self.sleep = "sleep 60.%06d" % (os.getpid() % 1000000)
+        command = RECORD.replace("{out}", self.out) + "; " + self.sleep
         jobs = self.write_jobs("jobs.toml", (
             '[[job]]\nid = "long"\nschedule = "%s"\non_lost = "rerun"\ncommand = \'\'\'%s\'\'\'\n'
             % (schedule, command)))
@@ -203,6 +205,12 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         self.assertEqual(rows[1][0], 2)
         self.assertEqual(rows[1][2], second["node"])
         self.assertEqual(len(read_records(self.out)), 2, "the fire ran more than twice")
+        # The dead holder's whole run (the shell and its `sleep`) died with it: the process
+        # executor's supervisor kills the run's process group when its holder dies.
+        def orphans():
+            out = subprocess.run(["pgrep", "-f", self.sleep], stdout=subprocess.PIPE, text=True)
+            return out.stdout.split()
+        wait_for(lambda: not orphans(), 20, "the dead holder's run to die (orphans: %s)" % orphans())
 
 
 def free_port():
