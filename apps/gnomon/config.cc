@@ -694,6 +694,38 @@ Status ValidateServeConfig(const ServeConfig& config) {
   return Status::Ok();
 }
 
+// `[[token]]` tables: name, token, role, namespaces.
+Status ParseTokens(const std::string& file, const toml::node& n, std::vector<TokenConfig>* out) {
+  const Reporter r(file, "token");
+  const toml::array* tokens = n.as_array();
+  if (tokens == nullptr) return r.Fail(n, "must be an array of tables ([[token]])");
+  for (const toml::node& elem : *tokens) {
+    const toml::table* t = elem.as_table();
+    if (t == nullptr) return r.Fail(elem, "must be a table ([[token]])");
+    TokenConfig token;
+    token.source = Source(file, LineOf(elem));
+    for (const auto& [k, v] : Ordered(*t)) {
+      const std::string_view key = k->str();
+      if (key == "name") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.name));
+      } else if (key == "token") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.secret));
+      } else if (key == "role") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.role));
+      } else if (key == "namespaces") {
+        GNOMON_RETURN_IF_ERROR(GetStringList(r, *v, key, &token.namespaces));
+      } else {
+        return UnknownKey(r, *k, {"name", "token", "role", "namespaces"});
+      }
+    }
+    if (token.name.empty() || token.secret.empty() || token.role.empty()) {
+      return r.Fail(elem, "name, token and role are required");
+    }
+    out->push_back(std::move(token));
+  }
+  return Status::Ok();
+}
+
 Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& name,
                                      const std::string& base_dir) {
   Result<toml::table> root = ParseToml(text, name);
@@ -746,10 +778,12 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(ParseScheduler(name, *v, &config.scheduler));
     } else if (key == "job") {
       inline_jobs = v;
+    } else if (key == "token") {
+      GNOMON_RETURN_IF_ERROR(ParseTokens(name, *v, &config.tokens));
     } else if (key != "defaults") {
       return UnknownKey(r, *k,
                         {"backend", "allow_unsafe_backend", "node_id", "listen", "log_format",
-                         "log_level", "jobs", "crontab", "scheduler", "defaults", "job"});
+                         "log_level", "jobs", "crontab", "scheduler", "defaults", "job", "token"});
     }
   }
   if (inline_jobs != nullptr) {

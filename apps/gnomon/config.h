@@ -47,6 +47,16 @@ struct SchedulerSettings {
   Duration heartbeat_interval = std::chrono::seconds(5);
 };
 
+// One `[[token]]` of the config: a bearer token of the HTTP API (docs/http-api.md). Checked
+// (role names, lengths, uniqueness) when the API starts.
+struct TokenConfig {
+  std::string name;                     // who, in the audit log
+  std::string secret;                   // the `token` key: secret, never logged
+  std::string role;                     // "read", "operate" or "admin"
+  std::vector<std::string> namespaces;  // job-id prefixes it may see; empty = every job
+  std::string source;                   // "file:line", for messages
+};
+
 // Everything `gnomon serve` reads from its config file, with the defaults it runs with when a key
 // (or the whole file) is absent.
 struct ServeConfig {
@@ -66,6 +76,8 @@ struct ServeConfig {
   std::vector<std::string> jobs_files;
   std::vector<std::string> crontab_files;
   SchedulerSettings scheduler;
+  // Bearer tokens of the HTTP API; none = no auth, and the API listens on loopback only.
+  std::vector<TokenConfig> tokens;
   // Built-in job defaults overlaid with the config's `[defaults]` table (id and schedule empty);
   // applied under every job's own keys: built-ins < [defaults] < job.
   JobSpec defaults;

@@ -762,3 +762,30 @@ TEST(BackendUrlTest, RedactUrl) {
 
 }  // namespace
 }  // namespace gnomon::app
+
+namespace gnomon::app {
+namespace {
+
+TEST(TokenConfigTest, TokensParseAndUnknownKeysAreErrors) {
+  Result<ServeConfig> c = ParseServeConfig(
+      "[[token]]\nname = \"ops\"\ntoken = \"ops-secret-0123456789\"\nrole = \"admin\"\n"
+      "namespaces = [\"billing-\"]\n",
+      "gnomon.toml", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->tokens.size(), 1u);
+  EXPECT_EQ(c->tokens[0].name, "ops");
+  EXPECT_EQ(c->tokens[0].secret, "ops-secret-0123456789");
+  EXPECT_EQ(c->tokens[0].role, "admin");
+  EXPECT_EQ(c->tokens[0].namespaces, std::vector<std::string>{"billing-"});
+  Result<ServeConfig> bad =
+      ParseServeConfig("[[token]]\nname = \"ops\"\ntokn = \"x\"\nrole = \"read\"\n", "g.toml", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("g.toml:3"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("unknown key \"tokn\""), std::string::npos);
+  Result<ServeConfig> missing = ParseServeConfig("[[token]]\nname = \"ops\"\n", "g.toml", "");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("required"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gnomon::app

@@ -10,7 +10,9 @@
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
+#include "apps/gnomon/http_api.h"
 #include "apps/gnomon/logger.h"
+#include "apps/gnomon/metrics.h"
 #include "gnomon/composite_executor.h"
 #include "gnomon/http_executor.h"
 #include "gnomon/in_process_executor.h"
@@ -113,6 +115,18 @@ SchedulerOptions SchedulerOptionsFor(const ServeConfig& config, Observer* observ
   return o;
 }
 
+// The config's [[token]] tables as API tokens, checked.
+Result<std::vector<ApiToken>> Tokens(const ServeConfig& config) {
+  std::vector<ApiToken> tokens;
+  for (const TokenConfig& t : config.tokens) {
+    Result<TokenRole> role = ParseTokenRole(t.role);
+    if (!role.ok()) return role.status().WithPrefix(t.source + ": token \"" + t.name + "\"");
+    tokens.push_back(ApiToken{t.name, t.secret, *role, t.namespaces});
+  }
+  GNOMON_RETURN_IF_ERROR(ValidateTokens(tokens));
+  return tokens;
+}
+
 int RunServe(const ServeArgs& args) {
   // Signals are taken synchronously by this thread (sigwait); every thread started from here on
   // inherits the mask (child processes get theirs reset by the process executor).
@@ -139,17 +153,39 @@ int RunServe(const ServeArgs& args) {
   HttpExecutor http;
   InProcessExecutor in_process;
   CompositeExecutor executor({&process, &http, &in_process});
-  LogObserver observer(log);
+  Result<std::vector<ApiToken>> tokens = Tokens(*config);
+  if (!tokens.ok()) {
+    std::cerr << "gnomon serve: " << tokens.status().message() << "\n";
+    return kExitUsage;
+  }
+  LogObserver log_observer(log);
+  MetricsObserver metrics("0.1.0");
+  CompositeObserver observer({&log_observer, &metrics});
   Scheduler scheduler(SchedulerOptionsFor(*config, &observer), **coord, executor,
                       SystemClock::Get());
   if (Status s = scheduler.SetJobs(config->jobs); !s.ok()) {
     std::cerr << "gnomon serve: " << s.message() << "\n";
     return kExitUsage;
   }
+  HttpApiOptions api_options;
+  api_options.listen = config->listen;
+  api_options.tokens = *tokens;
+  api_options.job_defaults = config->defaults;
+  HttpApi api(scheduler, **coord, metrics, api_options);
+  if (Status s = api.Start(); !s.ok()) {
+    std::cerr << "gnomon serve: --listen " << config->listen << ": " << s.message() << "\n";
+    return s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  // Jobs other nodes created through the API.
+  if (Status s = api.SyncDynamicJobs(); !s.ok()) log.Error("sync_failed", {{"error", s.message()}});
   if (Status s = scheduler.Start(); !s.ok()) {
     std::cerr << "gnomon serve: " << s.message() << "\n";
     return kExitFailure;
   }
+  log.Info("http_listening", {{"listen", config->listen},
+                              {"auth", tokens->empty() ? "none (loopback only)" : "bearer tokens"},
+                              {"api", "http://" + config->listen + "/api/v1/jobs"},
+                              {"metrics", "http://" + config->listen + "/metrics"}});
   log.Info("started", {{"jobs", std::to_string(config->jobs.size())},
                        {"backend", RedactUrl(config->backend)}});
   for (const JobView& j : scheduler.Jobs()) {
@@ -159,22 +195,38 @@ int RunServe(const ServeArgs& args) {
              {"source", j.spec.source},
              {"next_fire", j.next_fire ? j.next_fire->ToRfc3339() : "never"}});
   }
+  // The main thread waits for signals; between them it picks up jobs other nodes defined
+  // through the API (every heartbeat interval).
+  const Duration sync_every = config->scheduler.heartbeat_interval;
   while (true) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
+    timespec wait{static_cast<time_t>(sync_every.count() / 1000),
+                  static_cast<long>(sync_every.count() % 1000) * 1'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig < 0) {
+      if (Status s = api.SyncDynamicJobs(); !s.ok()) {
+        log.Error("sync_failed", {{"error", s.message()}});
+      }
+      continue;
+    }
     if (sig != SIGHUP) {
       log.Info("stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
       break;
     }
     // Reload: all-or-nothing; on error the running set stays.
     Result<ServeConfig> fresh = Load(args);
-    Status s = fresh.ok() ? scheduler.SetJobs(fresh->jobs) : fresh.status();
+    std::vector<JobSpec> jobs;
+    if (fresh.ok()) {
+      jobs = fresh->jobs;
+      for (JobSpec& j : api.DynamicJobs()) jobs.push_back(std::move(j));
+    }
+    Status s = fresh.ok() ? scheduler.SetJobs(jobs) : fresh.status();
     if (s.ok()) {
       log.Info("jobs_reloaded", {{"jobs", std::to_string(fresh->jobs.size())}});
     } else {
       log.Error("reload_failed", {{"error", s.message()}});
     }
   }
+  api.Stop();
   scheduler.Stop();
   log.Info("stopped");
   return kExitOk;

@@ -304,5 +304,97 @@ class RedisServeCluster(unittest.TestCase):
         self.assertEqual(p.wait(timeout=30), 0)
 
 
+class ServeHttpApi(unittest.TestCase):
+    """`gnomon serve` answers its HTTP API: tokens, a job created through the API runs on
+    another node too (dynamic jobs are stored in the backend), trigger, runs, metrics."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="gnomon-http-")
+        self.db = os.path.join(self.dir, "gnomon.db")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def request(self, port, method, path, body=None, token=None):
+        import urllib.error
+        import urllib.request
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        if body is not None:
+            req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                text = r.read().decode()
+                return r.status, (json.loads(text) if text.startswith(("{", "[")) else text)
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            return e.code, (json.loads(text) if text.startswith("{") else text)
+
+    def serve(self, node, port, config):
+        log = open(os.path.join(self.dir, node + ".log"), "w")
+        p = subprocess.Popen([GNOMON, "serve", "--backend", "sqlite://" + self.db, "--node-id", node,
+                              "--listen", "127.0.0.1:%d" % port, "--config", config],
+                             stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        wait_for(lambda: self.ready(port), 30, "node %s to answer /healthz" % node)
+        return p
+
+    def ready(self, port):
+        try:
+            return self.request(port, "GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+
+    def test_api_creates_triggers_and_reports(self):
+        config = os.path.join(self.dir, "gnomon.toml")
+        with open(config, "w") as f:
+            f.write('[scheduler]\nheartbeat_interval = "500ms"\n\n'
+                    '[[token]]\nname = "ops"\ntoken = "ops-secret-0123456789"\nrole = "admin"\n\n'
+                    '[[token]]\nname = "viewer"\ntoken = "viewer-secret-0123456789"\nrole = "read"\n')
+        pa, pb = free_port(), free_port()
+        a = self.serve("a", pa, config)
+        b = self.serve("b", pb, config)
+        admin, viewer = "ops-secret-0123456789", "viewer-secret-0123456789"
+        self.assertEqual(self.request(pa, "GET", "/api/v1/jobs")[0], 401)
+        job = {"id": "api-job", "schedule": "0 0 1 1 *", "command": "echo from-the-api"}
+        self.assertEqual(self.request(pa, "POST", "/api/v1/jobs", job, viewer)[0], 403)
+        status, body = self.request(pa, "POST", "/api/v1/jobs", job, admin)
+        self.assertEqual(status, 201, body)
+        self.assertEqual(self.request(pa, "POST", "/api/v1/jobs", job, admin)[0], 409)
+        # The other node picks the definition up from the backend.
+        wait_for(lambda: self.request(pb, "GET", "/api/v1/jobs/api-job", token=viewer)[0] == 200,
+                 30, "node b to know the job")
+        status, body = self.request(pb, "POST", "/api/v1/jobs/api-job/trigger", {}, admin)
+        self.assertEqual(status, 202, body)
+        run_id = body["run_id"]
+        def finished():
+            s, r = self.request(pa, "GET", "/api/v1/runs/" + run_id.replace("#", "%23"),
+                                token=viewer)
+            return s == 200 and r["attempts"] and r["attempts"][0]["outcome"] == "succeeded"
+        wait_for(finished, 30, "the triggered run to succeed")
+        _, run = self.request(pa, "GET", "/api/v1/runs/" + run_id, token=viewer)
+        self.assertIn("from-the-api", run["attempts"][0]["output"])
+        status, metrics = self.request(pb, "GET", "/metrics", token=viewer)
+        self.assertEqual(status, 200)
+        self.assertIn('gnomon_build_info{version="0.1.0"} 1', metrics)
+        status, preview = self.request(pa, "GET", "/api/v1/cron/preview?expr=0%2025%20*%20*%20*",
+                                       token=viewer)
+        self.assertEqual(status, 400)
+        self.assertIn("hour: 25", json.dumps(preview))
+        for p in (a, b):
+            p.send_signal(signal.SIGTERM)
+        for p in (a, b):
+            self.assertEqual(p.wait(timeout=30), 0)
+        log = open(os.path.join(self.dir, "a.log")).read() + open(os.path.join(self.dir, "b.log")).read()
+        for secret in (admin, viewer):
+            self.assertNotIn(secret, log, "a token was logged")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

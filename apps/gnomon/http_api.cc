@@ -1,0 +1,1340 @@
+#include "apps/gnomon/http_api.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <list>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "apps/gnomon/job_json.h"
+#include "gnomon/cron.h"
+
+namespace gnomon::app {
+
+using nlohmann::json;
+using Response = HttpApi::Response;
+using Request = HttpApi::Request;
+
+// Who is calling: a configured token, or "anonymous" when no tokens are configured.
+struct HttpApi::Principal {
+  std::string name = "anonymous";
+  TokenRole role = TokenRole::kAdmin;
+  std::vector<std::string> namespaces;  // empty = all jobs
+
+  bool Allows(std::string_view job_id) const {
+    if (namespaces.empty()) return true;
+    for (const std::string& prefix : namespaces) {
+      if (job_id.substr(0, prefix.size()) == prefix) return true;
+    }
+    return false;
+  }
+};
+
+namespace {
+
+// Longest request path routed; longer ones get 414 before any pattern sees them.
+constexpr size_t kMaxPathLength = 1024;
+// Longest run id accepted in a path (a job id, '@', 20 digits, '#', 5 digits).
+constexpr size_t kMaxRunIdLength = 160;
+// Largest page of runs and default.
+constexpr int kMaxRunsLimit = 1000;
+constexpr int kDefaultRunsLimit = 50;
+// Cron preview: most fires.
+constexpr int kMaxPreviewFires = 100;
+
+enum class Route {
+  kHealthz,
+  kReadyz,
+  kMetrics,
+  kOpenApi,
+  kJobs,         // GET list, POST create
+  kJob,          // GET, PUT, DELETE
+  kJobAction,    // POST pause|resume|trigger
+  kRuns,         // GET
+  kRun,          // GET
+  kNodes,        // GET
+  kCronPreview,  // GET
+  kAudit,        // GET
+};
+
+// The role a (route, method) needs; nullopt = public.
+std::optional<TokenRole> RequiredRole(Route route, std::string_view method) {
+  switch (route) {
+    case Route::kHealthz:
+    case Route::kReadyz:
+    case Route::kOpenApi:
+      return std::nullopt;
+    case Route::kJobs:
+    case Route::kJob:
+      return method == "GET" || method == "HEAD" ? TokenRole::kRead : TokenRole::kAdmin;
+    case Route::kJobAction:
+      return TokenRole::kOperate;
+    case Route::kAudit:
+      return TokenRole::kAdmin;
+    default:
+      return TokenRole::kRead;
+  }
+}
+
+std::vector<std::string> SplitPath(std::string_view path) {
+  std::vector<std::string> out;
+  if (path.empty() || path[0] != '/') return out;
+  path.remove_prefix(1);
+  while (true) {
+    const size_t slash = path.find('/');
+    out.emplace_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return out;
+}
+
+struct Resolved {
+  std::optional<Route> route;
+  std::vector<std::string_view> methods;  // allowed on the path (for 405)
+};
+
+Resolved Resolve(const std::vector<std::string>& s) {
+  auto is = [&](std::initializer_list<std::string_view> want) {
+    if (s.size() != want.size()) return false;
+    size_t i = 0;
+    for (std::string_view w : want) {
+      if (w != "*" && s[i] != w) return false;
+      ++i;
+    }
+    return true;
+  };
+  if (is({"healthz"})) return {Route::kHealthz, {"GET"}};
+  if (is({"readyz"})) return {Route::kReadyz, {"GET"}};
+  if (is({"metrics"})) return {Route::kMetrics, {"GET"}};
+  if (is({"api", "v1", "openapi.json"})) return {Route::kOpenApi, {"GET"}};
+  if (is({"api", "v1", "jobs"})) return {Route::kJobs, {"GET", "POST"}};
+  if (is({"api", "v1", "jobs", "*"})) return {Route::kJob, {"GET", "PUT", "DELETE"}};
+  if (is({"api", "v1", "jobs", "*", "pause"}) || is({"api", "v1", "jobs", "*", "resume"}) ||
+      is({"api", "v1", "jobs", "*", "trigger"})) {
+    return {Route::kJobAction, {"POST"}};
+  }
+  if (is({"api", "v1", "runs"})) return {Route::kRuns, {"GET"}};
+  if (is({"api", "v1", "runs", "*"})) return {Route::kRun, {"GET"}};
+  if (is({"api", "v1", "nodes"})) return {Route::kNodes, {"GET"}};
+  if (is({"api", "v1", "cron", "preview"})) return {Route::kCronPreview, {"GET"}};
+  if (is({"api", "v1", "audit"})) return {Route::kAudit, {"GET"}};
+  return {};
+}
+
+// A printable, bounded rendering of user text inside a message.
+std::string Shown(std::string_view s, size_t max = 64) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+Response Error(int status, std::string_view code, std::string message,
+               std::string_view field = "") {
+  json e = {{"code", code}, {"message", std::move(message)}};
+  if (!field.empty()) e["field"] = field;
+  Response r;
+  r.status = status;
+  r.body = DumpJson(json{{"error", std::move(e)}});
+  return r;
+}
+
+// The HTTP answer for a library Status (handlers map the context-specific ones first).
+Response FromStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return Error(400, "invalid_argument", s.message());
+    case StatusCode::kNotFound:
+      return Error(404, "not_found", s.message());
+    case StatusCode::kAlreadyExists:
+      return Error(409, "already_exists", s.message());
+    case StatusCode::kFailedPrecondition:
+      return Error(409, "failed_precondition", s.message());
+    case StatusCode::kUnavailable:
+      return Error(503, "unavailable", s.message());
+    case StatusCode::kDeadlineExceeded:
+      return Error(504, "deadline_exceeded", s.message());
+    default:
+      return Error(500, "internal", s.message());
+  }
+}
+
+Response Json(int status, const json& body) {
+  Response r;
+  r.status = status;
+  r.body = DumpJson(body);
+  return r;
+}
+
+json InstantOrNull(const std::optional<Instant>& t) {
+  return t ? json(t->ToRfc3339()) : json(nullptr);
+}
+
+Response InvalidParam(std::string_view name, std::string_view what) {
+  return Error(400, "invalid_argument", std::string(name) + ": " + std::string(what), name);
+}
+
+Response InvalidJobId(std::string_view id, std::string_view field = "id") {
+  return Error(
+      400, "invalid_argument",
+      std::string(field) + ": \"" + Shown(id) + "\" is not a valid job id ([A-Za-z0-9_.-]{1,128})",
+      field);
+}
+
+// Positive decimal integer of at most 18 digits.
+std::optional<int64_t> ParsePositive(std::string_view s) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+// If-Match: `3`, `"3"` or `W/"3"`.
+std::optional<int64_t> ParseIfMatch(std::string_view s) {
+  if (s.substr(0, 2) == "W/") s.remove_prefix(2);
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+  return ParsePositive(s);
+}
+
+std::string ETag(int64_t version) { return "\"" + std::to_string(version) + "\""; }
+
+// Query parameters: rejects unknown and repeated ones, naming them.
+Result<std::map<std::string, std::string>> Params(const Request& req,
+                                                  std::initializer_list<std::string_view> known) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : req.params) {
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      return InvalidArgumentError(Shown(k) + ": unknown query parameter");
+    }
+    if (!out.emplace(k, v).second) {
+      return InvalidArgumentError(Shown(k) + ": given more than once");
+    }
+  }
+  return out;
+}
+
+json RunJson(const RunRecord& r, bool with_output) {
+  json j = {{"run_id", r.run_id},
+            {"job_id", r.job_id},
+            {"scheduled_at", r.scheduled_at.ToRfc3339()},
+            {"shard", r.shard},
+            {"shard_count", r.shard_count},
+            {"attempt", r.attempt},
+            {"fencing_token", r.fencing_token},
+            {"node_id", r.node_id},
+            {"started_at", r.started_at.ToRfc3339()},
+            {"finished_at",
+             r.outcome == RunOutcome::kRunning ? json(nullptr) : json(r.finished_at.ToRfc3339())},
+            {"outcome", std::string(ToString(r.outcome))},
+            {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+            {"error", r.error},
+            {"skip_reason", r.skip_reason}};
+  if (with_output) j["output"] = r.output;
+  return j;
+}
+
+std::string Executor(const JobSpec& s) {
+  if (s.in_process) return "in_process";
+  if (s.http) return "http";
+  if (!s.argv.empty()) return "argv";
+  return "command";
+}
+
+std::string Describe(const JobSpec& spec) {
+  Result<TimeZone> zone = TimeZone::Load(spec.timezone);
+  if (!zone.ok()) return "";
+  Result<CronExpr> expr = CronExpr::Parse(spec.schedule, CronOptions{*zone, spec.id});
+  return expr.ok() ? expr->Describe() : "";
+}
+
+json JobViewJson(const JobView& v, std::optional<int64_t> version) {
+  return json{{"id", v.spec.id},
+              {"spec", JobSpecToJson(v.spec)},
+              {"executor", Executor(v.spec)},
+              {"schedule_description", Describe(v.spec)},
+              {"timezone", v.spec.timezone},
+              {"next_fire", InstantOrNull(v.next_fire)},
+              {"paused", v.paused},
+              {"pause_reason", v.pause_reason},
+              {"running", v.running},
+              {"read_only", v.spec.read_only},
+              {"source", v.spec.source},
+              {"version", version ? json(*version) : json(nullptr)}};
+}
+
+// Constant-time (in the secret's content) equality; time depends only on `presented`'s length.
+bool SecretEquals(std::string_view presented, std::string_view secret) {
+  unsigned char diff = presented.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i) {
+    const unsigned char s = i < secret.size() ? static_cast<unsigned char>(secret[i]) : 0;
+    diff |= static_cast<unsigned char>(static_cast<unsigned char>(presented[i]) ^ s);
+  }
+  return diff == 0;
+}
+
+// A TaskQueue with a fixed number of threads and a bounded queue: when `max_queued`
+// connections wait, enqueue (the accept loop) blocks until a worker frees up, so the kernel
+// backlog absorbs and then refuses the excess instead of this process holding unbounded sockets.
+class BoundedTaskQueue final : public httplib::TaskQueue {
+ public:
+  BoundedTaskQueue(int threads, int max_queued) : max_queued_(std::max(1, max_queued)) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      threads_.emplace_back([this] { Work(); });
+    }
+  }
+  ~BoundedTaskQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    space_.wait(lock, [&] { return jobs_.size() < max_queued_ || shutdown_; });
+    jobs_.push_back(std::move(fn));
+    ready_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_ && threads_.empty()) return;
+      shutdown_ = true;
+    }
+    ready_.notify_all();
+    space_.notify_all();
+    threads_.clear();  // joins; queued connections are still served first
+  }
+
+ private:
+  void Work() {
+    while (true) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return !jobs_.empty() || shutdown_; });
+        if (jobs_.empty()) return;
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      space_.notify_one();
+      fn();
+    }
+  }
+
+  const size_t max_queued_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::condition_variable space_;
+  std::list<std::function<void()>> jobs_;
+  bool shutdown_ = false;
+  std::vector<std::jthread> threads_;  // last: joined before the rest is destroyed
+};
+
+}  // namespace
+
+// One request in flight: what Dispatch and the audit log need.
+struct HttpApi::Call {
+  const Request& req;
+  std::vector<std::string> segments;
+  Route route = Route::kHealthz;
+  Principal who;
+  // Audit (mutating calls only).
+  std::string action;
+  std::string target;
+  std::string before;
+  std::string after;
+};
+
+std::string_view ToString(TokenRole role) {
+  switch (role) {
+    case TokenRole::kRead:
+      return "read";
+    case TokenRole::kOperate:
+      return "operate";
+    case TokenRole::kAdmin:
+      return "admin";
+  }
+  return "read";
+}
+
+Result<TokenRole> ParseTokenRole(std::string_view s) {
+  if (s == "read") return TokenRole::kRead;
+  if (s == "operate") return TokenRole::kOperate;
+  if (s == "admin") return TokenRole::kAdmin;
+  return InvalidArgumentError("role: \"" + Shown(s) + "\" is not one of read, operate, admin");
+}
+
+Status ValidateTokens(const std::vector<ApiToken>& tokens) {
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const ApiToken& t = tokens[i];
+    const std::string where =
+        "token " + std::to_string(i + 1) + (t.name.empty() ? "" : " \"" + Shown(t.name) + "\"");
+    if (t.name.empty() || t.name.size() > 128) {
+      return InvalidArgumentError(where + ": name: must be 1-128 characters");
+    }
+    if (!names.insert(t.name).second) return InvalidArgumentError(where + ": name: duplicate");
+    if (t.token.size() < kMinTokenLength || t.token.size() > 4096) {
+      return InvalidArgumentError(where + ": token: must be " + std::to_string(kMinTokenLength) +
+                                  "-4096 characters");
+    }
+    for (char c : t.token) {
+      if (c <= 0x20 || c >= 0x7f) {
+        return InvalidArgumentError(where + ": token: only printable ASCII without spaces");
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (tokens[j].token == t.token) {
+        return InvalidArgumentError(where + ": token: the same secret as token \"" +
+                                    Shown(tokens[j].name) + "\"");
+      }
+    }
+    for (const std::string& ns : t.namespaces) {
+      if (!IsValidJobId(ns)) {
+        return InvalidArgumentError(where + ": namespaces: \"" + Shown(ns) +
+                                    "\" is not a job id prefix ([A-Za-z0-9_.-]{1,128})");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  const std::string h(host);
+  if (inet_pton(AF_INET, h.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  if (inet_pton(AF_INET6, h.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return false;
+}
+
+Result<std::pair<std::string, int>> ParseListenAddress(std::string_view listen) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgumentError("listen: \"" + Shown(listen) + "\" " + std::string(why));
+  };
+  std::string host;
+  std::string_view rest;
+  if (!listen.empty() && listen[0] == '[') {
+    const size_t close = listen.find(']');
+    if (close == std::string_view::npos) return bad("has no closing ']'");
+    host = std::string(listen.substr(1, close - 1));
+    rest = listen.substr(close + 1);
+  } else {
+    const size_t colon = listen.rfind(':');
+    if (colon == std::string_view::npos) return bad("is not host:port");
+    host = std::string(listen.substr(0, colon));
+    rest = listen.substr(colon);
+  }
+  if (host.empty()) return bad("has no host");
+  if (rest.size() < 2 || rest[0] != ':') return bad("has no port");
+  std::optional<int64_t> port = ParsePositive(rest.substr(1));
+  if (!port || *port > 65535) return bad("has an invalid port (0-65535)");
+  return std::pair(host, static_cast<int>(*port));
+}
+
+HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, MetricsObserver& metrics,
+                 HttpApiOptions options)
+    : scheduler_(scheduler),
+      coordinator_(coordinator),
+      metrics_(metrics),
+      options_(std::move(options)) {}
+
+HttpApi::~HttpApi() { Stop(); }
+
+Instant HttpApi::Now() const {
+  return options_.clock != nullptr ? options_.clock->Now() : SystemClock::Get().Now();
+}
+
+// ---------------------------------------------------------------------------------- server --
+
+Status HttpApi::Start() {
+  GNOMON_CHECK(!started_);
+  Result<std::pair<std::string, int>> addr = ParseListenAddress(options_.listen);
+  if (!addr.ok()) return addr.status();
+  GNOMON_RETURN_IF_ERROR(ValidateTokens(options_.tokens));
+  if (options_.tokens.empty() && !IsLoopbackHost(addr->first)) {
+    return InvalidArgumentError(
+        "listen: refusing to serve the API on non-loopback address \"" + Shown(addr->first) +
+        "\" without authentication: configure at least one [[token]] or listen on 127.0.0.1");
+  }
+  if (options_.max_body_bytes == 0 || options_.threads < 1 || options_.max_json_depth < 1) {
+    return InvalidArgumentError(
+        "http api: max_body_bytes, threads and max_json_depth must be >= 1");
+  }
+  try {
+    server_ = std::make_unique<httplib::Server>();
+    httplib::Server& s = *server_;
+    const int threads = options_.threads;
+    const int queued = options_.max_queued_connections;
+    s.new_task_queue = [threads, queued] { return new BoundedTaskQueue(threads, queued); };
+    auto secs = [](Duration d) { return static_cast<time_t>(d.count() / 1000); };
+    auto usecs = [](Duration d) { return static_cast<time_t>((d.count() % 1000) * 1000); };
+    s.set_read_timeout(secs(options_.read_timeout), usecs(options_.read_timeout));
+    s.set_write_timeout(secs(options_.write_timeout), usecs(options_.write_timeout));
+    s.set_keep_alive_timeout(std::max<time_t>(1, secs(options_.keep_alive_timeout)));
+    s.set_keep_alive_max_count(static_cast<size_t>(std::max(1, options_.keep_alive_max_count)));
+    s.set_payload_max_length(options_.max_body_bytes);
+
+    auto convert = [](const httplib::Request& in) {
+      Request r;
+      r.method = in.method;
+      r.path = in.path;
+      for (const auto& [k, v] : in.params) r.params.emplace(k, v);
+      r.authorization = in.get_header_value("Authorization");
+      r.if_match = in.get_header_value("If-Match");
+      return r;
+    };
+    auto write = [](const Response& from, httplib::Response& to) {
+      to.status = from.status;
+      for (const auto& [k, v] : from.headers) to.set_header(k, v);
+      if (from.status != 204) to.set_content(from.body, from.content_type.c_str());
+    };
+    const size_t max_body = options_.max_body_bytes;
+
+    // Everything without a body is answered here, before httplib reads any content; requests
+    // with a body are admitted (route, auth, Content-Length) here, before their body is read.
+    s.set_pre_routing_handler(
+        [this, convert, write, max_body](const httplib::Request& in, httplib::Response& out) {
+          Request req = convert(in);
+          const bool has_body = req.method == "POST" || req.method == "PUT" ||
+                                req.method == "DELETE" || req.method == "PATCH";
+          if (!has_body) {
+            write(Handle(req), out);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+          std::optional<Response> early;
+          if (in.has_header("Content-Length") &&
+              in.get_header_value<uint64_t>("Content-Length") > max_body) {
+            early = Error(413, "payload_too_large",
+                          "request body larger than " + std::to_string(max_body) + " bytes");
+          } else {
+            early = Admit(req);
+          }
+          if (!early) return httplib::Server::HandlerResponse::Unhandled;
+          early->headers.emplace_back("Connection", "close");
+          write(*early, out);
+          return httplib::Server::HandlerResponse::Handled;
+        });
+    auto with_body = [this, convert, write, max_body](const httplib::Request& in,
+                                                      httplib::Response& out,
+                                                      const httplib::ContentReader& reader) {
+      Request req = convert(in);
+      bool too_large = false;
+      bool read_ok = true;
+      // No Content-Length and not chunked: no body (reading would wait for EOF).
+      if (in.has_header("Content-Length") ||
+          in.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+        read_ok = reader([&](const char* data, size_t len) {
+          if (req.body.size() + len > max_body) {
+            too_large = true;
+            return false;
+          }
+          req.body.append(data, len);
+          return true;
+        });
+      }
+      Response res;
+      if (too_large) {
+        res = Error(413, "payload_too_large",
+                    "request body larger than " + std::to_string(max_body) + " bytes");
+        res.headers.emplace_back("Connection", "close");
+      } else if (!read_ok) {
+        res = Error(400, "invalid_argument", "the request body could not be read");
+        res.headers.emplace_back("Connection", "close");
+      } else {
+        res = Handle(req);
+      }
+      write(res, out);
+    };
+    s.Post("/.*", with_body);
+    s.Put("/.*", with_body);
+    s.Delete("/.*", with_body);
+    s.Patch("/.*", with_body);
+    s.set_exception_handler(
+        [write](const httplib::Request&, httplib::Response& out, std::exception_ptr) {
+          write(Error(500, "internal", "internal error"), out);
+        });
+    s.set_error_handler([write](const httplib::Request&, httplib::Response& out) {
+      if (!out.body.empty()) return;
+      if (out.status == 413) {
+        write(Error(413, "payload_too_large", "request body too large"), out);
+      } else if (out.status == 404) {
+        write(Error(404, "not_found", "no such endpoint"), out);
+      } else if (out.status >= 400) {
+        write(Error(out.status, "bad_request", "the request could not be processed"), out);
+      }
+    });
+
+    const int port = addr->second == 0
+                         ? s.bind_to_any_port(addr->first)
+                         : (s.bind_to_port(addr->first, addr->second) ? addr->second : -1);
+    if (port <= 0) {
+      server_.reset();
+      return UnavailableError("listen: cannot bind " + Shown(options_.listen));
+    }
+    port_ = port;
+  } catch (const std::exception& e) {
+    server_.reset();
+    return InternalError(std::string("http api: ") + e.what());
+  }
+  started_ = true;
+  listening_done_ = false;
+  thread_ = std::jthread([this] {
+    try {
+      server_->listen_after_bind();
+    } catch (...) {
+      // listen_after_bind does not throw in practice; a failure ends serving.
+    }
+    listening_done_ = true;
+  });
+  // httplib's stop() is a no-op until the accept loop runs; wait for it so Stop() always works.
+  while (!server_->is_running() && !listening_done_) std::this_thread::yield();
+  return Status::Ok();
+}
+
+void HttpApi::Stop() {
+  if (!started_) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+  started_ = false;
+}
+
+// ---------------------------------------------------------------------------------- routing --
+
+std::optional<Response> HttpApi::Admit(const Request& request) {
+  try {
+    Call call{request, SplitPath(request.path)};
+    return Admit(call);
+  } catch (const std::exception& e) {
+    return Error(500, "internal", std::string("internal error: ") + e.what());
+  }
+}
+
+std::optional<Response> HttpApi::Admit(Call& call) {
+  const Request& request = call.req;
+  {
+    if (request.path.size() > kMaxPathLength) {
+      return Error(414, "uri_too_long",
+                   "path longer than " + std::to_string(kMaxPathLength) + " bytes");
+    }
+    for (char c : request.path) {
+      if (c <= 0x20 || c >= 0x7f) {
+        return Error(400, "invalid_argument", "path: contains a control, space or non-ASCII byte");
+      }
+    }
+    const Resolved resolved = Resolve(call.segments);
+    if (!resolved.route) return Error(404, "not_found", "no such endpoint: " + Shown(request.path));
+    const std::string_view method = request.method == "HEAD" ? "GET" : request.method;
+    if (std::find(resolved.methods.begin(), resolved.methods.end(), method) ==
+        resolved.methods.end()) {
+      std::string allow;
+      for (std::string_view m : resolved.methods)
+        allow += (allow.empty() ? "" : ", ") + std::string(m);
+      Response r = Error(405, "method_not_allowed",
+                         Shown(request.method) + " is not allowed here (allowed: " + allow + ")");
+      r.headers.emplace_back("Allow", allow);
+      return r;
+    }
+    call.route = *resolved.route;
+    if (std::optional<TokenRole> need = RequiredRole(call.route, method);
+        need && !options_.tokens.empty()) {
+      std::string_view auth = request.authorization;
+      const ApiToken* found = nullptr;
+      if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) {
+        const std::string_view presented = auth.substr(7);
+        // Compare against every token (no early exit): timing does not reveal which matched.
+        for (const ApiToken& t : options_.tokens) {
+          if (SecretEquals(presented, t.token)) found = &t;
+        }
+      }
+      if (found == nullptr) {
+        Response r = Error(401, "unauthenticated",
+                           auth.empty() ? "missing bearer token (Authorization: Bearer <token>)"
+                                        : "invalid bearer token");
+        r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gnomon\"");
+        return r;
+      }
+      call.who = Principal{found->name, found->role, found->namespaces};
+      if (call.who.role < *need) {
+        return Error(403, "permission_denied",
+                     "token \"" + found->name + "\" has role " +
+                         std::string(ToString(found->role)) + "; this needs " +
+                         std::string(ToString(*need)));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Response HttpApi::Handle(const Request& request) {
+  try {
+    Call call{request, SplitPath(request.path)};
+    if (std::optional<Response> rejected = Admit(call)) return std::move(*rejected);
+    Response response = Dispatch(call);
+    if (!call.action.empty()) Record(call, response);
+    return response;
+  } catch (const std::exception& e) {
+    return Error(500, "internal", std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Error(500, "internal", "internal error");
+  }
+}
+
+void HttpApi::Record(const Call& call, const Response& response) {
+  AuditEntry e;
+  e.at = Now();
+  e.who = call.who.name;
+  e.action = call.action;
+  e.target = call.target;
+  e.status = response.status;
+  if (response.status < 300) {
+    e.before_json = call.before;
+    e.after_json = call.after;
+  }
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  e.seq = ++audit_seq_;
+  audit_.push_front(std::move(e));
+  while (audit_.size() > std::max<size_t>(1, options_.audit_capacity)) audit_.pop_back();
+}
+
+std::vector<AuditEntry> HttpApi::Audit(size_t limit) const {
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  return {audit_.begin(), audit_.begin() + std::min(limit, audit_.size())};
+}
+
+std::vector<JobSpec> HttpApi::DynamicJobs() const {
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  std::vector<JobSpec> out;
+  for (const auto& [id, d] : dynamic_) out.push_back(d.spec);
+  return out;
+}
+
+Status HttpApi::SyncDynamicJobs() {
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  Result<int64_t> jobs_version = coordinator_.JobsVersion();
+  if (!jobs_version.ok()) return jobs_version.status();
+  if (synced_jobs_version_ && *synced_jobs_version_ == *jobs_version) return Status::Ok();
+  Result<std::vector<StoredJob>> stored = coordinator_.ListJobs();
+  if (!stored.ok()) return stored.status();
+  Status first;
+  std::set<std::string> present;
+  for (const StoredJob& sj : *stored) {
+    present.insert(sj.job_id);
+    auto it = dynamic_.find(sj.job_id);
+    if (it != dynamic_.end() && it->second.version == sj.version) continue;
+    if (it == dynamic_.end()) {
+      std::optional<JobView> local = scheduler_.GetJob(sj.job_id);
+      if (local && local->spec.read_only) continue;  // a config job here wins
+    }
+    Result<json> parsed = ParseJsonBody(sj.definition_json, options_.max_json_depth);
+    Result<JobSpec> spec = parsed.ok() ? JobSpecFromJson(*parsed, options_.job_defaults)
+                                       : Result<JobSpec>(parsed.status());
+    Status s = spec.ok() ? Status::Ok() : spec.status();
+    if (s.ok()) {
+      spec->source = "api";
+      spec->read_only = false;
+      spec->in_process = false;
+      if (spec->id != sj.job_id) s = InvalidArgumentError("id does not match the stored key");
+    }
+    if (s.ok()) s = scheduler_.AddJob(*spec);
+    if (!s.ok()) {
+      if (first.ok()) first = s.WithPrefix("dynamic job \"" + Shown(sj.job_id) + "\"");
+      continue;
+    }
+    dynamic_[sj.job_id] = Dynamic{sj.version, std::move(*spec)};
+  }
+  for (auto it = dynamic_.begin(); it != dynamic_.end();) {
+    if (present.count(it->first)) {
+      ++it;
+      continue;
+    }
+    (void)scheduler_.RemoveJob(it->first);
+    it = dynamic_.erase(it);
+  }
+  if (first.ok()) synced_jobs_version_ = *jobs_version;
+  return first;
+}
+
+// ---------------------------------------------------------------------------------- handlers --
+
+namespace {
+
+// The stored definition of `id`, if any.
+Result<std::optional<StoredJob>> FindStored(Coordinator& c, const std::string& id) {
+  Result<std::vector<StoredJob>> all = c.ListJobs();
+  if (!all.ok()) return all.status();
+  for (StoredJob& j : *all) {
+    if (j.job_id == id) return std::optional<StoredJob>(std::move(j));
+  }
+  return std::optional<StoredJob>();
+}
+
+Response ReadOnly(const JobView& v) {
+  return Error(409, "read_only",
+               "job \"" + v.spec.id + "\" is defined in " +
+                   (v.spec.source.empty() ? std::string("a config file") : v.spec.source) +
+                   " and is read-only in the API: change the file and reload");
+}
+
+const char kOpenApi[] = R"json({
+ "openapi": "3.0.3",
+ "info": {"title": "gnomon HTTP API", "version": "@VERSION@",
+          "description": "Distributed cron. See docs/http-api.md."},
+ "components": {
+  "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+  "schemas": {
+   "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
+     "required": ["code", "message"], "properties": {"code": {"type": "string"},
+     "message": {"type": "string"}, "field": {"type": "string"}}}}},
+   "JobSpec": {"type": "object", "additionalProperties": false, "required": ["id", "schedule"],
+    "properties": {"id": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"},
+     "schedule": {"type": "string"}, "timezone": {"type": "string"},
+     "command": {"type": "string"}, "argv": {"type": "array", "items": {"type": "string"}},
+     "http": {"type": "object", "properties": {"url": {"type": "string"},
+       "method": {"type": "string", "enum": ["GET", "POST"]},
+       "headers": {"type": "object", "additionalProperties": {"type": "string"}}}},
+     "timeout": {"type": "string"}, "retries": {"type": "integer"},
+     "retry_backoff": {"type": "string"},
+     "overlap": {"type": "string", "enum": ["forbid", "allow", "replace"]},
+     "misfire": {"type": "string", "enum": ["skip", "once", "all"]},
+     "catchup_window": {"type": "string"},
+     "on_lost": {"type": "string", "enum": ["fail", "rerun"]},
+     "shards": {"type": "integer"}, "max_consecutive_failures": {"type": "integer"},
+     "enabled": {"type": "boolean"}, "description": {"type": "string"},
+     "env": {"type": "object", "additionalProperties": {"type": "string"}},
+     "kill_grace": {"type": "string"}, "history_keep": {"type": "integer"},
+     "history_max_age": {"type": "string"}, "version": {"type": "integer",
+       "description": "PUT only: the version being replaced (or If-Match)"}}},
+   "Job": {"type": "object", "properties": {"id": {"type": "string"},
+     "spec": {"$ref": "#/components/schemas/JobSpec"}, "executor": {"type": "string"},
+     "schedule_description": {"type": "string"}, "timezone": {"type": "string"},
+     "next_fire": {"type": "string", "format": "date-time", "nullable": true},
+     "paused": {"type": "boolean"}, "pause_reason": {"type": "string"},
+     "running": {"type": "integer"}, "read_only": {"type": "boolean"},
+     "source": {"type": "string"}, "version": {"type": "integer", "nullable": true},
+     "last_run": {"$ref": "#/components/schemas/Run"}}},
+   "Run": {"type": "object", "nullable": true, "properties": {"run_id": {"type": "string"},
+     "job_id": {"type": "string"}, "scheduled_at": {"type": "string", "format": "date-time"},
+     "shard": {"type": "integer"}, "shard_count": {"type": "integer"},
+     "attempt": {"type": "integer"}, "fencing_token": {"type": "integer"},
+     "node_id": {"type": "string"}, "started_at": {"type": "string", "format": "date-time"},
+     "finished_at": {"type": "string", "format": "date-time", "nullable": true},
+     "outcome": {"type": "string", "enum": ["running", "succeeded", "failed", "timed_out",
+       "cancelled", "skipped", "lost"]},
+     "exit_code": {"type": "integer", "nullable": true}, "error": {"type": "string"},
+     "skip_reason": {"type": "string"}, "output": {"type": "string"}}}
+  },
+  "responses": {"Error": {"description": "error",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
+  "parameters": {"id": {"name": "id", "in": "path", "required": true,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"}}}
+ },
+ "security": [{"bearer": []}],
+ "paths": {
+  "/healthz": {"get": {"summary": "Liveness", "security": [],
+    "responses": {"200": {"description": "alive"}}}},
+  "/readyz": {"get": {"summary": "Readiness: the backend answers", "security": [],
+    "responses": {"200": {"description": "ready"}, "503": {"$ref": "#/components/responses/Error"}}}},
+  "/metrics": {"get": {"summary": "Prometheus metrics (text format 0.0.4); role read",
+    "responses": {"200": {"description": "metrics", "content": {"text/plain": {}}}}}},
+  "/api/v1/openapi.json": {"get": {"summary": "This document", "security": [],
+    "responses": {"200": {"description": "OpenAPI 3 document"}}}},
+  "/api/v1/jobs": {
+   "get": {"summary": "List jobs; role read",
+    "responses": {"200": {"description": "{jobs: [Job]}"}}},
+   "post": {"summary": "Create a dynamic job; role admin",
+    "requestBody": {"required": true, "content": {"application/json": {"schema":
+      {"$ref": "#/components/schemas/JobSpec"}}}},
+    "responses": {"201": {"description": "created (Job, ETag = version)"},
+     "400": {"$ref": "#/components/responses/Error"}, "409": {"$ref": "#/components/responses/Error"},
+     "413": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/jobs/{id}": {
+   "parameters": [{"$ref": "#/components/parameters/id"}],
+   "get": {"summary": "One job with its last run; role read",
+    "responses": {"200": {"description": "Job"}, "404": {"$ref": "#/components/responses/Error"}}},
+   "put": {"summary": "Replace a dynamic job (If-Match: <version> or body version); role admin",
+    "parameters": [{"name": "If-Match", "in": "header", "schema": {"type": "string"}}],
+    "requestBody": {"required": true, "content": {"application/json": {"schema":
+      {"$ref": "#/components/schemas/JobSpec"}}}},
+    "responses": {"200": {"description": "Job"}, "400": {"$ref": "#/components/responses/Error"},
+     "404": {"$ref": "#/components/responses/Error"}, "409": {"$ref": "#/components/responses/Error"},
+     "412": {"$ref": "#/components/responses/Error"}, "428": {"$ref": "#/components/responses/Error"}}},
+   "delete": {"summary": "Delete a dynamic job (optional If-Match); role admin",
+    "responses": {"204": {"description": "deleted"}, "404": {"$ref": "#/components/responses/Error"},
+     "409": {"$ref": "#/components/responses/Error"}, "412": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/jobs/{id}/pause": {"parameters": [{"$ref": "#/components/parameters/id"}],
+   "post": {"summary": "Pause cluster-wide; role operate",
+    "responses": {"200": {"description": "{id, paused}"}, "404": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/jobs/{id}/resume": {"parameters": [{"$ref": "#/components/parameters/id"}],
+   "post": {"summary": "Resume; role operate",
+    "responses": {"200": {"description": "{id, paused}"}, "404": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/jobs/{id}/trigger": {"parameters": [{"$ref": "#/components/parameters/id"}],
+   "post": {"summary": "Fire now through a normal claim; role operate",
+    "responses": {"202": {"description": "{run_id}"}, "404": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/runs": {"get": {"summary": "Run history, newest first; role read",
+    "parameters": [
+     {"name": "job", "in": "query", "schema": {"type": "string"}},
+     {"name": "outcome", "in": "query", "schema": {"type": "string"}},
+     {"name": "from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+     {"name": "until", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}},
+     {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
+    "responses": {"200": {"description": "{runs: [Run], next_cursor}"},
+     "400": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/runs/{run_id}": {"get": {"summary": "All attempts of one fire, with output; role read",
+    "parameters": [{"name": "run_id", "in": "path", "required": true, "schema": {"type": "string"}}],
+    "responses": {"200": {"description": "{run_id, job_id, attempts: [Run]}"},
+     "404": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/nodes": {"get": {"summary": "Live nodes; role read",
+    "responses": {"200": {"description": "{nodes: [...]}"}}}},
+  "/api/v1/cron/preview": {"get": {"summary": "Next fires of an expression; role read",
+    "parameters": [
+     {"name": "expr", "in": "query", "required": true, "schema": {"type": "string"}},
+     {"name": "tz", "in": "query", "schema": {"type": "string", "default": "UTC"}},
+     {"name": "n", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 5}},
+     {"name": "from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+     {"name": "job", "in": "query", "schema": {"type": "string"}}],
+    "responses": {"200": {"description": "{expr, timezone, description, next: [date-time]}"},
+     "400": {"$ref": "#/components/responses/Error"}}}},
+  "/api/v1/audit": {"get": {"summary": "Audit log of mutating calls, newest first; role admin",
+    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "default": 100}}],
+    "responses": {"200": {"description": "{entries: [...]}"}}}}
+ }
+})json";
+
+}  // namespace
+
+Response HttpApi::Dispatch(Call& call) {
+  const Request& req = call.req;
+  const std::vector<std::string>& seg = call.segments;
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+
+  switch (call.route) {
+    case Route::kHealthz:
+      return Json(200, {{"status", "ok"}});
+    case Route::kReadyz: {
+      Result<Instant> now = coordinator_.Now();
+      if (!now.ok()) {
+        return Error(503, "unavailable", "backend not reachable: " + now.status().message());
+      }
+      return Json(200, {{"status", "ready"}, {"backend_time", now->ToRfc3339()}});
+    }
+    case Route::kMetrics: {
+      metrics_.SetJobs(static_cast<int64_t>(scheduler_.Jobs().size()));
+      if (Result<std::vector<NodeInfo>> nodes = coordinator_.ListNodes(); nodes.ok()) {
+        metrics_.SetNodesAlive(static_cast<int64_t>(nodes->size()));
+        std::vector<std::pair<std::string, Duration>> skews;
+        for (const NodeInfo& n : *nodes) skews.emplace_back(n.node_id, n.clock_skew);
+        metrics_.SetClockSkews(std::move(skews));
+      }
+      Response r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = metrics_.Render();
+      return r;
+    }
+    case Route::kOpenApi: {
+      std::string doc = kOpenApi;
+      const size_t at = doc.find("@VERSION@");
+      doc.replace(at, 9, Shown(options_.version));
+      Response r;
+      r.body = std::move(doc);
+      return r;
+    }
+    case Route::kJobs:
+    case Route::kJob:
+    case Route::kJobAction:
+      break;
+    case Route::kRuns: {
+      Result<std::map<std::string, std::string>> p =
+          Params(req, {"job", "outcome", "from", "until", "limit", "cursor"});
+      if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+      RunQuery q;
+      q.limit = kDefaultRunsLimit;
+      if (auto it = p->find("job"); it != p->end()) {
+        if (!IsValidJobId(it->second)) return InvalidJobId(it->second, "job");
+        if (!call.who.Allows(it->second)) {
+          return Error(403, "permission_denied",
+                       "job \"" + it->second + "\" is outside the token's namespaces");
+        }
+        q.job_id = it->second;
+      }
+      if (auto it = p->find("outcome"); it != p->end()) {
+        Result<RunOutcome> o = ParseRunOutcome(it->second);
+        if (!o.ok()) return InvalidParam("outcome", o.status().message());
+        q.outcome = *o;
+      }
+      if (auto it = p->find("from"); it != p->end()) {
+        Result<Instant> t = Instant::ParseRfc3339(it->second);
+        if (!t.ok()) return InvalidParam("from", t.status().message());
+        q.scheduled_from = *t;
+      }
+      if (auto it = p->find("until"); it != p->end()) {
+        Result<Instant> t = Instant::ParseRfc3339(it->second);
+        if (!t.ok()) return InvalidParam("until", t.status().message());
+        q.scheduled_until = *t;
+      }
+      if (q.scheduled_from && q.scheduled_until && *q.scheduled_from > *q.scheduled_until) {
+        return InvalidParam("from", "is after until");
+      }
+      if (auto it = p->find("limit"); it != p->end()) {
+        const std::string& s = it->second;
+        const bool digits =
+            !s.empty() && s.size() <= 64 &&
+            std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits) return InvalidParam("limit", "\"" + Shown(s) + "\" is not a positive integer");
+        std::optional<int64_t> n = ParsePositive(s);
+        if (n && *n == 0) return InvalidParam("limit", "must be at least 1");
+        q.limit = !n || *n > kMaxRunsLimit ? kMaxRunsLimit : static_cast<int>(*n);
+      }
+      if (auto it = p->find("cursor"); it != p->end()) {
+        if (it->second.size() > 512) return InvalidParam("cursor", "is too long");
+        q.cursor = it->second;
+      }
+      Result<RunPage> page = coordinator_.ListRuns(q);
+      if (!page.ok()) {
+        if (page.status().code() == StatusCode::kInvalidArgument) {
+          return InvalidParam("cursor", page.status().message());
+        }
+        return FromStatus(page.status());
+      }
+      json runs = json::array();
+      for (const RunRecord& r : page->runs) {
+        if (call.who.Allows(r.job_id)) runs.push_back(RunJson(r, false));
+      }
+      return Json(200, {{"runs", std::move(runs)}, {"next_cursor", page->next_cursor}});
+    }
+    case Route::kRun: {
+      const std::string& run_id = seg[3];
+      const size_t at = run_id.find('@');
+      if (run_id.size() > kMaxRunIdLength || at == std::string::npos ||
+          !IsValidJobId(run_id.substr(0, at))) {
+        return Error(400, "invalid_argument",
+                     "run_id: \"" + Shown(run_id) + "\" is not <job>@<unix ms>[#shard]", "run_id");
+      }
+      if (!call.who.Allows(run_id.substr(0, at))) {
+        return Error(403, "permission_denied", "the run's job is outside the token's namespaces");
+      }
+      Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
+      if (!attempts.ok()) return FromStatus(attempts.status());
+      json list = json::array();
+      for (const RunRecord& r : *attempts) list.push_back(RunJson(r, true));
+      return Json(
+          200,
+          {{"run_id", run_id}, {"job_id", run_id.substr(0, at)}, {"attempts", std::move(list)}});
+    }
+    case Route::kNodes: {
+      Result<std::vector<NodeInfo>> nodes = coordinator_.ListNodes();
+      if (!nodes.ok()) return FromStatus(nodes.status());
+      json list = json::array();
+      for (const NodeInfo& n : *nodes) {
+        list.push_back({{"id", n.node_id},
+                        {"host", n.host},
+                        {"version", n.version},
+                        {"started_at", n.started_at.ToRfc3339()},
+                        {"last_heartbeat", n.last_heartbeat.ToRfc3339()},
+                        {"running", n.running},
+                        {"clock_skew_ms", n.clock_skew.count()}});
+      }
+      return Json(200, {{"nodes", std::move(list)}});
+    }
+    case Route::kCronPreview: {
+      Result<std::map<std::string, std::string>> p =
+          Params(req, {"expr", "tz", "n", "from", "job"});
+      if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+      auto it = p->find("expr");
+      if (it == p->end() || it->second.empty()) return InvalidParam("expr", "is required");
+      const std::string expr_text = it->second;
+      std::string tz = "UTC";
+      if (auto t = p->find("tz"); t != p->end()) tz = t->second;
+      Result<TimeZone> zone = TimeZone::Load(tz);
+      if (!zone.ok()) return InvalidParam("tz", zone.status().message());
+      int n = 5;
+      if (auto t = p->find("n"); t != p->end()) {
+        std::optional<int64_t> v = ParsePositive(t->second);
+        if (!v || *v < 1 || *v > kMaxPreviewFires) {
+          return InvalidParam(
+              "n", "\"" + Shown(t->second) + "\" is not in 1-" + std::to_string(kMaxPreviewFires));
+        }
+        n = static_cast<int>(*v);
+      }
+      Instant from = Now();
+      if (auto t = p->find("from"); t != p->end()) {
+        Result<Instant> f = Instant::ParseRfc3339(t->second);
+        if (!f.ok()) return InvalidParam("from", f.status().message());
+        from = *f;
+      }
+      std::string job;
+      if (auto t = p->find("job"); t != p->end()) {
+        if (!IsValidJobId(t->second)) return InvalidJobId(t->second, "job");
+        job = t->second;
+      }
+      Result<CronExpr> expr = CronExpr::Parse(expr_text, CronOptions{*zone, job});
+      if (!expr.ok()) return InvalidParam("expr", expr.status().message());
+      json next = json::array();
+      Instant cursor = from;
+      for (int i = 0; i < n; ++i) {
+        std::optional<Instant> f = expr->Next(cursor);
+        if (!f) break;
+        next.push_back(f->ToRfc3339Seconds());
+        cursor = *f;
+      }
+      return Json(200, {{"expr", expr->text()},
+                        {"timezone", expr->time_zone().name()},
+                        {"description", expr->Describe()},
+                        {"next", std::move(next)}});
+    }
+    case Route::kAudit: {
+      Result<std::map<std::string, std::string>> p = Params(req, {"limit"});
+      if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+      size_t limit = 100;
+      if (auto it = p->find("limit"); it != p->end()) {
+        std::optional<int64_t> v = ParsePositive(it->second);
+        if (!v || *v < 1) return InvalidParam("limit", "is not a positive integer");
+        limit = static_cast<size_t>(std::min<int64_t>(*v, 100000));
+      }
+      json list = json::array();
+      for (const AuditEntry& e : Audit(limit)) {
+        auto parse = [](const std::string& s) {
+          if (s.empty()) return json(nullptr);
+          json j = json::parse(s, nullptr, false);
+          return j.is_discarded() ? json(s) : j;
+        };
+        list.push_back({{"seq", e.seq},
+                        {"at", e.at.ToRfc3339()},
+                        {"who", e.who},
+                        {"action", e.action},
+                        {"target", e.target},
+                        {"status", e.status},
+                        {"before", parse(e.before_json)},
+                        {"after", parse(e.after_json)}});
+      }
+      return Json(200, {{"entries", std::move(list)},
+                        {"note", "in-memory ring of this node only; lost on restart"}});
+    }
+  }
+
+  // ------------------------------------------------------------------------------ jobs --
+  if (call.route == Route::kJobs && method == "GET") {
+    std::map<std::string, int64_t> versions;
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      for (const auto& [id, d] : dynamic_) versions[id] = d.version;
+    }
+    json list = json::array();
+    for (const JobView& v : scheduler_.Jobs()) {
+      if (!call.who.Allows(v.spec.id)) continue;
+      auto it = versions.find(v.spec.id);
+      list.push_back(
+          JobViewJson(v, it == versions.end() ? std::nullopt : std::optional<int64_t>(it->second)));
+    }
+    return Json(200, {{"jobs", std::move(list)}});
+  }
+
+  // Everything else names one job: in the path, or (create) in the body. Mutations are audited
+  // whatever their outcome.
+  if (method != "GET") {
+    call.action = call.route == Route::kJobAction ? seg[4]
+                  : call.route == Route::kJobs    ? "create"
+                  : method == "PUT"               ? "replace"
+                                                  : "delete";
+    if (seg.size() > 3) call.target = seg[3].substr(0, 128);
+  }
+  std::string id;
+  json body;
+  if (call.route == Route::kJobs || method == "PUT") {
+    Result<json> parsed = ParseJsonBody(req.body, options_.max_json_depth);
+    if (!parsed.ok()) return Error(400, "invalid_argument", parsed.status().message());
+    if (!parsed->is_object()) {
+      return Error(400, "invalid_argument",
+                   std::string("body: expected a JSON object, got ") + parsed->type_name());
+    }
+    body = std::move(*parsed);
+  }
+  if (call.route == Route::kJobs) {
+    auto it = body.find("id");
+    if (it == body.end()) return Error(400, "invalid_argument", "id: is required", "id");
+    if (!it->is_string()) {
+      return Error(400, "invalid_argument",
+                   std::string("id: expected a string, got ") + it->type_name(), "id");
+    }
+    id = it->get<std::string>();
+  } else {
+    id = seg[3];
+  }
+  if (!IsValidJobId(id)) return InvalidJobId(id);
+  if (!call.who.Allows(id)) {
+    return Error(403, "permission_denied",
+                 "job \"" + id + "\" is outside the namespaces of token \"" + call.who.name + "\"");
+  }
+  call.target = id;
+  const std::optional<JobView> local = scheduler_.GetJob(id);
+
+  if (call.route == Route::kJob && method == "GET") {
+    if (!local) return Error(404, "not_found", "job \"" + id + "\" is not defined");
+    std::optional<int64_t> version;
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      if (auto it = dynamic_.find(id); it != dynamic_.end()) version = it->second.version;
+    }
+    json view = JobViewJson(*local, version);
+    RunQuery q;
+    q.job_id = id;
+    q.limit = 1;
+    Result<RunPage> last = coordinator_.ListRuns(q);
+    view["last_run"] =
+        last.ok() && !last->runs.empty() ? RunJson(last->runs.front(), false) : json(nullptr);
+    Response r = Json(200, view);
+    if (version) r.headers.emplace_back("ETag", ETag(*version));
+    return r;
+  }
+
+  if (call.route == Route::kJobAction) {
+    const std::string& action = seg[4];
+    if (!local) return Error(404, "not_found", "job \"" + id + "\" is not defined");
+    call.before = DumpJson(json{{"paused", local->paused}});
+    if (action == "trigger") {
+      Result<std::string> run = scheduler_.TriggerNow(id);
+      if (!run.ok()) return FromStatus(run.status());
+      call.after = DumpJson(json{{"run_id", *run}});
+      Response r = Json(202, {{"run_id", *run}, {"job_id", id}});
+      std::string loc = "/api/v1/runs/";
+      for (char c : *run) loc += c == '#' ? std::string("%23") : std::string(1, c);
+      r.headers.emplace_back("Location", loc);
+      return r;
+    }
+    const bool pause = action == "pause";
+    Status s = pause ? scheduler_.Pause(id, "api") : scheduler_.Resume(id);
+    if (!s.ok()) return FromStatus(s);
+    call.after = DumpJson(json{{"paused", pause}});
+    return Json(200, {{"id", id}, {"paused", pause}});
+  }
+
+  // Mutations of definitions: create, replace, delete.
+  if (local && local->spec.read_only) return ReadOnly(*local);
+
+  std::optional<int64_t> expected;
+  if (!req.if_match.empty()) {
+    expected = ParseIfMatch(req.if_match);
+    if (!expected) {
+      return Error(400, "invalid_argument",
+                   "If-Match: \"" + Shown(req.if_match) + "\" is not a version number", "If-Match");
+    }
+  }
+
+  JobSpec spec;
+  std::string definition;
+  if (method != "DELETE") {
+    if (method == "PUT") {
+      if (auto it = body.find("version"); it != body.end()) {
+        if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+          return Error(400, "invalid_argument", "version: expected a positive integer", "version");
+        }
+        const int64_t v = it->get<int64_t>();
+        if (expected && *expected != v) {
+          return Error(400, "invalid_argument",
+                       "version: " + std::to_string(v) + " disagrees with If-Match " +
+                           std::to_string(*expected),
+                       "version");
+        }
+        expected = v;
+        body.erase(it);
+      }
+      if (!expected) {
+        return Error(428, "precondition_required",
+                     "PUT needs the version being replaced: an If-Match header or a \"version\" "
+                     "field (GET the job for its version)");
+      }
+      if (auto it = body.find("id"); it != body.end()) {
+        if (!it->is_string() || it->get<std::string>() != id) {
+          return Error(400, "invalid_argument", "id: does not match the job id in the path", "id");
+        }
+      }
+      body["id"] = id;
+    }
+    Result<JobSpec> parsed = JobSpecFromJson(body, options_.job_defaults);
+    if (!parsed.ok()) {
+      return Error(400, "invalid_argument", "job \"" + id + "\": " + parsed.status().message());
+    }
+    spec = std::move(*parsed);
+    spec.source = "api";
+    spec.read_only = false;
+    spec.in_process = false;
+    if (Status s = ValidateJobSpec(spec); !s.ok()) {
+      return Error(400, "invalid_argument", s.message());
+    }
+    definition = DumpJson(JobSpecToJson(spec));
+    call.after = definition;
+  }
+
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  if (call.action == "create") {
+    Result<int64_t> version = coordinator_.PutJob(id, definition, 0);
+    if (!version.ok()) {
+      if (version.status().code() == StatusCode::kAlreadyExists ||
+          version.status().code() == StatusCode::kFailedPrecondition) {
+        return Error(409, "already_exists", "job \"" + id + "\" already exists");
+      }
+      return FromStatus(version.status());
+    }
+    if (Status s = scheduler_.AddJob(spec); !s.ok()) {
+      (void)coordinator_.DeleteJob(id, *version);  // roll back: nothing half-created
+      return FromStatus(s);
+    }
+    dynamic_[id] = Dynamic{*version, spec};
+    std::optional<JobView> view = scheduler_.GetJob(id);
+    Response r = Json(201, view ? JobViewJson(*view, *version) : json{{"id", id}});
+    r.headers.emplace_back("Location", "/api/v1/jobs/" + id);
+    r.headers.emplace_back("ETag", ETag(*version));
+    return r;
+  }
+
+  Result<std::optional<StoredJob>> stored = FindStored(coordinator_, id);
+  if (!stored.ok()) return FromStatus(stored.status());
+  if (!*stored) return Error(404, "not_found", "job \"" + id + "\" is not defined");
+  call.before = (*stored)->definition_json;
+
+  if (call.action == "replace") {
+    Result<int64_t> version = coordinator_.PutJob(id, definition, *expected);
+    if (!version.ok()) {
+      const StatusCode c = version.status().code();
+      if (c == StatusCode::kFailedPrecondition || c == StatusCode::kAlreadyExists) {
+        return Error(412, "version_mismatch",
+                     "job \"" + id + "\" is at version " + std::to_string((*stored)->version) +
+                         ", not " + std::to_string(*expected) + " (GET it and retry)");
+      }
+      return FromStatus(version.status());
+    }
+    if (Status s = scheduler_.AddJob(spec); !s.ok()) return FromStatus(s);
+    dynamic_[id] = Dynamic{*version, spec};
+    std::optional<JobView> view = scheduler_.GetJob(id);
+    Response r = Json(200, view ? JobViewJson(*view, *version) : json{{"id", id}});
+    r.headers.emplace_back("ETag", ETag(*version));
+    return r;
+  }
+
+  // delete
+  Status s = coordinator_.DeleteJob(id, expected ? *expected : -1);
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kAlreadyExists) {
+      return Error(412, "version_mismatch",
+                   "job \"" + id + "\" is at version " + std::to_string((*stored)->version) +
+                       ", not " + std::to_string(expected.value_or(-1)));
+    }
+    return FromStatus(s);
+  }
+  (void)scheduler_.RemoveJob(id);
+  dynamic_.erase(id);
+  Response r;
+  r.status = 204;
+  return r;
+}
+
+}  // namespace gnomon::app

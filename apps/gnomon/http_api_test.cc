@@ -1,0 +1,418 @@
+// The HTTP API against a real server on a free loopback port, driven by httplib::Client; the
+// scheduler runs on a FakeClock with an in-memory coordinator and a recording executor.
+#include "apps/gnomon/http_api.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "gnomon/testing/fake_clock.h"
+#include "gnomon/testing/memory_coordinator.h"
+#include "gnomon/testing/recording_executor.h"
+
+namespace gnomon::app {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+constexpr char kAdmin[] = "admin-secret-0123456789";
+constexpr char kOperate[] = "operate-secret-0123456789";
+constexpr char kRead[] = "read-secret-0123456789";
+constexpr char kBilling[] = "billing-secret-0123456789";
+
+class HttpApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulerOptions o;
+    o.node_id = "n1";
+    o.observer = &metrics_;
+    o.worker_threads = 2;
+    scheduler_ = std::make_unique<Scheduler>(o, coord_, exec_, clock_);
+    JobSpec cfg;
+    cfg.id = "cfg";
+    cfg.schedule = "0 * * * *";
+    cfg.command = "true";
+    cfg.source = "jobs.toml:3";
+    cfg.read_only = true;
+    ASSERT_TRUE(scheduler_->AddJob(cfg).ok());
+    ASSERT_TRUE(scheduler_->Start().ok());
+  }
+  void TearDown() override {
+    if (api_) api_->Stop();
+    scheduler_->Stop();
+  }
+
+  void StartApi(std::vector<ApiToken> tokens, HttpApiOptions o = {}) {
+    o.listen = "127.0.0.1:0";
+    o.tokens = std::move(tokens);
+    o.clock = &clock_;
+    api_ = std::make_unique<HttpApi>(*scheduler_, coord_, metrics_, o);
+    Status s = api_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", api_->port());
+    client_->set_read_timeout(10, 0);
+  }
+  void StartWithTokens() {
+    StartApi({{"adm", kAdmin, TokenRole::kAdmin, {}},
+              {"ops", kOperate, TokenRole::kOperate, {}},
+              {"ro", kRead, TokenRole::kRead, {}},
+              {"bill", kBilling, TokenRole::kAdmin, {"billing."}}});
+  }
+
+  static httplib::Headers Auth(std::string_view token) {
+    return {{"Authorization", "Bearer " + std::string(token)}};
+  }
+  static json Body(const httplib::Result& r) { return json::parse(r->body, nullptr, false); }
+
+  httplib::Result Create(const std::string& body, std::string_view token = kAdmin) {
+    return client_->Post("/api/v1/jobs", Auth(token), body, "application/json");
+  }
+
+  testing::FakeClock clock_;
+  testing::MemoryCoordinator coord_{clock_};
+  testing::RecordingExecutor exec_;
+  MetricsObserver metrics_{"9.9.9"};
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<HttpApi> api_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+const char kJob[] = R"({"id":"dyn","schedule":"*/5 * * * *","command":"echo hi"})";
+
+TEST_F(HttpApiTest, HealthReadyOpenApi) {
+  StartWithTokens();
+  auto h = client_->Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  auto r = client_->Get("/readyz");
+  EXPECT_EQ(r->status, 200);
+  auto doc = client_->Get("/api/v1/openapi.json");
+  ASSERT_EQ(doc->status, 200);
+  json j = Body(doc);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["openapi"], "3.0.3");
+  for (const char* p : {"/healthz", "/readyz", "/metrics", "/api/v1/jobs", "/api/v1/jobs/{id}",
+                        "/api/v1/jobs/{id}/pause", "/api/v1/jobs/{id}/resume",
+                        "/api/v1/jobs/{id}/trigger", "/api/v1/runs", "/api/v1/runs/{run_id}",
+                        "/api/v1/nodes", "/api/v1/cron/preview", "/api/v1/audit"}) {
+    EXPECT_TRUE(j["paths"].contains(p)) << p;
+  }
+  auto missing = client_->Get("/nope", Auth(kRead));
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(Body(missing)["error"]["code"], "not_found");
+}
+
+TEST_F(HttpApiTest, AuthAndRoleMatrix) {
+  StartWithTokens();
+  auto none = client_->Get("/api/v1/jobs");
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(Body(none)["error"]["code"], "unauthenticated");
+  EXPECT_EQ(client_->Get("/api/v1/jobs", Auth("wrong-secret-0123456789"))->status, 401);
+  EXPECT_EQ(client_->Get("/metrics")->status, 401);
+  EXPECT_EQ(client_->Get("/api/v1/jobs", Auth(kRead))->status, 200);
+  // read cannot operate, operate cannot administer.
+  EXPECT_EQ(client_->Post("/api/v1/jobs/cfg/pause", Auth(kRead), "", "")->status, 403);
+  EXPECT_EQ(client_->Post("/api/v1/jobs/cfg/pause", Auth(kOperate), "", "")->status, 200);
+  EXPECT_EQ(client_->Post("/api/v1/jobs/cfg/resume", Auth(kAdmin), "", "")->status, 200);
+  EXPECT_EQ(Create(kJob, kOperate)->status, 403);
+  EXPECT_EQ(Create(kJob, kRead)->status, 403);
+  EXPECT_EQ(client_->Get("/api/v1/audit", Auth(kOperate))->status, 403);
+  EXPECT_EQ(client_->Get("/api/v1/audit", Auth(kAdmin))->status, 200);
+  // Namespaces: the billing token sees and creates only billing.* jobs.
+  EXPECT_EQ(Create(kJob, kBilling)->status, 403);
+  EXPECT_EQ(Create(R"({"id":"billing.x","schedule":"@hourly","command":"true"})", kBilling)->status,
+            201);
+  json jobs = Body(client_->Get("/api/v1/jobs", Auth(kBilling)));
+  ASSERT_EQ(jobs["jobs"].size(), 1u);
+  EXPECT_EQ(jobs["jobs"][0]["id"], "billing.x");
+}
+
+TEST_F(HttpApiTest, JobsLifecycle) {
+  StartWithTokens();
+  auto created = Create(kJob);
+  ASSERT_EQ(created->status, 201) << created->body;
+  json c = Body(created);
+  EXPECT_EQ(c["id"], "dyn");
+  EXPECT_EQ(c["version"], 1);
+  EXPECT_EQ(c["read_only"], false);
+  EXPECT_EQ(created->get_header_value("ETag"), "\"1\"");
+  EXPECT_TRUE(scheduler_->GetJob("dyn").has_value());
+  // The definition is stored in the backend with the jobs-file keys.
+  Result<std::vector<StoredJob>> stored = coord_.ListJobs();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_THAT(stored->front().definition_json, HasSubstr("\"schedule\":\"*/5 * * * *\""));
+
+  EXPECT_EQ(Create(kJob)->status, 409);
+
+  auto list = client_->Get("/api/v1/jobs", Auth(kRead));
+  json l = Body(list);
+  ASSERT_EQ(l["jobs"].size(), 2u);
+  auto one = client_->Get("/api/v1/jobs/dyn", Auth(kRead));
+  ASSERT_EQ(one->status, 200);
+  json o = Body(one);
+  EXPECT_EQ(o["spec"]["command"], "echo hi");
+  EXPECT_FALSE(o["schedule_description"].get<std::string>().empty());
+  EXPECT_TRUE(o["next_fire"].is_string());
+  EXPECT_TRUE(o.contains("last_run"));
+  EXPECT_EQ(client_->Get("/api/v1/jobs/nope", Auth(kRead))->status, 404);
+  EXPECT_EQ(client_->Get("/api/v1/jobs/bad%7Bid", Auth(kRead))->status, 400);
+
+  // Replace: needs a version; a stale one is 412.
+  const std::string replaced = R"({"schedule":"@daily","command":"echo bye"})";
+  EXPECT_EQ(client_->Put("/api/v1/jobs/dyn", Auth(kAdmin), replaced, "application/json")->status,
+            428);
+  httplib::Headers stale = Auth(kAdmin);
+  stale.emplace("If-Match", "\"7\"");
+  auto mismatch = client_->Put("/api/v1/jobs/dyn", stale, replaced, "application/json");
+  EXPECT_EQ(mismatch->status, 412) << mismatch->body;
+  httplib::Headers good = Auth(kAdmin);
+  good.emplace("If-Match", "\"1\"");
+  auto put = client_->Put("/api/v1/jobs/dyn", good, replaced, "application/json");
+  ASSERT_EQ(put->status, 200) << put->body;
+  EXPECT_EQ(Body(put)["version"], 2);
+  EXPECT_EQ(scheduler_->GetJob("dyn")->spec.schedule, "@daily");
+  // The body's version field works too.
+  auto put2 =
+      client_->Put("/api/v1/jobs/dyn", Auth(kAdmin),
+                   R"({"version":2,"schedule":"@hourly","command":"x"})", "application/json");
+  EXPECT_EQ(put2->status, 200) << put2->body;
+  auto put3 =
+      client_->Put("/api/v1/jobs/dyn", Auth(kAdmin),
+                   R"({"version":2,"schedule":"@hourly","command":"x"})", "application/json");
+  EXPECT_EQ(put3->status, 412);
+
+  // Config jobs are read-only.
+  auto ro = client_->Put("/api/v1/jobs/cfg", good, replaced, "application/json");
+  EXPECT_EQ(ro->status, 409);
+  EXPECT_THAT(Body(ro)["error"]["message"].get<std::string>(), HasSubstr("jobs.toml:3"));
+  EXPECT_EQ(client_->Delete("/api/v1/jobs/cfg", Auth(kAdmin))->status, 409);
+  EXPECT_EQ(Create(R"({"id":"cfg","schedule":"@hourly","command":"true"})")->status, 409);
+
+  auto del = client_->Delete("/api/v1/jobs/dyn", Auth(kAdmin));
+  EXPECT_EQ(del->status, 204);
+  EXPECT_FALSE(scheduler_->GetJob("dyn").has_value());
+  EXPECT_EQ(client_->Delete("/api/v1/jobs/dyn", Auth(kAdmin))->status, 404);
+
+  // Every mutation is in the audit log, by token name, never by secret.
+  auto audit = client_->Get("/api/v1/audit", Auth(kAdmin));
+  json a = Body(audit);
+  ASSERT_GE(a["entries"].size(), 5u);
+  EXPECT_EQ(a["entries"][0]["action"], "delete");
+  EXPECT_EQ(a["entries"][0]["status"], 404);  // failed calls are recorded too
+  EXPECT_EQ(a["entries"][1]["action"], "delete");
+  EXPECT_EQ(a["entries"][1]["who"], "adm");
+  EXPECT_EQ(a["entries"][1]["status"], 204);
+  EXPECT_TRUE(a["entries"][1]["before"].is_object());
+  EXPECT_TRUE(a["entries"][1]["after"].is_null());
+  EXPECT_EQ(audit->body.find(kAdmin), std::string::npos);
+}
+
+TEST_F(HttpApiTest, HostileBodies) {
+  HttpApiOptions o;
+  o.max_body_bytes = 1024;
+  StartApi({{"adm", kAdmin, TokenRole::kAdmin, {}}}, o);
+  auto big = Create(std::string(4096, ' '));
+  EXPECT_EQ(big->status, 413);
+  // Chunked without a length: counted while streaming.
+  auto chunked = client_->Post(
+      "/api/v1/jobs", Auth(kAdmin),
+      [](size_t offset, httplib::DataSink& sink) {
+        if (offset >= 8192) {
+          sink.done();
+          return true;
+        }
+        std::string chunk(512, ' ');
+        return sink.write(chunk.data(), chunk.size());
+      },
+      "application/json");
+  // The server answers 413 and closes; the client may see the close while still sending.
+  if (chunked) {
+    EXPECT_EQ(chunked->status, 413);
+  }
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+
+  auto unknown = Create(R"({"id":"x","schedule":"@hourly","command":"true","colour":"red"})");
+  EXPECT_EQ(unknown->status, 400);
+  EXPECT_THAT(Body(unknown)["error"]["message"].get<std::string>(), HasSubstr("\"colour\""));
+  auto wrong = Create(R"({"id":"x","schedule":"@hourly","command":"true","retries":"2"})");
+  EXPECT_EQ(wrong->status, 400);
+  EXPECT_THAT(Body(wrong)["error"]["message"].get<std::string>(), HasSubstr("retries"));
+  auto dup = Create(R"({"id":"x","id":"y","schedule":"@hourly","command":"true"})");
+  EXPECT_EQ(dup->status, 400);
+  EXPECT_THAT(Body(dup)["error"]["message"].get<std::string>(), HasSubstr("duplicate key"));
+  EXPECT_EQ(Create("{nope")->status, 400);
+  EXPECT_EQ(Create(R"({"id":"a/b","schedule":"@hourly","command":"true"})")->status, 400);
+  auto invalid = Create(R"({"id":"x","schedule":"0 25 * * *","command":"true"})");
+  EXPECT_EQ(invalid->status, 400);
+  EXPECT_THAT(Body(invalid)["error"]["message"].get<std::string>(), HasSubstr("hour"));
+  EXPECT_TRUE(coord_.ListJobs()->empty());  // nothing written
+}
+
+TEST_F(HttpApiTest, DeepJsonRejected) {
+  HttpApiOptions o;
+  o.max_body_bytes = 1 << 20;
+  StartApi({}, o);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = client_->Post("/api/v1/jobs", deep, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(Body(r)["error"]["message"].get<std::string>(), HasSubstr("nested deeper"));
+}
+
+TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
+  StartWithTokens();
+  std::vector<std::string> run_ids;
+  for (int i = 0; i < 3; ++i) {
+    auto t = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "");
+    ASSERT_EQ(t->status, 202) << t->body;
+    run_ids.push_back(Body(t)["run_id"]);
+    ASSERT_TRUE(exec_.AwaitFinished(i + 1));
+    clock_.Advance(std::chrono::seconds(1));
+  }
+  // Runs are recorded before kRunFinished is announced; wait for the reports.
+  for (int tries = 0; tries < 1000; ++tries) {
+    Result<RunPage> p = coord_.ListRuns(RunQuery{});
+    if (p.ok() && p->runs.size() == 3 && p->runs[2].outcome != RunOutcome::kRunning) break;
+    std::this_thread::yield();
+  }
+  auto page1 = client_->Get("/api/v1/runs?job=cfg&limit=2", Auth(kRead));
+  ASSERT_EQ(page1->status, 200) << page1->body;
+  json p1 = Body(page1);
+  ASSERT_EQ(p1["runs"].size(), 2u);
+  ASSERT_FALSE(p1["next_cursor"].get<std::string>().empty());
+  EXPECT_EQ(p1["runs"][0]["run_id"], run_ids[2]);
+  auto page2 =
+      client_->Get("/api/v1/runs?job=cfg&limit=2&cursor=" +
+                       httplib::detail::encode_query_param(p1["next_cursor"].get<std::string>()),
+                   Auth(kRead));
+  json p2 = Body(page2);
+  ASSERT_EQ(p2["runs"].size(), 1u) << page2->body;
+  EXPECT_EQ(p2["runs"][0]["run_id"], run_ids[0]);
+  EXPECT_EQ(p2["next_cursor"], "");
+
+  auto run = client_->Get("/api/v1/runs/" + run_ids[0], Auth(kRead));
+  ASSERT_EQ(run->status, 200) << run->body;
+  json rj = Body(run);
+  ASSERT_EQ(rj["attempts"].size(), 1u);
+  EXPECT_TRUE(rj["attempts"][0].contains("output"));
+  EXPECT_EQ(client_->Get("/api/v1/runs/cfg@1", Auth(kRead))->status, 404);
+  EXPECT_EQ(client_->Get("/api/v1/runs/nonsense", Auth(kRead))->status, 400);
+
+  // Bad parameters name themselves.
+  for (const auto& [query, name] :
+       std::vector<std::pair<std::string, std::string>>{{"limit=0", "limit"},
+                                                        {"limit=abc", "limit"},
+                                                        {"outcome=great", "outcome"},
+                                                        {"from=yesterday", "from"},
+                                                        {"job=a%2Fb", "job"},
+                                                        {"colour=red", "colour"}}) {
+    auto bad = client_->Get("/api/v1/runs?" + query, Auth(kRead));
+    EXPECT_EQ(bad->status, 400) << query;
+    EXPECT_THAT(Body(bad)["error"]["message"].get<std::string>(), HasSubstr(name)) << query;
+  }
+  EXPECT_EQ(client_->Get("/api/v1/runs?limit=100000", Auth(kRead))->status, 200);
+
+  auto metrics = client_->Get("/metrics", Auth(kRead));
+  ASSERT_EQ(metrics->status, 200);
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_fires_total{job=\"cfg\",outcome=\"succeeded\"} 3"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_claims_total{result=\"claimed\"} 3"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_jobs 1"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_build_info{version=\"9.9.9\"} 1"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_run_duration_seconds_count{job=\"cfg\"} 3"));
+}
+
+TEST_F(HttpApiTest, NodesAndCronPreview) {
+  StartWithTokens();
+  NodeInfo n;
+  n.node_id = "n1";
+  n.host = "h";
+  n.version = "9.9.9";
+  n.clock_skew = std::chrono::milliseconds(12);
+  ASSERT_TRUE(coord_.Heartbeat(n, std::chrono::seconds(30)).ok());
+  auto nodes = client_->Get("/api/v1/nodes", Auth(kRead));
+  ASSERT_EQ(nodes->status, 200);
+  json nj = Body(nodes);
+  bool found = false;
+  for (const json& e : nj["nodes"]) found |= e["id"] == "n1" && e["clock_skew_ms"] == 12;
+  EXPECT_TRUE(found) << nodes->body;
+
+  auto p = client_->Get(
+      "/api/v1/cron/preview?expr=0%202%20*%20*%20*&tz=Europe/Berlin&n=3&from=2026-01-01T00:00:00Z",
+      Auth(kRead));
+  ASSERT_EQ(p->status, 200) << p->body;
+  json pj = Body(p);
+  ASSERT_EQ(pj["next"].size(), 3u);
+  EXPECT_EQ(pj["next"][0], "2026-01-01T01:00:00Z");
+  EXPECT_FALSE(pj["description"].get<std::string>().empty());
+  auto bad = client_->Get("/api/v1/cron/preview?expr=0%2025%20*%20*%20*", Auth(kRead));
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(Body(bad)["error"]["message"].get<std::string>(), HasSubstr("hour"));
+  auto zone = client_->Get("/api/v1/cron/preview?expr=@daily&tz=Mars/Olympus", Auth(kRead));
+  EXPECT_EQ(zone->status, 400);
+  EXPECT_EQ(Body(zone)["error"]["field"], "tz");
+  EXPECT_EQ(client_->Get("/api/v1/cron/preview?expr=@daily&n=0", Auth(kRead))->status, 400);
+  EXPECT_EQ(client_->Get("/api/v1/cron/preview", Auth(kRead))->status, 400);
+  auto never = client_->Get("/api/v1/cron/preview?expr=0%200%2030%202%20*", Auth(kRead));
+  EXPECT_EQ(never->status, 200);
+  EXPECT_TRUE(Body(never)["next"].empty());
+}
+
+TEST_F(HttpApiTest, SyncDynamicJobsIsIdempotent) {
+  StartApi({});
+  // Another node stored a definition.
+  ASSERT_TRUE(
+      coord_.PutJob("other", R"({"id":"other","schedule":"@hourly","command":"true"})", 0).ok());
+  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  ASSERT_TRUE(scheduler_->GetJob("other").has_value());
+  EXPECT_EQ(scheduler_->GetJob("other")->spec.source, "api");
+  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  EXPECT_EQ(api_->DynamicJobs().size(), 1u);
+  // A definition shadowing a config job is ignored here.
+  ASSERT_TRUE(coord_.PutJob("cfg", R"({"id":"cfg","schedule":"@daily","command":"x"})", 0).ok());
+  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  EXPECT_EQ(scheduler_->GetJob("cfg")->spec.schedule, "0 * * * *");
+  // Deleted elsewhere: removed here.
+  ASSERT_TRUE(coord_.DeleteJob("other", -1).ok());
+  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  EXPECT_FALSE(scheduler_->GetJob("other").has_value());
+  EXPECT_TRUE(api_->DynamicJobs().empty());
+}
+
+TEST_F(HttpApiTest, NoTokensMeansLoopbackOnly) {
+  HttpApiOptions o;
+  o.listen = "0.0.0.0:0";
+  HttpApi api(*scheduler_, coord_, metrics_, o);
+  Status s = api.Start();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("without authentication"));
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
+  // Without tokens on loopback everything is allowed.
+  StartApi({});
+  EXPECT_EQ(Create(kJob, "")->status, 201);
+}
+
+TEST_F(HttpApiTest, TokenValidation) {
+  EXPECT_FALSE(ValidateTokens({{"a", "short", TokenRole::kRead, {}}}).ok());
+  EXPECT_FALSE(
+      ValidateTokens({{"a", kAdmin, TokenRole::kRead, {}}, {"a", kRead, TokenRole::kRead, {}}})
+          .ok());
+  Status same =
+      ValidateTokens({{"a", kAdmin, TokenRole::kRead, {}}, {"b", kAdmin, TokenRole::kRead, {}}});
+  EXPECT_FALSE(same.ok());
+  EXPECT_EQ(same.message().find(kAdmin), std::string::npos);  // never echo a secret
+  EXPECT_TRUE(ParseTokenRole("operate").ok());
+  EXPECT_FALSE(ParseTokenRole("root").ok());
+}
+
+}  // namespace
+}  // namespace gnomon::app
