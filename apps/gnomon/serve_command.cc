@@ -196,15 +196,25 @@ int RunServe(const ServeArgs& args) {
              {"next_fire", j.next_fire ? j.next_fire->ToRfc3339() : "never"}});
   }
   // The main thread waits for signals; between them it picks up jobs other nodes defined
-  // through the API (every heartbeat interval).
-  const Duration sync_every = config->scheduler.heartbeat_interval;
+  // through the API: when the backend's JobsVersion changed (polled every 500 ms, so a change
+  // reaches every node within a second) and, as a resync, every heartbeat interval.
+  constexpr Duration kPoll = std::chrono::milliseconds(500);
+  int64_t seen_version = -1;
+  Duration last_sync = SystemClock::Get().SteadyNow();
   while (true) {
-    timespec wait{static_cast<time_t>(sync_every.count() / 1000),
-                  static_cast<long>(sync_every.count() % 1000) * 1'000'000};
+    timespec wait{0, static_cast<long>(kPoll.count()) * 1'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig < 0) {
-      if (Status s = api.SyncDynamicJobs(); !s.ok()) {
-        log.Error("sync_failed", {{"error", s.message()}});
+      const Result<int64_t> version = (*coord)->JobsVersion();
+      const Duration now = SystemClock::Get().SteadyNow();
+      const bool changed = version.ok() && *version != seen_version;
+      if (changed || now - last_sync >= config->scheduler.heartbeat_interval) {
+        if (Status s = api.SyncDynamicJobs(); !s.ok()) {
+          log.Error("sync_failed", {{"error", s.message()}});
+        } else if (version.ok()) {
+          seen_version = *version;
+        }
+        last_sync = now;
       }
       continue;
     }

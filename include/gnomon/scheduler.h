@@ -43,8 +43,11 @@ struct SchedulerOptions {
   int worker_threads = 16;
   // Graceful stop: how long running runs may finish before they are cancelled. Default 30 s.
   Duration shutdown_grace = std::chrono::seconds(30);
-  // Heartbeat, lost-run scan, shared-state refresh and history pruning period. Default 5 s.
+  // Heartbeat, lost-run scan and history pruning period. Default 5 s.
   Duration housekeeping_interval = std::chrono::seconds(5);
+  // How often the backend's JobsVersion is polled; when it changed, pause states are re-read, so
+  // a pause or resume on one node reaches every node within this. Default 500 ms.
+  Duration state_poll_interval = std::chrono::milliseconds(500);
   // Receives events (logs, metrics, alerts). Not owned; may be null.
   Observer* observer = nullptr;
   // Seed for retry jitter; 0 = random.

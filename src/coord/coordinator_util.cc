@@ -37,6 +37,16 @@ Status ValidateTtl(Duration ttl, std::string_view what) {
   return Status::Ok();
 }
 
+Status ValidateResolveLost(const ExpiredFire& expired, const std::string& node_id,
+                           LostPolicy policy, Duration ttl) {
+  GNOMON_RETURN_IF_ERROR(ValidateFireKey(expired.fire));
+  if (policy == LostPolicy::kRerun) {
+    GNOMON_RETURN_IF_ERROR(ValidateTtl(ttl, "resolve lost: ttl"));
+    if (node_id.empty()) return InvalidArgumentError("resolve lost: node_id is empty");
+  }
+  return Status::Ok();
+}
+
 Status ValidateClaimRequest(const ClaimRequest& req) {
   GNOMON_RETURN_IF_ERROR(ValidateFireKey(req.fire));
   if (req.node_id.empty()) return InvalidArgumentError("claim: node_id is empty");

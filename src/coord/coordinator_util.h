@@ -21,6 +21,9 @@ Status ValidateFireKey(const FireKey& fire);
 Status ValidateClaimRequest(const ClaimRequest& req);
 // InvalidArgument unless ttl > 0 (`what` names the argument in the message).
 Status ValidateTtl(Duration ttl, std::string_view what);
+// The arguments of Coordinator::ResolveLost (a rerun needs a ttl and a node).
+Status ValidateResolveLost(const ExpiredFire& expired, const std::string& node_id,
+                           LostPolicy policy, Duration ttl);
 // InvalidArgument unless `record` describes `claim`'s attempt (run id, job, scheduled instant,
 // shard, attempt and fencing token all match) and, when `final`, its outcome is not running.
 Status ValidateReport(const Claim& claim, const RunRecord& record, bool final);

@@ -152,6 +152,7 @@ class Scheduler::Impl {
       pool_ = std::make_unique<internal::WorkerPool>(std::max(1, options_.worker_threads));
       for (const auto& [id, e] : jobs_) SubmitCatchUp(id);
       timers_.push(Timer{clock_.Now(), TimerKind::kHousekeeping, "", 0, {}});
+      timers_.push(Timer{clock_.Now(), TimerKind::kStatePoll, "", 0, {}});
     }
     loop_thread_ = std::jthread([this] { Loop(); });
     watchdog_thread_ = std::jthread([this] { Watchdog(); });
@@ -186,7 +187,7 @@ class Scheduler::Impl {
   }
 
   // --------------------------------------------------------------------------------- loop --
-  enum class TimerKind { kFire, kClaimRetry, kHousekeeping };
+  enum class TimerKind { kFire, kClaimRetry, kHousekeeping, kStatePoll };
   struct Timer {
     Instant due;
     TimerKind kind;
@@ -217,6 +218,11 @@ class Scheduler::Impl {
       timers_.push(
           Timer{now + options_.housekeeping_interval, TimerKind::kHousekeeping, "", 0, {}});
       pool_->Submit([this] { Housekeeping(); });
+      return;
+    }
+    if (t.kind == TimerKind::kStatePoll) {
+      timers_.push(Timer{now + options_.state_poll_interval, TimerKind::kStatePoll, "", 0, {}});
+      pool_->Submit([this] { RefreshJobStates(); });
       return;
     }
     auto it = jobs_.find(t.job_id);
@@ -672,7 +678,6 @@ class Scheduler::Impl {
       Emit(SchedulerEvent::Kind::kError, FireKey{}, "heartbeat: " + s.ToString());
     }
     ResolveLostRuns();
-    RefreshJobStates();
     RetryFailedClaims();
     // Pruning is heavier than the rest: at most once a minute.
     if (const Duration now = clock_.SteadyNow();
@@ -704,7 +709,11 @@ class Scheduler::Impl {
     }
   }
 
+  // Re-reads pause states when the backend's JobsVersion changed; announces it (jobs_reloaded).
   void RefreshJobStates() {
+    // One pass at a time; a slow backend simply makes passes rarer.
+    std::unique_lock<std::mutex> one(state_poll_mu_, std::try_to_lock);
+    if (!one.owns_lock()) return;
     Result<int64_t> version = coord_.JobsVersion();
     if (!version.ok() || *version == jobs_version_) return;
     jobs_version_ = *version;
@@ -722,6 +731,8 @@ class Scheduler::Impl {
         it->second.pause_reason = st->pause_reason;
       }
     }
+    Emit(SchedulerEvent::Kind::kJobsReloaded, FireKey{},
+         "jobs version " + std::to_string(*version));
   }
 
   // Fires whose claim failed on a backend error go through the misfire policy again, now that
@@ -888,7 +899,8 @@ class Scheduler::Impl {
   std::mt19937_64 rng_;
 
   std::mutex housekeeping_mu_;
-  int64_t jobs_version_ = -1;           // guarded by housekeeping_mu_
+  std::mutex state_poll_mu_;
+  int64_t jobs_version_ = -1;           // guarded by state_poll_mu_
   std::optional<Duration> last_prune_;  // steady; guarded by housekeeping_mu_
 
   std::unique_ptr<internal::WorkerPool> pool_;

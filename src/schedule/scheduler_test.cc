@@ -612,3 +612,28 @@ TEST(SchedulerRetentionTest, HousekeepingPrunesHistoryToKeepLast) {
 
 }  // namespace
 }  // namespace gnomon
+
+namespace gnomon {
+namespace {
+
+TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator coord(clock);
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));  // the first poll, at start
+  EXPECT_FALSE(a.scheduler->GetJob("shared")->paused);
+  // Another node pauses the job in the backend; the next poll (500 ms later) sees it, long
+  // before the next housekeeping pass (5 s).
+  ASSERT_TRUE(coord.SetPaused("shared", true, "api").ok());
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
+  EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
+  EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
+  a.scheduler->Stop();
+}
+
+}  // namespace
+}  // namespace gnomon

@@ -47,6 +47,22 @@ def parse_rfc3339_ms(text):
     return int(dt.timestamp() * 1000)
 
 
+def check_each_fire_once(test, records):
+    """The run records of an every-second job: no fire twice, fencing tokens increasing with the
+    scheduled instant, no start before the instant (one host: one clock), no second missing."""
+    runs = [r["run"] for r in records]
+    test.assertEqual(len(runs), len(set(runs)), "a fire ran twice: %s" % runs)
+    ordered = sorted(records, key=lambda r: r["scheduled"])
+    tokens = [r["token"] for r in ordered]
+    test.assertEqual(tokens, sorted(tokens))
+    test.assertEqual(len(set(tokens)), len(tokens))
+    for r in records:
+        test.assertGreaterEqual(r["started"], parse_rfc3339_ms(r["scheduled"]), r)
+        test.assertEqual(r["run"], "%s@%d" % (r["job"], parse_rfc3339_ms(r["scheduled"])))
+    seconds = sorted(parse_rfc3339_ms(r["scheduled"]) // 1000 for r in records)
+    test.assertEqual(seconds, list(range(seconds[0], seconds[-1] + 1)), "a fire was missed")
+
+
 class ServeCluster(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="gnomon-serve-")
@@ -93,20 +109,7 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         for p in nodes:
             self.assertEqual(p.wait(timeout=30), 0)
         records = read_records(self.out)
-        runs = [r["run"] for r in records]
-        self.assertEqual(len(runs), len(set(runs)), "a fire ran twice: %s" % runs)
-        # Fencing tokens increase with the scheduled instant.
-        ordered = sorted(records, key=lambda r: r["scheduled"])
-        tokens = [r["token"] for r in ordered]
-        self.assertEqual(tokens, sorted(tokens))
-        self.assertEqual(len(set(tokens)), len(tokens))
-        # No run started before its instant (one host: one clock).
-        for r in records:
-            self.assertGreaterEqual(r["started"], parse_rfc3339_ms(r["scheduled"]), r)
-            self.assertEqual(r["run"], "every-second@%d" % parse_rfc3339_ms(r["scheduled"]))
-        # Between the first and the last recorded fire, none is missing.
-        seconds = sorted(parse_rfc3339_ms(r["scheduled"]) // 1000 for r in records)
-        self.assertEqual(seconds, list(range(seconds[0], seconds[-1] + 1)), "a fire was missed")
+        check_each_fire_once(self, records)
         # The history in the backend: one first-attempt record per recorded run, succeeded, with
         # the same fencing token the run saw; nothing left running after the graceful stop.
         con = sqlite3.connect(self.db)
@@ -279,17 +282,7 @@ class RedisServeCluster(unittest.TestCase):
             p.send_signal(signal.SIGTERM)
         for p in nodes:
             self.assertEqual(p.wait(timeout=30), 0)
-        records = read_records(self.out)
-        runs = [r["run"] for r in records]
-        self.assertEqual(len(runs), len(set(runs)), "a fire ran twice: %s" % runs)
-        ordered = sorted(records, key=lambda r: r["scheduled"])
-        tokens = [r["token"] for r in ordered]
-        self.assertEqual(tokens, sorted(tokens))
-        self.assertEqual(len(set(tokens)), len(tokens))
-        seconds = sorted(parse_rfc3339_ms(r["scheduled"]) // 1000 for r in records)
-        self.assertEqual(seconds, list(range(seconds[0], seconds[-1] + 1)), "a fire was missed")
-        for r in records:
-            self.assertGreaterEqual(r["started"], parse_rfc3339_ms(r["scheduled"]), r)
+        check_each_fire_once(self, read_records(self.out))
 
     def test_refuses_redis_without_persistence_unless_allowed(self):
         backend = self.start_redis("no")

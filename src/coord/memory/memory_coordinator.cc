@@ -187,11 +187,7 @@ Result<std::optional<gnomon::Claim>> MemoryCoordinator::ResolveLost(const Expire
                                                                     const std::string& node_id,
                                                                     LostPolicy policy,
                                                                     Duration ttl) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(expired.fire));
-  if (policy == LostPolicy::kRerun) {
-    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "resolve lost: ttl"));
-    if (node_id.empty()) return InvalidArgumentError("resolve lost: node_id is empty");
-  }
+  GNOMON_RETURN_IF_ERROR(coord::ValidateResolveLost(expired, node_id, policy, ttl));
   std::lock_guard<std::mutex> lock(mu_);
   const Instant now = clock_.Now();
   auto it = fires_.find(IdOf(expired.fire));

@@ -501,10 +501,7 @@ Result<std::optional<gnomon::Claim>> RedisCoordinator::ResolveLost(const Expired
                                                                    LostPolicy policy,
                                                                    Duration ttl) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(expired.fire));
-  if (policy == LostPolicy::kRerun) {
-    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "resolve lost: ttl"));
-    if (node_id.empty()) return InvalidArgumentError("resolve lost: node_id is empty");
-  }
+  GNOMON_RETURN_IF_ERROR(coord::ValidateResolveLost(expired, node_id, policy, ttl));
   const FireKey& fire = expired.fire;
   std::vector<std::string> args = CommonArgs();
   args.insert(args.end(), {fire.job_id, Ms(fire.scheduled_at), std::to_string(fire.shard),

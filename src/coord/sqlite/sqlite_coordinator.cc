@@ -573,11 +573,7 @@ Result<std::optional<gnomon::Claim>> SqliteCoordinator::ResolveLost(const Expire
                                                                     const std::string& node_id,
                                                                     LostPolicy policy,
                                                                     Duration ttl) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(expired.fire));
-  if (policy == LostPolicy::kRerun) {
-    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "resolve lost: ttl"));
-    if (node_id.empty()) return InvalidArgumentError("resolve lost: node_id is empty");
-  }
+  GNOMON_RETURN_IF_ERROR(coord::ValidateResolveLost(expired, node_id, policy, ttl));
   std::lock_guard<std::mutex> lock(mu_);
   std::optional<gnomon::Claim> out;
   GNOMON_RETURN_IF_ERROR(db_->conn().Transaction([&]() -> Status {
