@@ -64,10 +64,20 @@ Result<ServeConfig> Load(const ServeArgs& args) {
 Result<std::unique_ptr<Coordinator>> OpenBackend(const ServeConfig& config, Logger& log) {
   Result<BackendUrl> url = ParseBackendUrl(config.backend);
   if (!url.ok()) return url.status().WithPrefix("--backend");
-  if (url->scheme == "redis") {
+  if (url->scheme == "redis" || url->scheme == "redis+sentinel") {
     RedisOptions base;
     base.allow_unsafe = config.allow_unsafe_backend;
-    Result<RedisOptions> options = ParseRedisUrl(config.backend, base);
+    Result<RedisOptions> options = base;
+    if (url->scheme == "redis") {
+      options = ParseRedisUrl(config.backend, base);
+    } else {
+      // redis+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
+      for (const HostPort& h : url->hosts) options->sentinels.emplace_back(h.host, h.port);
+      options->sentinel_master = url->master;
+      options->user = url->user;
+      options->password = url->password;
+      options->db = url->db;
+    }
     if (!options.ok()) return options.status().WithPrefix("--backend");
     Result<std::unique_ptr<RedisCoordinator>> redis = RedisCoordinator::Open(*options);
     if (!redis.ok()) return redis.status();

@@ -120,6 +120,12 @@ struct RedisOptions {
   // Open() succeeds on a server without `appendonly yes` (unsafe_persistence() is then true).
   // Default false: refuse.
   bool allow_unsafe = false;
+  // Redis Sentinel: when non-empty, host/port are ignored and the primary of `sentinel_master` is
+  // asked of these sentinels (in order) at every (re)connect, so a failover is followed. The
+  // connection is only used when the server answers ROLE as master. Default empty.
+  std::vector<std::pair<std::string, int>> sentinels;
+  // The master name the sentinels monitor (required with sentinels).
+  std::string sentinel_master;
   // TEST SEAM: when set, "now" for every operation is this clock's Now(), passed to the scripts,
   // instead of the server's TIME. Not owned; must outlive the coordinator. Default null
   // (production: the server's clock).

@@ -284,6 +284,31 @@ class RedisServeCluster(unittest.TestCase):
             self.assertEqual(p.wait(timeout=30), 0)
         check_each_fire_once(self, read_records(self.out))
 
+    def test_sentinel_url_finds_the_primary(self):
+        self.start_redis("yes")
+        sport = free_port()
+        conf = self.write("sentinel.conf", "port %d\nbind 127.0.0.1\nsentinel monitor gmaster "
+                          "127.0.0.1 %d 1\n" % (sport, self.port))
+        self.procs.append(subprocess.Popen(["redis-server", conf, "--sentinel"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        def knows():
+            r = subprocess.run(["redis-cli", "-p", str(sport), "sentinel",
+                                "get-master-addr-by-name", "gmaster"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            return str(self.port) in r.stdout
+        wait_for(knows, 30, "the sentinel to know the primary")
+        jobs = self.write("jobs.toml", '[[job]]\nid = "every-second"\nschedule = "* * * * * *"\n'
+                          "command = '''%s'''\n" % RECORD.replace("{out}", self.out))
+        backend = "redis+sentinel://127.0.0.1:%d/gmaster" % sport
+        nodes = [self.serve(n, backend, "--jobs", jobs) for n in ("s1", "s2")]
+        wait_for(lambda: len(read_records(self.out)) >= 4, 30, "4 runs through the sentinel")
+        for p in nodes:
+            p.send_signal(signal.SIGTERM)
+        for p in nodes:
+            self.assertEqual(p.wait(timeout=30), 0)
+        check_each_fire_once(self, read_records(self.out))
+        self.assertIn("127.0.0.1:%d/gmaster" % sport, self.log("s1"))
+
     def test_refuses_redis_without_persistence_unless_allowed(self):
         backend = self.start_redis("no")
         jobs = self.write("jobs.toml", '[[job]]\nid = "j"\nschedule = "@hourly"\ncommand = "true"\n')

@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 namespace gnomon::coord {
@@ -83,7 +84,42 @@ void RedisConnection::DropLocked() {
   ctx_ = nullptr;
 }
 
+Status RedisConnection::DiscoverPrimaryLocked() {
+  std::string last_error = "no sentinel configured";
+  for (const auto& [host, port] : config_.sentinels) {
+    const std::string where = host + ":" + std::to_string(port);
+    redisContext* s =
+        redisConnectWithTimeout(host.c_str(), port, ToTimeval(config_.connect_timeout));
+    if (s == nullptr || s->err) {
+      last_error = "sentinel " + where + ": " + (s ? Redact(s->errstr) : "out of memory");
+      if (s) redisFree(s);
+      continue;
+    }
+    redisSetTimeout(s, ToTimeval(config_.io_timeout));
+    auto* reply = static_cast<redisReply*>(redisCommand(s, "SENTINEL get-master-addr-by-name %b",
+                                                        config_.sentinel_master.data(),
+                                                        config_.sentinel_master.size()));
+    bool found = false;
+    if (reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[0]->type == REDIS_REPLY_STRING &&
+        reply->element[1]->type == REDIS_REPLY_STRING) {
+      config_.host.assign(reply->element[0]->str, reply->element[0]->len);
+      config_.port = std::atoi(reply->element[1]->str);
+      address_ = config_.host + ":" + std::to_string(config_.port);
+      found = config_.port > 0;
+    } else {
+      last_error =
+          "sentinel " + where + " does not know master \"" + config_.sentinel_master + "\"";
+    }
+    if (reply != nullptr) freeReplyObject(reply);
+    redisFree(s);
+    if (found) return Status::Ok();
+  }
+  return UnavailableError("redis: no primary from the sentinels: " + last_error);
+}
+
 Status RedisConnection::ConnectLocked() {
+  if (!config_.sentinels.empty()) GNOMON_RETURN_IF_ERROR(DiscoverPrimaryLocked());
   redisContext* ctx = redisConnectWithTimeout(config_.host.c_str(), config_.port,
                                               ToTimeval(config_.connect_timeout));
   if (ctx == nullptr) return UnavailableError("redis " + address_ + ": out of memory");
@@ -115,6 +151,16 @@ Status RedisConnection::ConnectLocked() {
   }
   if (config_.db != 0) {
     GNOMON_RETURN_IF_ERROR(setup({"SELECT", std::to_string(config_.db)}, "SELECT"));
+  }
+  if (!config_.sentinels.empty()) {
+    // Right after a failover a sentinel may still name the old primary: only a master will do.
+    Result<RedisReply> role = CommandLocked({"ROLE"});
+    if (!role.ok()) return role.status();
+    if (role->type != RedisReply::Type::kArray || role->elements.empty() ||
+        role->elements[0].str != "master") {
+      DropLocked();
+      return UnavailableError("redis " + address_ + ": the sentinels' primary is not a master yet");
+    }
   }
   backoff_ = Duration(0);
   return Status::Ok();

@@ -37,6 +37,9 @@ struct RedisConnectionConfig {
   Duration io_timeout = std::chrono::seconds(2);
   Duration backoff_min = std::chrono::seconds(1);
   Duration backoff_max = std::chrono::seconds(32);
+  // Sentinels to ask for the primary of `sentinel_master` (then host/port are discovered).
+  std::vector<std::pair<std::string, int>> sentinels;
+  std::string sentinel_master;
 };
 
 // A reply, owned (a copy of hiredis' redisReply).
@@ -85,6 +88,8 @@ class RedisConnection {
   Status ConnectLocked();
   // Ensures a connection, honouring the backoff. REQUIRES: mu_ held.
   Status EnsureConnectedLocked();
+  // Asks the sentinels for the primary's address and stores it in config_ / address_.
+  Status DiscoverPrimaryLocked();
   // Sends argv and reads the reply; drops the connection on I/O errors. REQUIRES: mu_ held.
   Result<RedisReply> CommandLocked(const std::vector<std::string>& argv);
   Status LoadScriptLocked(Script& script);
@@ -92,8 +97,8 @@ class RedisConnection {
   // `message` with the password replaced by "***".
   std::string Redact(std::string message) const;
 
-  const RedisConnectionConfig config_;
-  const std::string address_;
+  RedisConnectionConfig config_;  // host and port change when the sentinels name a new primary
+  std::string address_;  // of the server in use (changes when a sentinel names a new primary)
   std::mutex mu_;
   redisContext* ctx_ = nullptr;  // guarded by mu_; null = disconnected
   Duration next_attempt_{0};     // guarded by mu_; SteadyNow() of the next reconnect

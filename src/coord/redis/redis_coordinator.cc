@@ -290,6 +290,11 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
   config.io_timeout = options.io_timeout;
   config.backoff_min = options.reconnect_backoff_min;
   config.backoff_max = options.reconnect_backoff_max;
+  config.sentinels = options.sentinels;
+  config.sentinel_master = options.sentinel_master;
+  if (!config.sentinels.empty() && config.sentinel_master.empty()) {
+    return InvalidArgumentError("redis: sentinels need a master name");
+  }
   Result<std::unique_ptr<coord::RedisConnection>> conn =
       coord::RedisConnection::Connect(std::move(config));
   if (!conn.ok()) return conn.status();
