@@ -19,13 +19,14 @@ build: configure
 
 # Every test: unit tests, conformance, integration (real servers started by the tests).
 test: build
-	@ctest --preset $(PRESET) -j $(JOBS) --timeout 600
+	@ctest --preset $(PRESET) -j $(JOBS) --timeout 600 $(CTEST_ARGS)
 
 test-asan:
 	@$(MAKE) --no-print-directory test PRESET=asan-ubsan
 
+# TSan: the unit and conformance tests (the multi-process integration tests run in test/test-asan).
 test-tsan:
-	@$(MAKE) --no-print-directory test PRESET=tsan
+	@$(MAKE) --no-print-directory test PRESET=tsan CTEST_ARGS="-LE integration" 
 
 run: build
 	@scripts/run.sh $(GNOMON)

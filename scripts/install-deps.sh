@@ -12,7 +12,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers and tools the tests start
   redis-server faketime iproute2 iptables procps curl python3
+  # the dashboard's browser tests (tests/e2e): Debian's chromium, driven by npm playwright-core
+  chromium nodejs
 )
+# Debian's nodejs has npm in a separate package; NodeSource's nodejs bundles it (and conflicts
+# with Debian's npm), so ask for npm only when the command is missing.
+if ! command -v npm >/dev/null; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -14,9 +14,18 @@
 #include <utility>
 
 #include "apps/gnomon/job_json.h"
+#include "apps/gnomon/web_assets.h"
 #include "gnomon/cron.h"
 
 namespace gnomon::app {
+
+const WebAsset* FindWebAsset(std::string_view path) {
+  if (path == "/") path = "/index.html";
+  for (const WebAsset& asset : WebAssets()) {
+    if (asset.path == path) return &asset;
+  }
+  return nullptr;
+}
 
 using nlohmann::json;
 using Response = HttpApi::Response;
@@ -62,6 +71,7 @@ enum class Route {
   kNodes,        // GET
   kCronPreview,  // GET
   kAudit,        // GET
+  kStatic,       // GET an embedded dashboard file (web/)
 };
 
 // The role a (route, method) needs; nullopt = public.
@@ -70,6 +80,7 @@ std::optional<TokenRole> RequiredRole(Route route, std::string_view method) {
     case Route::kHealthz:
     case Route::kReadyz:
     case Route::kOpenApi:
+    case Route::kStatic:
       return std::nullopt;
     case Route::kJobs:
     case Route::kJob:
@@ -101,7 +112,9 @@ struct Resolved {
   std::vector<std::string_view> methods;  // allowed on the path (for 405)
 };
 
-Resolved Resolve(const std::vector<std::string>& s) {
+Resolved Resolve(std::string_view path, const std::vector<std::string>& s) {
+  // The dashboard's files: only the embedded paths, so a typo under /api stays a JSON 404.
+  if (FindWebAsset(path) != nullptr) return {Route::kStatic, {"GET"}};
   auto is = [&](std::initializer_list<std::string_view> want) {
     if (s.size() != want.size()) return false;
     size_t i = 0;
@@ -171,6 +184,49 @@ Response Json(int status, const json& body) {
   Response r;
   r.status = status;
   r.body = DumpJson(body);
+  return r;
+}
+
+// Whether an If-None-Match header ("*", or a comma-separated list of entity tags, weak or not)
+// names `etag`.
+bool EtagMatches(std::string_view header, std::string_view etag) {
+  while (!header.empty()) {
+    const size_t comma = header.find(',');
+    std::string_view tag = header.substr(0, comma);
+    while (!tag.empty() && tag.front() == ' ') tag.remove_prefix(1);
+    while (!tag.empty() && tag.back() == ' ') tag.remove_suffix(1);
+    if (tag.substr(0, 2) == "W/") tag.remove_prefix(2);
+    if (tag == "*" || tag == etag) return true;
+    if (comma == std::string_view::npos) break;
+    header.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// A dashboard file. File names carry no content hash, so browsers must revalidate every time
+// ("no-cache"): the ETag makes that a 304 without a body, and an upgraded binary is never
+// shadowed by a stale cached script.
+// `X-Gnomon-Auth` tells the page whether to ask for a token ("bearer") or not ("none") without
+// a probe that would answer 401.
+Response StaticFile(const WebAsset& asset, std::string_view if_none_match, bool auth_required) {
+  Response r;
+  r.headers = {{"ETag", std::string(asset.etag)},
+               {"Cache-Control", "no-cache"},
+               {"X-Content-Type-Options", "nosniff"},
+               {"X-Gnomon-Auth", auth_required ? "bearer" : "none"}};
+  if (asset.content_type.substr(0, 9) == "text/html") {
+    // Everything the page loads is embedded: no inline script or style, no other origin.
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'self'; img-src 'self' data:; object-src 'none'; "
+                           "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+    r.headers.emplace_back("Referrer-Policy", "no-referrer");
+  }
+  if (!if_none_match.empty() && EtagMatches(if_none_match, asset.etag)) {
+    r.status = 304;
+    return r;
+  }
+  r.content_type = std::string(asset.content_type);
+  r.body = std::string(asset.body);
   return r;
 }
 
@@ -489,12 +545,15 @@ Status HttpApi::Start() {
       for (const auto& [k, v] : in.params) r.params.emplace(k, v);
       r.authorization = in.get_header_value("Authorization");
       r.if_match = in.get_header_value("If-Match");
+      r.if_none_match = in.get_header_value("If-None-Match");
       return r;
     };
     auto write = [](const Response& from, httplib::Response& to) {
       to.status = from.status;
       for (const auto& [k, v] : from.headers) to.set_header(k, v);
-      if (from.status != 204) to.set_content(from.body, from.content_type.c_str());
+      if (from.status != 204 && from.status != 304) {
+        to.set_content(from.body, from.content_type.c_str());
+      }
     };
     const size_t max_body = options_.max_body_bytes;
 
@@ -572,6 +631,12 @@ Status HttpApi::Start() {
       }
     });
 
+    // httplib's default also sets SO_REUSEPORT, which lets a second gnomon bind the same port
+    // and silently share its requests; a taken port must be an error.
+    s.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     const int port = addr->second == 0
                          ? s.bind_to_any_port(addr->first)
                          : (s.bind_to_port(addr->first, addr->second) ? addr->second : -1);
@@ -630,7 +695,7 @@ std::optional<Response> HttpApi::Admit(Call& call) {
         return Error(400, "invalid_argument", "path: contains a control, space or non-ASCII byte");
       }
     }
-    const Resolved resolved = Resolve(call.segments);
+    const Resolved resolved = Resolve(request.path, call.segments);
     if (!resolved.route) return Error(404, "not_found", "no such endpoint: " + Shown(request.path));
     const std::string_view method = request.method == "HEAD" ? "GET" : request.method;
     if (std::find(resolved.methods.begin(), resolved.methods.end(), method) ==
@@ -948,6 +1013,8 @@ Response HttpApi::Dispatch(Call& call) {
       r.body = std::move(doc);
       return r;
     }
+    case Route::kStatic:
+      return StaticFile(*FindWebAsset(req.path), req.if_none_match, !options_.tokens.empty());
     case Route::kJobs:
     case Route::kJob:
     case Route::kJobAction:

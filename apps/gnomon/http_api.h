@@ -1,6 +1,8 @@
 // HttpApi: the HTTP API v1 of `gnomon serve` (docs/http-api.md): jobs (read, create, replace,
 // delete, pause, resume, trigger), runs, nodes, cron preview, an audit log, health probes,
-// Prometheus metrics and an OpenAPI document, behind bearer-token auth.
+// Prometheus metrics and an OpenAPI document, behind bearer-token auth. It also serves the
+// embedded dashboard (web/, apps/gnomon/web_assets.h) at "/" without a token: the page asks for
+// one and sends it to the API.
 //
 // Hostile input (shared/RELIABILITY.md): request bodies are capped (413, also for chunked bodies,
 // counted while streaming), JSON is depth-checked before parsing, unknown/duplicate keys and wrong
@@ -154,6 +156,7 @@ class HttpApi {
     std::multimap<std::string, std::string> params;  // decoded query parameters
     std::string authorization;                       // the Authorization header
     std::string if_match;                            // the If-Match header
+    std::string if_none_match;                       // the If-None-Match header (dashboard)
     std::string body;
   };
   struct Response {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "apps/gnomon/web_assets.h"
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
@@ -396,9 +397,10 @@ TEST_F(HttpApiTest, NoTokensMeansLoopbackOnly) {
   EXPECT_TRUE(IsLoopbackHost("localhost"));
   EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
   EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
-  // Without tokens on loopback everything is allowed.
+  // Without tokens on loopback everything is allowed; the dashboard is told not to ask for one.
   StartApi({});
   EXPECT_EQ(Create(kJob, "")->status, 201);
+  EXPECT_EQ(client_->Get("/")->get_header_value("X-Gnomon-Auth"), "none");
 }
 
 TEST_F(HttpApiTest, TokenValidation) {
@@ -412,6 +414,88 @@ TEST_F(HttpApiTest, TokenValidation) {
   EXPECT_EQ(same.message().find(kAdmin), std::string::npos);  // never echo a secret
   EXPECT_TRUE(ParseTokenRole("operate").ok());
   EXPECT_FALSE(ParseTokenRole("root").ok());
+}
+
+TEST_F(HttpApiTest, ServesTheEmbeddedDashboardWithoutAToken) {
+  StartWithTokens();
+  auto index = client_->Get("/");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_EQ(index->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_THAT(index->body, HasSubstr("<!doctype html>"));
+  EXPECT_THAT(index->body, HasSubstr("/assets/app.js"));
+  EXPECT_EQ(index->get_header_value("Cache-Control"), "no-cache");
+  EXPECT_THAT(index->get_header_value("Content-Security-Policy"), HasSubstr("default-src 'self'"));
+  EXPECT_EQ(index->get_header_value("X-Gnomon-Auth"), "bearer");
+  EXPECT_EQ(client_->Get("/index.html")->body, index->body);
+
+  auto js = client_->Get("/assets/app.js");
+  ASSERT_TRUE(js);
+  EXPECT_EQ(js->status, 200);
+  EXPECT_EQ(js->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(js->get_header_value("X-Content-Type-Options"), "nosniff");
+  EXPECT_FALSE(js->body.empty());
+  EXPECT_EQ(client_->Get("/assets/style.css")->get_header_value("Content-Type"),
+            "text/css; charset=utf-8");
+
+  // Revalidation: the ETag answers 304 without a body.
+  const std::string etag = js->get_header_value("ETag");
+  ASSERT_FALSE(etag.empty());
+  auto again = client_->Get("/assets/app.js", {{"If-None-Match", etag}});
+  EXPECT_EQ(again->status, 304);
+  EXPECT_TRUE(again->body.empty());
+  EXPECT_EQ(client_->Get("/assets/app.js", {{"If-None-Match", "\"other\""}})->status, 200);
+
+  // Unknown static paths are JSON 404s; only GET/HEAD; the API keeps its auth.
+  auto missing = client_->Get("/assets/nope.js");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(Body(missing)["error"]["code"], "not_found");
+  EXPECT_EQ(client_->Get("/assets/")->status, 404);
+  EXPECT_EQ(client_->Get("/assets/../index.html")->status, 404);
+  EXPECT_EQ(client_->Post("/index.html", "", "text/plain")->status, 405);
+  EXPECT_EQ(client_->Head("/")->status, 200);
+  EXPECT_EQ(client_->Get("/api/v1/jobs")->status, 401);
+  EXPECT_EQ(client_->Get("/api/v1/jobs", Auth(kRead))->status, 200);
+}
+
+TEST_F(HttpApiTest, EmbeddedAssetsHaveTypesAndValidators) {
+  ASSERT_FALSE(WebAssets().empty());
+  ASSERT_NE(FindWebAsset("/"), nullptr);
+  EXPECT_EQ(FindWebAsset("/"), FindWebAsset("/index.html"));
+  EXPECT_EQ(FindWebAsset("/nope"), nullptr);
+  for (const WebAsset& a : WebAssets()) {
+    EXPECT_EQ(a.path.substr(0, 1), "/") << a.path;
+    EXPECT_NE(a.content_type, "application/octet-stream") << a.path;
+    EXPECT_EQ(a.etag.size(), 18u) << a.path;  // 16 hex digits in quotes
+    EXPECT_FALSE(a.body.empty()) << a.path;
+  }
+}
+
+}  // namespace
+}  // namespace gnomon::app
+
+namespace gnomon::app {
+namespace {
+
+// A second server on a taken port must fail, not share the port (httplib's SO_REUSEPORT).
+TEST(HttpApiBindTest, ATakenPortIsAnError) {
+  testing::FakeClock clock;
+  testing::MemoryCoordinator coord(clock);
+  testing::RecordingExecutor exec;
+  SchedulerOptions so;
+  so.node_id = "n";
+  Scheduler scheduler(so, coord, exec, clock);
+  MetricsObserver metrics("0.1.0");
+  HttpApiOptions first_options;
+  first_options.listen = "127.0.0.1:0";
+  HttpApi first(scheduler, coord, metrics, first_options);
+  ASSERT_TRUE(first.Start().ok());
+  HttpApiOptions second_options;
+  second_options.listen = "127.0.0.1:" + std::to_string(first.port());
+  HttpApi second(scheduler, coord, metrics, second_options);
+  const Status s = second.Start();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  first.Stop();
 }
 
 }  // namespace

@@ -143,6 +143,11 @@ void MetricsObserver::RenderHistogram(std::string& out, std::string_view name,
   Sample(out, std::string(name) + "_count", plain, std::to_string(h.count));
 }
 
+void MetricsObserver::SetBackendUnsafe(bool unsafe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  backend_unsafe_ = unsafe;
+}
+
 std::string MetricsObserver::Render() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
@@ -187,6 +192,9 @@ std::string MetricsObserver::Render() const {
   for (const auto& [node, skew] : skews_) {
     Sample(out, "gnomon_clock_skew_seconds", Label("node", node), FormatDouble(Seconds(skew)));
   }
+  Header(out, "gnomon_backend_unsafe_persistence", "gauge",
+         "1 when the backend runs without durable persistence (allow_unsafe_backend).");
+  Sample(out, "gnomon_backend_unsafe_persistence", "", backend_unsafe_ ? "1" : "0");
   Header(out, "gnomon_build_info", "gauge", "Build information; always 1.");
   Sample(out, "gnomon_build_info", Label("version", version_), "1");
   return out;

@@ -50,6 +50,9 @@ class MetricsObserver final : public Observer {
   void SetNodesAlive(int64_t nodes);
   // Replaces the per-node skew gauges: (node id, node clock minus backend clock).
   void SetClockSkews(std::vector<std::pair<std::string, Duration>> skews);
+  // 1 when the backend cannot keep gnomon's promises across its own restart (Redis without AOF,
+  // started with allow_unsafe_backend): gnomon_backend_unsafe_persistence.
+  void SetBackendUnsafe(bool unsafe);
 
   // The whole exposition (text format 0.0.4), series sorted by labels.
   std::string Render() const;
@@ -79,6 +82,7 @@ class MetricsObserver final : public Observer {
   std::map<std::string, uint64_t> skipped_;  // by reason
   int64_t jobs_ = 0;
   int64_t nodes_alive_ = 0;
+  bool backend_unsafe_ = false;
   std::vector<std::pair<std::string, Duration>> skews_;
 };
 

@@ -86,3 +86,16 @@ TEST(MetricsTest, CompositeFansOut) {
 
 }  // namespace
 }  // namespace gnomon::app
+
+namespace gnomon::app {
+namespace {
+
+TEST(MetricsBackendTest, UnsafePersistenceIsExported) {
+  MetricsObserver m("0.1.0");
+  EXPECT_NE(m.Render().find("gnomon_backend_unsafe_persistence 0"), std::string::npos);
+  m.SetBackendUnsafe(true);
+  EXPECT_NE(m.Render().find("gnomon_backend_unsafe_persistence 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gnomon::app

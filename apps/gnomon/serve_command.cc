@@ -170,6 +170,9 @@ int RunServe(const ServeArgs& args) {
   }
   LogObserver log_observer(log);
   MetricsObserver metrics("0.1.0");
+  if (const auto* redis = dynamic_cast<const RedisCoordinator*>(coord->get())) {
+    metrics.SetBackendUnsafe(redis->unsafe_persistence());
+  }
   CompositeObserver observer({&log_observer, &metrics});
   Scheduler scheduler(SchedulerOptionsFor(*config, &observer), **coord, executor,
                       SystemClock::Get());
@@ -192,10 +195,13 @@ int RunServe(const ServeArgs& args) {
     std::cerr << "gnomon serve: " << s.message() << "\n";
     return kExitFailure;
   }
-  log.Info("http_listening", {{"listen", config->listen},
+  // The address actually bound (the port may have been 0: any free port).
+  const std::string bound =
+      config->listen.substr(0, config->listen.rfind(':')) + ":" + std::to_string(api.port());
+  log.Info("http_listening", {{"listen", bound},
                               {"auth", tokens->empty() ? "none (loopback only)" : "bearer tokens"},
-                              {"api", "http://" + config->listen + "/api/v1/jobs"},
-                              {"metrics", "http://" + config->listen + "/metrics"}});
+                              {"api", "http://" + bound + "/api/v1/jobs"},
+                              {"metrics", "http://" + bound + "/metrics"}});
   log.Info("started", {{"jobs", std::to_string(config->jobs.size())},
                        {"backend", RedactUrl(config->backend)}});
   for (const JobView& j : scheduler.Jobs()) {

@@ -86,7 +86,7 @@ class ServeCluster(unittest.TestCase):
         log = open(os.path.join(self.dir, node + ".log"), "w")  # noqa: SIM115 (closed by the OS at exit)
         p = subprocess.Popen(
             [GNOMON, "serve", "--backend", "sqlite://" + self.db, "--node-id", node, "--jobs", jobs,
-             *extra],
+             "--listen", "127.0.0.1:0", *extra],
             stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
@@ -263,7 +263,8 @@ class RedisServeCluster(unittest.TestCase):
 
     def serve(self, node, backend, *extra):
         log = open(os.path.join(self.dir, node + ".log"), "w")
-        p = subprocess.Popen([GNOMON, "serve", "--backend", backend, "--node-id", node, *extra],
+        p = subprocess.Popen([GNOMON, "serve", "--backend", backend, "--node-id", node,
+                              "--listen", "127.0.0.1:0", *extra],
                              stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p

@@ -1,0 +1,254 @@
+// The dashboard in a real browser against a real `gnomon serve`: log in with a token, use the
+// cron playground, create a job from it, see its next fires, trigger it and read the run's
+// output, pause it, and find all of that in the audit log. Also: 401 sends you back to the
+// login page, and a server without tokens needs no login. Screenshots go to test-results/.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import {
+  ADMIN_TOKEN, launchBrowser, resultsDir, startServer, waitFor, watchConsole,
+} from './harness.mjs';
+
+const JOB = 'e2e-hello';
+const EXPR = '*/5 * * * * *';
+const STEP_TIMEOUT = 15000;
+
+mkdirSync(resultsDir, { recursive: true });
+
+async function shot(page, name) {
+  await page.evaluate(() => {
+    window.scrollTo(0, 0);
+    document.getElementById('toasts').replaceChildren(); // transient, and they cover the page
+  });
+  await page.screenshot({ path: path.join(resultsDir, `${name}.png`), fullPage: true });
+}
+
+async function textOf(page, selector) {
+  return (await page.locator(selector).first().textContent({ timeout: STEP_TIMEOUT })) || '';
+}
+
+// A link of the main navigation.
+function nav(page, name) {
+  return page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+}
+
+// Waits until the first element matching `selector` has text matching `pattern`.
+async function waitForText(page, selector, pattern) {
+  await waitFor(`${selector} to match ${pattern}`, async () => {
+    const texts = await page.locator(selector).allTextContents();
+    return texts.some((t) => pattern.test(t));
+  }, STEP_TIMEOUT);
+}
+
+describe('dashboard with bearer tokens', () => {
+  let server;
+  let browser;
+  let page;
+  let consoleLog;
+
+  before(async () => {
+    server = await startServer({ tokens: true });
+    browser = await launchBrowser();
+    page = await browser.context.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT);
+    consoleLog = watchConsole(page);
+  });
+
+  after(async () => {
+    if (browser) await browser.close();
+    if (server) await server.stop();
+  });
+
+  test('static files need no token and the API still does', async () => {
+    const index = await fetch(`${server.url}/`);
+    assert.equal(index.status, 200);
+    assert.match(index.headers.get('content-type'), /^text\/html/);
+    const js = await fetch(`${server.url}/assets/app.js`);
+    assert.equal(js.status, 200);
+    assert.match(js.headers.get('content-type'), /^text\/javascript/);
+    assert.equal((await fetch(`${server.url}/assets/missing.js`)).status, 404);
+    assert.equal((await fetch(`${server.url}/api/v1/jobs`)).status, 401);
+  });
+
+  test('asks for a token, then shows the jobs', async () => {
+    await page.goto(`${server.url}/`);
+    await page.waitForURL(/#\/login/);
+    await page.locator('#login-token').waitFor();
+    await shot(page, 'login-1280');
+    await page.getByLabel('API token').fill('not-the-right-token-000');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await waitForText(page, '.notice-error', /not accepted/);
+    await page.getByLabel('API token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(/#\/jobs$/);
+    await waitForText(page, 'h1', /^Jobs$/);
+    await waitForText(page, 'tbody', /No jobs yet/);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('gnomon.token')), ADMIN_TOKEN);
+    // The rejected attempt above was a deliberate 401; later steps must not add any.
+    consoleLog.network.length = 0;
+  });
+
+  test('the playground reads an expression as you type', async () => {
+    await nav(page, 'Cron playground').click();
+    await page.waitForURL(/#\/playground/);
+    const expr = page.getByLabel('Cron expression');
+    await expr.click();
+    await expr.pressSequentially(EXPR, { delay: 25 });
+    await waitForText(page, '#pg-reading', /Every 5 seconds/);
+    await waitFor('10 fires', async () => (await page.locator('#pg-fires li').count()) === 10,
+      STEP_TIMEOUT);
+    const fires = await page.locator('#pg-fires time').evaluateAll(
+      (nodes) => nodes.map((n) => Date.parse(n.getAttribute('datetime'))));
+    for (let i = 1; i < fires.length; i += 1) assert.equal(fires[i] - fires[i - 1], 5000);
+    // An invalid expression names the field and the problem.
+    await expr.fill('0 25 * * *');
+    await waitForText(page, '#pg-error', /hour: 25 is out of range 0-23/);
+    assert.equal(await expr.getAttribute('aria-invalid'), 'true');
+    await expr.fill(EXPR);
+    await waitForText(page, '#pg-reading', /Every 5 seconds/);
+    await shot(page, 'playground-1280');
+  });
+
+  test('creates a job from the playground and shows its next 10 fires', async () => {
+    await page.getByLabel('Job id').fill(JOB);
+    await page.getByLabel('Command').fill('echo hello-from-e2e');
+    await page.getByLabel('Description').fill('created by the browser test');
+    await page.getByRole('button', { name: 'Create job' }).click();
+    await page.waitForURL(new RegExp(`#/jobs/${JOB}$`));
+    await waitForText(page, 'h1', new RegExp(`^${JOB}$`));
+    await waitForText(page, '.definition', /echo hello-from-e2e/);
+    await waitForText(page, '.definition', /Every 5 seconds/);
+    const fires = page.locator(`ol[aria-label="Next 10 fires of ${JOB}"] li`);
+    await waitFor('the next 10 fires', async () => (await fires.count()) === 10, STEP_TIMEOUT);
+  });
+
+  let runId = '';
+  test('triggers the job and shows the run with its output', async () => {
+    const answered = page.waitForResponse((r) => r.url().endsWith(`/api/v1/jobs/${JOB}/trigger`));
+    await page.getByRole('button', { name: `Trigger ${JOB} now` }).click();
+    const response = await answered;
+    assert.equal(response.status(), 202);
+    runId = (await response.json()).run_id;
+    const row = page.locator(`tr[data-run="${runId}"]`).first();
+    await row.waitFor();
+    await waitFor('the triggered run to succeed', async () => (await row.getAttribute('data-outcome')) === 'succeeded',
+      STEP_TIMEOUT);
+    assert.match(await row.textContent(), /e2e-node/); // the node that ran it
+    await row.getByRole('button', { name: /^Output of / }).click();
+    await waitForText(page, 'pre.output', /hello-from-e2e/);
+    await page.locator('svg.timeline rect').first().waitFor();
+    await shot(page, 'job-1280');
+  });
+
+  test('pauses the job', async () => {
+    await page.getByRole('button', { name: `Pause ${JOB}` }).click();
+    await waitForText(page, '.state-line .badge', /paused/);
+    await page.getByRole('button', { name: `Resume ${JOB}` }).waitFor();
+    const res = await fetch(`${server.url}/api/v1/jobs/${JOB}`, {
+      headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    assert.equal((await res.json()).paused, true);
+  });
+
+  test('lists the job, its runs and the node', async () => {
+    await nav(page, 'Jobs').click();
+    const row = page.locator(`tr[data-job="${JOB}"]`);
+    await row.waitFor();
+    assert.equal(await row.getByRole('switch', { name: `Paused: ${JOB}` }).isChecked(), true);
+    await page.getByLabel('Filter jobs').fill('no-such-job');
+    await waitForText(page, 'tbody', /No job matches/);
+    await page.getByLabel('Filter jobs').fill('hello');
+    await row.waitFor();
+    await shot(page, 'jobs-1280');
+
+    await nav(page, 'Runs').click();
+    await page.locator(`tr[data-run="${runId}"]`).first().waitFor();
+    await page.getByLabel('Filter by outcome').selectOption('failed');
+    await waitForText(page, 'tbody', /No run matches/);
+    await page.getByLabel('Filter by outcome').selectOption('succeeded');
+    await page.locator(`tr[data-run="${runId}"]`).first().waitFor();
+    await shot(page, 'runs-1280');
+
+    await nav(page, 'Nodes').click();
+    await waitForText(page, 'tbody', /e2e-node/);
+    await shot(page, 'nodes-1280');
+  });
+
+  test('the audit log shows create, trigger and pause', async () => {
+    await nav(page, 'Audit log').click();
+    for (const action of ['create', 'trigger', 'pause']) {
+      await page.locator(`tr[data-action="${action}"][data-target="${JOB}"]`).waitFor();
+    }
+    const who = await textOf(page, `tr[data-action="create"][data-target="${JOB}"]`);
+    assert.match(who, /e2e-admin/);
+    await page.getByRole('button', { name: /^Details of entry / }).first().click();
+    await waitForText(page, '.detail-row', /Before/);
+    await shot(page, 'audit-1280');
+  });
+
+  test('is usable on a phone', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [hash, name, ready] of [
+      ['#/jobs', 'jobs', `tr[data-job="${JOB}"]`],
+      [`#/jobs/${JOB}`, 'job', 'svg.timeline'],
+      ['#/playground', 'playground', '#pg-expr'],
+    ]) {
+      await page.goto(`${server.url}/${hash}`);
+      await page.locator(ready).first().waitFor();
+      const overflow = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      assert.ok(overflow <= 0, `${name}: the page scrolls sideways by ${overflow}px on a phone`);
+      await shot(page, `${name}-phone`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  test('had no console errors', () => {
+    assert.deepEqual(consoleLog.errors, []);
+    // The only failed requests allowed: the preview of a half-typed or invalid expression.
+    const unexpected = consoleLog.network.filter((l) => !/status of 400 .*\/api\/v1\/cron\/preview/.test(l));
+    assert.deepEqual(unexpected, []);
+  });
+
+  test('a rejected token sends you back to the login page', async () => {
+    await page.goto(`${server.url}/#/jobs`);
+    await page.locator(`tr[data-job="${JOB}"]`).waitFor();
+    await page.evaluate(() => sessionStorage.setItem('gnomon.token', 'revoked-token-0123456789'));
+    await page.goto(`${server.url}/#/audit`);
+    await page.waitForURL(/#\/login\?next=/);
+    await page.locator('#login-token').waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('gnomon.token')), null);
+    assert.deepEqual(consoleLog.errors, []);
+  });
+});
+
+describe('dashboard on a server without tokens', () => {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await startServer({ tokens: false });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    if (browser) await browser.close();
+    if (server) await server.stop();
+  });
+
+  test('works without a login', async () => {
+    const page = await browser.context.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT);
+    const consoleLog = watchConsole(page);
+    await page.goto(`${server.url}/`);
+    await page.waitForURL(/#\/jobs$/);
+    await waitForText(page, '#session', /No authentication/);
+    await page.goto(`${server.url}/#/login`);
+    await page.waitForURL(/#\/jobs$/);
+    await nav(page, 'Nodes').click();
+    await waitForText(page, 'tbody', /e2e-node/);
+    assert.deepEqual(consoleLog.errors, []);
+    assert.deepEqual(consoleLog.network, []);
+  });
+});

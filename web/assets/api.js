@@ -1,0 +1,84 @@
+// The HTTP API v1 client (docs/http-api.md). The bearer token lives in sessionStorage (gone
+// when the tab closes); a 401 answer forgets it and sends the user back to the login page.
+
+const TOKEN_KEY = 'gnomon.token';
+
+let authMode = null; // "bearer" | "none", from the X-Gnomon-Auth header of the page itself
+
+export class ApiError extends Error {
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field || '';
+  }
+}
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || '';
+}
+
+export function setToken(value) {
+  if (value) sessionStorage.setItem(TOKEN_KEY, value);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+// Whether the server wants a token. Asked once with a HEAD of the page (never answers 401).
+export async function authRequired() {
+  if (authMode === null) {
+    try {
+      const res = await fetch('/', { method: 'HEAD', cache: 'no-store' });
+      authMode = res.headers.get('X-Gnomon-Auth') === 'none' ? 'none' : 'bearer';
+    } catch {
+      authMode = 'bearer';
+    }
+  }
+  return authMode === 'bearer';
+}
+
+let unauthorizedHandler = () => {};
+export function onUnauthorized(handler) {
+  unauthorizedHandler = handler;
+}
+
+function queryString(query) {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query || {})) {
+    if (v !== undefined && v !== null && v !== '') params.set(k, String(v));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+// api('/jobs', {method, body, query, tokenOverride}) -> parsed JSON (null for 204).
+// Throws ApiError; status 0 means the server could not be reached.
+export async function api(path, { method = 'GET', body, query, tokenOverride } = {}) {
+  const headers = { Accept: 'application/json' };
+  const bearer = tokenOverride ?? token();
+  if (bearer) headers.Authorization = `Bearer ${bearer}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let res;
+  try {
+    res = await fetch(`/api/v1${path}${queryString(query)}`, {
+      method, headers, cache: 'no-store',
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, 'unreachable', 'Cannot reach the gnomon server.');
+  }
+  if (res.status === 204) return null;
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = null;
+  }
+  if (res.ok) return data;
+  const err = (data && data.error) || {};
+  const error = new ApiError(res.status, err.code || 'error',
+    err.message || `${res.status} ${res.statusText}`, err.field);
+  if (res.status === 401 && tokenOverride === undefined) unauthorizedHandler(error);
+  throw error;
+}
+
+export const enc = encodeURIComponent;

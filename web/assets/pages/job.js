@@ -1,0 +1,168 @@
+// One job: its definition, the next 10 fires (/cron/preview), a timeline of the last runs and
+// the recent runs with their output. Refreshes while open.
+import { api, enc } from '../api.js';
+import { timeline } from '../chart.js';
+import { createRunsTable } from '../runs_table.js';
+import {
+  clear, formatInstant, h, mono, notice, outcomeBadge, relative, toast,
+} from '../ui.js';
+import { triggerButton } from './jobs.js';
+
+function executorText(spec) {
+  if (spec.http) return `${spec.http.method || 'GET'} ${spec.http.url}`;
+  if (spec.argv && spec.argv.length) return JSON.stringify(spec.argv);
+  return spec.command || '(in-process handler)';
+}
+
+function definition(job) {
+  const spec = job.spec || {};
+  const rows = [
+    ['Schedule', h('div', {}, mono(spec.schedule), h('div', { class: 'reading' }, job.schedule_description))],
+    ['Time zone', job.timezone],
+    [job.executor === 'http' ? 'HTTP' : 'Command', mono(executorText(spec), { class: 'wrap' })],
+    spec.description ? ['Description', spec.description] : null,
+    ['Timeout', spec.timeout === '0s' ? 'none' : spec.timeout],
+    ['Retries', spec.retries ? `${spec.retries} (backoff ${spec.retry_backoff})` : 'none'],
+    ['Overlap', spec.overlap],
+    ['Misfire', `${spec.misfire} within ${spec.catchup_window}`],
+    ['Lost runs', spec.on_lost],
+    spec.shards > 1 ? ['Shards', spec.shards] : null,
+    ['Breaker', spec.max_consecutive_failures ? `pause after ${spec.max_consecutive_failures} failures` : 'off'],
+    ['History', `last ${spec.history_keep}, at most ${spec.history_max_age}`],
+    spec.env && Object.keys(spec.env).length ? ['Environment', mono(Object.keys(spec.env).join(', '))] : null,
+    ['Source', job.read_only ? `config file (${job.source})` : `API, version ${job.version}`],
+  ].filter(Boolean);
+  return h('dl', { class: 'definition' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+export async function render(root, ctx) {
+  const [id] = ctx.params;
+  ctx.setTitle(id);
+  const head = h('div');
+  const defBox = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const firesBox = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const chartBox = h('div', { class: 'chart-box' });
+  const runsStatus = h('div');
+  const table = createRunsTable({ label: `Recent runs of ${id}` });
+  let job = null;
+
+  function header() {
+    const pause = h('button', {
+      type: 'button', class: 'btn', 'aria-label': job.paused ? `Resume ${id}` : `Pause ${id}`,
+      onclick: async () => {
+        pause.disabled = true;
+        try {
+          await api(`/jobs/${enc(id)}/${job.paused ? 'resume' : 'pause'}`, { method: 'POST' });
+          toast(`${id} ${job.paused ? 'resumed' : 'paused'}`, 'success');
+          await refreshJob();
+        } catch (e) {
+          toast(e.message, 'error');
+        } finally {
+          pause.disabled = false;
+        }
+      },
+    }, job.paused ? 'Resume' : 'Pause');
+    const remove = job.read_only ? null : h('button', {
+      type: 'button', class: 'btn btn-danger', 'aria-label': `Delete ${id}`,
+      onclick: async () => {
+        // eslint-disable-next-line no-alert
+        if (!window.confirm(`Delete job ${id}? Its run history stays in the backend.`)) return;
+        try {
+          await api(`/jobs/${enc(id)}`, { method: 'DELETE' });
+          toast(`${id} deleted`, 'success');
+          location.hash = '#/jobs';
+        } catch (e) {
+          toast(e.message, 'error');
+        }
+      },
+    }, 'Delete');
+    clear(head, h('div', { class: 'page-header' },
+      h('div', {},
+        h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / '),
+        h('h1', { class: 'mono job-title' }, id),
+        h('div', { class: 'state-line' },
+          job.paused ? h('span', { class: 'badge state-paused' }, 'paused')
+            : h('span', { class: 'badge state-active' }, 'active'),
+          job.running > 0 ? outcomeBadge('running') : null,
+          job.pause_reason ? h('span', { class: 'muted small' }, job.pause_reason) : null,
+          job.read_only ? h('span', { class: 'tag' }, 'read-only: config file') : null,
+          !job.paused && job.next_fire ? h('span', { class: 'muted small' },
+            `next fire ${relative(job.next_fire)}`) : null)),
+      h('div', { class: 'actions' },
+        triggerButton(id, { label: 'Trigger now', className: 'btn btn-primary', onDone: () => refreshRuns() }),
+        pause, remove,
+        h('a', {
+          class: 'btn btn-ghost',
+          href: `#/playground?expr=${enc(job.spec.schedule)}&tz=${enc(job.timezone)}`,
+        }, 'Open in playground'))));
+  }
+
+  async function refreshJob() {
+    job = await api(`/jobs/${enc(id)}`);
+    header();
+    clear(defBox, definition(job));
+  }
+
+  async function refreshFires() {
+    try {
+      const preview = await api('/cron/preview', {
+        query: { expr: job.spec.schedule, tz: job.timezone, n: 10, job: id },
+      });
+      clear(firesBox, preview.next.length
+        ? h('ol', { class: 'fires', 'aria-label': `Next ${preview.next.length} fires of ${id}` },
+          preview.next.map((t) => h('li', {},
+            h('time', { datetime: t }, formatInstant(t, job.timezone)),
+            h('span', { class: 'muted small' }, relative(t)),
+            job.timezone !== 'UTC' ? h('span', { class: 'muted small utc' }, formatInstant(t, 'UTC'))
+              : null)))
+        : notice('info', 'This schedule never fires (within 100 years).'));
+    } catch (e) {
+      if (e.status !== 401) clear(firesBox, notice('error', e.message));
+    }
+  }
+
+  async function refreshRuns() {
+    try {
+      const { runs } = await api('/runs', { query: { job: id, limit: 50 } });
+      runsStatus.replaceChildren();
+      clear(chartBox, timeline(runs));
+      table.update(runs, 'No runs yet. Trigger the job to see one here.');
+    } catch (e) {
+      if (e.status !== 401) runsStatus.replaceChildren(notice('error', e.message));
+    }
+  }
+
+  root.append(head,
+    h('div', { class: 'grid-2' },
+      h('section', { class: 'card', 'aria-labelledby': 'def-title' },
+        h('h2', { id: 'def-title' }, 'Definition'), defBox),
+      h('section', { class: 'card', 'aria-labelledby': 'fires-title' },
+        h('h2', { id: 'fires-title' }, 'Next 10 fires'), firesBox)),
+    h('section', { class: 'section', 'aria-labelledby': 'runs-title' },
+      h('div', { class: 'section-head' }, h('h2', { id: 'runs-title' }, 'Recent runs'),
+        h('a', { href: `#/runs?job=${enc(id)}`, class: 'small' }, 'All runs of this job')),
+      h('div', { class: 'card' }, chartBox),
+      runsStatus,
+      table.element));
+
+  try {
+    await refreshJob();
+  } catch (e) {
+    if (e.status === 404) {
+      clear(root, notice('warn', `No job "${id}". `, h('a', { href: '#/jobs' }, 'Back to jobs')));
+      return;
+    }
+    throw e;
+  }
+  await Promise.all([refreshFires(), refreshRuns()]);
+  ctx.every(2000, async () => {
+    try {
+      await refreshJob();
+    } catch (e) {
+      if (e.status === 404) location.hash = '#/jobs';
+      return;
+    }
+    await refreshRuns();
+  });
+  ctx.every(10000, refreshFires);
+}

@@ -1,0 +1,221 @@
+// Cron playground: an expression and a zone in, the reading and the next fires out, live as you
+// type (the server's parser answers, so what you see is what gnomon will run); then "create a
+// job from this".
+import { api, enc } from '../api.js';
+import { clear, formatInstant, h, notice, pageHeader, relative, toast } from '../ui.js';
+
+const EXAMPLES = [
+  ['*/5 * * * * *', 'every 5 seconds'],
+  ['0 9 * * MON-FRI', 'weekdays at 9'],
+  ['@daily', 'midnight'],
+  ['0 0 L * *', 'last day of month'],
+  ['0 30 2 * * SUN#1', 'first Sunday, 02:30:00'],
+  ['@every 90s', 'every 90 s (epoch-aligned)'],
+  ['H H(0-5) * * *', 'hashed, spread'],
+];
+
+function zones() {
+  let list = [];
+  try {
+    list = Intl.supportedValuesOf('timeZone');
+  } catch {
+    list = [];
+  }
+  return ['UTC', ...list.filter((z) => z !== 'UTC')];
+}
+
+export async function render(root, ctx) {
+  const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+  const expr = h('input', {
+    id: 'pg-expr', class: 'input input-lg mono', type: 'text', spellcheck: 'false',
+    autocomplete: 'off', placeholder: '*/5 * * * *', value: ctx.query.get('expr') || '',
+    'aria-describedby': 'pg-expr-help',
+  });
+  const tz = h('input', {
+    id: 'pg-tz', class: 'input', type: 'text', list: 'pg-zones', spellcheck: 'false',
+    autocomplete: 'off', value: ctx.query.get('tz') || 'UTC',
+  });
+  const zoneList = h('datalist', { id: 'pg-zones' }, zones().map((z) => h('option', { value: z })));
+  const reading = h('p', { class: 'reading-lg', id: 'pg-reading', 'aria-live': 'polite' });
+  const problem = h('div', { id: 'pg-error', 'aria-live': 'polite' });
+  const readingBox = h('div', { class: 'reading-box', hidden: true },
+    h('span', { class: 'label' }, 'Reads as'), reading);
+  const fires = h('div', { id: 'pg-fires' },
+    h('p', { class: 'muted' }, 'Type an expression to see when it fires.'));
+  const showIn = h('select', { id: 'pg-show', class: 'input input-small', 'aria-label': 'Show fires in' },
+    h('option', { value: 'zone' }, 'in the schedule\'s zone'),
+    h('option', { value: 'local' }, `in your zone (${browserZone})`),
+    h('option', { value: 'UTC' }, 'in UTC'));
+  let latest = null; // the last successful preview
+  let seq = 0;
+
+  function drawFires() {
+    if (!latest) return;
+    const zone = showIn.value === 'zone' ? latest.timezone
+      : showIn.value === 'local' ? browserZone : 'UTC';
+    clear(fires, latest.next.length
+      ? h('ol', { class: 'fires', 'aria-label': 'Next fires' }, latest.next.map((t) => h('li', {},
+        h('time', { datetime: t }, formatInstant(t, zone)),
+        h('span', { class: 'muted small' }, relative(t)))))
+      : notice('info', 'Valid, but it never fires (nothing within 100 years).'));
+  }
+
+  async function preview() {
+    const text = expr.value.trim();
+    const mine = ++seq;
+    sync();
+    if (!text) {
+      latest = null;
+      reading.textContent = '';
+      readingBox.hidden = true;
+      problem.replaceChildren();
+      clear(fires, h('p', { class: 'muted' }, 'Type an expression to see when it fires.'));
+      expr.removeAttribute('aria-invalid');
+      return;
+    }
+    try {
+      const data = await api('/cron/preview', {
+        query: { expr: text, tz: tz.value.trim() || 'UTC', n: 10, job: jobId.value.trim() || undefined },
+      });
+      if (mine !== seq) return;
+      latest = data;
+      reading.textContent = data.description;
+      readingBox.hidden = false;
+      problem.replaceChildren();
+      expr.removeAttribute('aria-invalid');
+      tz.removeAttribute('aria-invalid');
+      drawFires();
+    } catch (e) {
+      if (mine !== seq || e.status === 401) return;
+      latest = null;
+      reading.textContent = '';
+      readingBox.hidden = true;
+      const field = e.field === 'tz' ? tz : expr;
+      field.setAttribute('aria-invalid', 'true');
+      problem.replaceChildren(notice('error', e.message));
+      clear(fires, h('p', { class: 'muted' }, 'Fix the expression to see its fires.'));
+    }
+  }
+
+  let timer = null;
+  const schedule = () => {
+    clearTimeout(timer);
+    timer = setTimeout(preview, 120);
+  };
+  ctx.onLeave(() => clearTimeout(timer));
+
+  // ----------------------------------------------------------------- create a job --
+  const jobId = h('input', {
+    id: 'new-id', class: 'input mono', type: 'text', required: true, maxlength: 128,
+    pattern: '[A-Za-z0-9_.\\-]{1,128}', placeholder: 'nightly-report', spellcheck: 'false',
+    autocomplete: 'off',
+  });
+  const command = h('input', {
+    id: 'new-command', class: 'input mono', type: 'text', required: true,
+    placeholder: '/opt/report --full', spellcheck: 'false', autocomplete: 'off',
+  });
+  const description = h('input', { id: 'new-description', class: 'input', type: 'text', placeholder: 'optional' });
+  const timeout = h('input', {
+    id: 'new-timeout', class: 'input mono', type: 'text', placeholder: 'e.g. 30s (optional)',
+  });
+  const overlap = h('select', { id: 'new-overlap', class: 'input' },
+    ['forbid', 'allow', 'replace'].map((o) => h('option', { value: o }, o)));
+  const summary = h('p', { class: 'muted small' });
+  const formError = h('div', { 'aria-live': 'assertive' });
+  const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create job');
+
+  function sync() {
+    const text = expr.value.trim();
+    clear(summary, text
+      ? ['Schedule ', h('code', { class: 'mono' }, text), ' in ', h('strong', {}, tz.value.trim() || 'UTC'),
+        '. Every node computes the same fires; one node runs each.']
+      : 'Type a schedule above first.');
+  }
+
+  const form = h('form', {
+    class: 'card form-grid', 'aria-labelledby': 'create-title', novalidate: true,
+    onsubmit: async (event) => {
+      event.preventDefault();
+      formError.replaceChildren();
+      const body = {
+        id: jobId.value.trim(),
+        schedule: expr.value.trim(),
+        timezone: tz.value.trim() || 'UTC',
+        command: command.value.trim(),
+        overlap: overlap.value,
+      };
+      if (description.value.trim()) body.description = description.value.trim();
+      if (timeout.value.trim()) body.timeout = timeout.value.trim();
+      const missing = [['schedule', expr], ['id', jobId], ['command', command]]
+        .filter(([k]) => !body[k]);
+      if (missing.length) {
+        formError.replaceChildren(notice('error', `Fill in: ${missing.map(([k]) => k).join(', ')}.`));
+        missing[0][1].focus();
+        return;
+      }
+      submit.disabled = true;
+      try {
+        await api('/jobs', { method: 'POST', body });
+        toast(`Job ${body.id} created`, 'success');
+        location.hash = `#/jobs/${enc(body.id)}`;
+      } catch (e) {
+        if (e.status === 401) return;
+        formError.replaceChildren(notice('error', e.status === 403
+          ? 'Creating jobs needs an admin token.' : e.message));
+      } finally {
+        submit.disabled = false;
+      }
+    },
+  },
+  h('h2', { id: 'create-title', class: 'span-2' }, 'Create a job from this schedule'),
+  h('div', { class: 'span-2' }, summary),
+  h('div', { class: 'field' }, h('label', { for: 'new-id', class: 'label' }, 'Job id'), jobId,
+    h('p', { class: 'hint' }, 'Letters, digits, ', h('code', {}, '_ . -'), '; feeds ', h('code', {}, 'H'), '.')),
+  h('div', { class: 'field' }, h('label', { for: 'new-command', class: 'label' }, 'Command'), command,
+    h('p', { class: 'hint' }, 'Run by /bin/sh -c on the node that claims the fire.')),
+  h('div', { class: 'field' }, h('label', { for: 'new-description', class: 'label' }, 'Description'), description),
+  h('div', { class: 'field field-row' },
+    h('div', {}, h('label', { for: 'new-timeout', class: 'label' }, 'Timeout'), timeout),
+    h('div', {}, h('label', { for: 'new-overlap', class: 'label' }, 'Overlap'), overlap)),
+  h('div', { class: 'span-2' }, formError),
+  h('div', { class: 'span-2 form-actions' }, submit));
+
+  expr.addEventListener('input', schedule);
+  tz.addEventListener('input', schedule);
+  jobId.addEventListener('input', () => {
+    if (/\bH\b/.test(expr.value)) schedule();
+  });
+  showIn.addEventListener('change', drawFires);
+
+  root.append(
+    pageHeader('Cron playground',
+      'Type a schedule: gnomon\'s own parser explains it and lists the next fires as you type.'),
+    h('div', { class: 'grid-2 playground' },
+      h('section', { class: 'card', 'aria-labelledby': 'pg-title' },
+        h('h2', { id: 'pg-title' }, 'Schedule'),
+        h('label', { for: 'pg-expr', class: 'label' }, 'Cron expression'),
+        expr,
+        problem,
+        h('p', { class: 'hint', id: 'pg-expr-help' },
+          '5, 6 (with seconds) or 7 (with year) fields; ', h('code', {}, 'L W # H ?'),
+          ', names, ', h('code', {}, '@daily'), ', ', h('code', {}, '@every 90s'), '.'),
+        h('label', { for: 'pg-tz', class: 'label' }, 'Time zone'),
+        tz, zoneList,
+        h('div', { class: 'examples', role: 'group', 'aria-label': 'Examples' },
+          EXAMPLES.map(([e, label]) => h('button', {
+            type: 'button', class: 'chip chip-button', title: label, 'aria-label': `Use example ${e} (${label})`,
+            onclick: () => {
+              expr.value = e;
+              preview();
+              expr.focus();
+            },
+          }, h('code', { class: 'mono' }, e)))),
+        readingBox),
+      h('section', { class: 'card', 'aria-labelledby': 'pg-fires-title' },
+        h('div', { class: 'section-head' }, h('h2', { id: 'pg-fires-title' }, 'Next 10 fires'), showIn),
+        fires)),
+    form);
+  sync();
+  if (expr.value) await preview();
+  else expr.focus();
+}

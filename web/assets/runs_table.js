@@ -1,0 +1,105 @@
+// A table of run attempts with expandable output, shared by the Job and Runs pages.
+// Expanded rows stay expanded across refreshes; output is fetched on demand (lists carry none).
+import { api, enc } from './api.js';
+import {
+  clear, emptyRow, formatDuration, h, jobLink, mono, notice, outcomeBadge, relative, runDuration,
+  formatInstant,
+} from './ui.js';
+
+const key = (run) => `${run.run_id}/${run.attempt}`;
+
+export function createRunsTable({ showJob = false, label = 'Runs' } = {}) {
+  const tbody = h('tbody');
+  const expanded = new Set();
+  const details = new Map(); // key -> attempt record with output
+  const columns = showJob ? 9 : 8;
+
+  async function loadDetail(run) {
+    const k = key(run);
+    if (details.has(k) && details.get(k).outcome !== 'running' && run.outcome !== 'running') {
+      return details.get(k);
+    }
+    const { attempts } = await api(`/runs/${enc(run.run_id)}`);
+    for (const a of attempts) details.set(key(a), a);
+    return details.get(k) || attempts[attempts.length - 1];
+  }
+
+  function detailRow(run, id) {
+    const cell = h('td', { colspan: columns }, h('p', { class: 'muted' }, 'Loading output…'));
+    loadDetail(run).then((attempt) => {
+      const facts = [
+        ['Run id', mono(attempt.run_id)],
+        ['Scheduled', formatInstant(attempt.scheduled_at)],
+        ['Started', formatInstant(attempt.started_at)],
+        ['Finished', formatInstant(attempt.finished_at)],
+        ['Exit code', attempt.exit_code ?? '—'],
+      ];
+      if (attempt.shard_count > 1) facts.push(['Shard', `${attempt.shard + 1} of ${attempt.shard_count}`]);
+      clear(cell,
+        h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+        attempt.error ? notice('error', attempt.error) : null,
+        attempt.skip_reason ? notice('info', `Skipped: ${attempt.skip_reason}`) : null,
+        h('pre', { class: 'output', tabindex: '0', 'aria-label': `Output of ${attempt.run_id}` },
+          attempt.output ? attempt.output : h('span', { class: 'muted' }, '(no output)')));
+    }).catch((e) => {
+      if (e.status !== 401) clear(cell, notice('error', e.message));
+    });
+    return h('tr', { class: 'detail-row', id }, cell);
+  }
+
+  function rows(run, index) {
+    const k = key(run);
+    const id = `run-detail-${index}`;
+    const open = expanded.has(k);
+    const toggle = h('button', {
+      type: 'button', class: 'btn btn-ghost btn-small', 'aria-expanded': String(open),
+      'aria-controls': id, 'aria-label': `Output of ${run.run_id} attempt ${run.attempt}`,
+      onclick: () => {
+        if (expanded.has(k)) expanded.delete(k);
+        else expanded.add(k);
+        const tr = toggle.closest('tr');
+        const next = tr.nextElementSibling;
+        if (next && next.classList.contains('detail-row')) {
+          next.remove();
+          toggle.setAttribute('aria-expanded', 'false');
+          toggle.textContent = 'Output';
+        } else {
+          tr.after(detailRow(run, id));
+          toggle.setAttribute('aria-expanded', 'true');
+          toggle.textContent = 'Hide';
+        }
+      },
+    }, open ? 'Hide' : 'Output');
+    const main = h('tr', { dataset: { run: run.run_id, outcome: run.outcome } },
+      h('td', { class: 'cell-main' }, mono(run.run_id, { class: 'run-id' })),
+      showJob ? h('td', { 'data-label': 'Job' }, jobLink(run.job_id)) : null,
+      h('td', { 'data-label': 'Scheduled' }, h('time', { datetime: run.scheduled_at, title: formatInstant(run.scheduled_at) },
+        relative(run.scheduled_at))),
+      h('td', { 'data-label': 'Outcome' }, outcomeBadge(run.outcome)),
+      h('td', { class: 'mono hide-sm', 'data-label': 'Node' }, run.node_id || '—'),
+      h('td', { class: 'num hide-sm', 'data-label': 'Attempt' }, run.attempt),
+      h('td', { class: 'num mono hide-sm', 'data-label': 'Fencing' }, run.fencing_token),
+      h('td', { class: 'num', 'data-label': 'Duration' }, formatDuration(runDuration(run))),
+      h('td', { class: 'cell-actions' }, toggle));
+    return open ? [main, detailRow(run, id)] : [main];
+  }
+
+  const table = h('table', { class: 'table stack runs-table', 'aria-label': label },
+    h('thead', {}, h('tr', {},
+      h('th', { scope: 'col' }, 'Run'),
+      showJob ? h('th', { scope: 'col' }, 'Job') : null,
+      h('th', { scope: 'col' }, 'Scheduled'), h('th', { scope: 'col' }, 'Outcome'),
+      h('th', { scope: 'col', class: 'hide-sm' }, 'Node'),
+      h('th', { scope: 'col', class: 'num hide-sm' }, 'Attempt'),
+      h('th', { scope: 'col', class: 'num hide-sm' }, 'Fencing'),
+      h('th', { scope: 'col', class: 'num' }, 'Duration'),
+      h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Output')))),
+    tbody);
+
+  return {
+    element: h('div', { class: 'card table-card' }, table),
+    update(runs, emptyText = 'No runs yet.') {
+      clear(tbody, runs.length ? runs.map((run, i) => rows(run, i)) : emptyRow(columns, emptyText));
+    },
+  };
+}
