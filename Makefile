@@ -4,7 +4,7 @@ BUILD := build/$(PRESET)
 GNOMON := $(BUILD)/apps/gnomon/gnomon
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test test-asan test-tsan run bench fuzz format format-check clean
+.PHONY: all deps configure build test test-asan test-tsan run bench fuzz format format-check clean chaos
 
 all: build
 
@@ -48,3 +48,9 @@ format-check:
 
 clean:
 	@rm -rf build
+
+# Chaos suite (docs/chaos.md): every fault scenario three times against the dev build. Needs root
+# for the network-namespace scenarios (skipped with the reason otherwise).
+chaos:
+	@$(MAKE) --no-print-directory build PRESET=dev
+	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3

@@ -1,0 +1,769 @@
+#!/usr/bin/env python3
+"""Chaos suite for gnomon on Redis: one fault per scenario, then the checker (checker.py).
+
+    chaos.py [--scenarios F14,F1,...] [--repeat N] [--seconds S] [--keep]
+
+Each scenario starts one real redis-server (appendonly yes, appendfsync always, data in a temp
+dir, free loopback port) and three `gnomon serve` nodes. Job "tick" fires every second and its
+command appends its GNOMON_* environment as a JSON line to a shared file (start time taken from the
+host's unskewed clock); some scenarios add a long-running job. The scenario injects ONE fault,
+stops everything, and the checker counts duplicates, fence regressions, early starts, misses and
+fenced completions that were accepted, plus scenario-specific figures (takeover time, self-fence
+time, ...). One line per scenario run, then `N passed, M failed[, K skipped]`; exit 1 on a failure.
+
+Scenarios needing network namespaces (F5, F8) or libfaketime (F9) are SKIPPED with the reason when
+the host cannot do it; a skip is never counted as a pass. See docs/chaos.md.
+Python 3 stdlib only.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import checker  # noqa: E402
+
+
+# The three small helpers of tests/integration/serve_cluster_test.py, copied so that this suite
+# does not depend on that test module's internals.
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def read_records(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+SOURCE = os.environ.get("GNOMON_SOURCE_DIR",
+                        os.path.abspath(os.path.join(HERE, "..", "..", "..")))
+GNOMON = os.environ.get("GNOMON_BIN", os.path.join(SOURCE, "build/dev/apps/gnomon/gnomon"))
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+LEASE_TTL_S = 3.0
+HEARTBEAT_S = 0.5
+SKEW_TOL_MS = 500
+
+
+class Skip(Exception):
+    pass
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def _record(kind, out):
+    # Start time from the host clock with libfaketime removed: a skewed node cannot lie about it.
+    return (
+        's=$(env -u LD_PRELOAD -u FAKETIME date +%s%3N); '
+        'printf \'{"kind":"' + kind + '","job":"%s","run":"%s","token":%s,"attempt":%s,'
+        '"node":"%s","scheduled":"%s","started":%s}\\n\' "$GNOMON_JOB_ID" "$GNOMON_RUN_ID" '
+        '"$GNOMON_FENCING_TOKEN" "$GNOMON_ATTEMPT" "$GNOMON_NODE_ID" "$GNOMON_SCHEDULED_AT" "$s" '
+        '>> ' + out)
+
+
+def _run(cmd, check=True):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stdout.strip()))
+    return r
+
+
+class Cluster:
+    """One redis-server, gnomon nodes, optional network namespaces; cleanup() undoes it all."""
+
+    def __init__(self, name, keep=False, shutdown_grace="2s"):
+        self.name = name
+        self.keep = keep
+        self.dir = tempfile.mkdtemp(prefix="gnomon-chaos-%s-" % name)
+        self.out = os.path.join(self.dir, "runs.jsonl")
+        self.port = free_port()
+        self.redis = None
+        self.redis_bind = ["127.0.0.1"]
+        self.nodes = {}  # name -> {"proc", "netns", "host"}
+        self.namespaces = []  # (netns, host side veth)
+        self.windows = []  # outage windows (ms) for the checker
+        self.violations = []  # scenario-specific failures
+        self.figures = {}  # scenario-specific measurements
+        os.makedirs(os.path.join(self.dir, "redis"))
+        self.config = self.write("gnomon.toml", (
+            '[scheduler]\nlease_ttl = "%ds"\nheartbeat_interval = "%dms"\nshutdown_grace = "%s"\n'
+            'claim_grace = "1s"\nskew_tolerance = "%dms"\n'
+            % (LEASE_TTL_S, HEARTBEAT_S * 1000, shutdown_grace, SKEW_TOL_MS)))
+        self.jobs = None
+        self.on_lost = {}
+        self.since_ms = None
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    # ------------------------------------------------------------------------------- jobs --
+    def write_jobs(self, long_job=None):
+        """Job "tick" every second; optionally job "long" = dict(schedule, sleep, on_lost)."""
+        start = _record("start", self.out)
+        text = ('[[job]]\nid = "tick"\nschedule = "* * * * * *"\nmisfire = "once"\n'
+                'catchup_window = "1h"\nenv = { CHAOS_DIR = "%s" }\ncommand = \'\'\'%s\'\'\'\n'
+                % (self.dir, start))
+        self.on_lost["tick"] = "fail"
+        if long_job:
+            cmd = "%s; sleep %s; %s" % (start, long_job["sleep"], _record("end", self.out))
+            text += ('\n[[job]]\nid = "long"\nschedule = "%s"\non_lost = "%s"\n'
+                     'env = { CHAOS_DIR = "%s" }\ncommand = \'\'\'%s\'\'\'\n'
+                     % (long_job["schedule"], long_job["on_lost"], self.dir, cmd))
+            self.on_lost["long"] = long_job["on_lost"]
+        self.jobs = self.write("jobs.toml", text)
+
+    # ------------------------------------------------------------------------------ redis --
+    def redis_ping(self):
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port), "ping"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=5)
+        return r.stdout.strip() == "PONG"
+
+    def start_redis(self):
+        log = open(os.path.join(self.dir, "redis.log"), "a")
+        args = ["redis-server", "--port", str(self.port), "--bind", *self.redis_bind,
+                "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                "--dir", os.path.join(self.dir, "redis"), "--protected-mode", "no"]
+        self.redis = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        wait_for(self.redis_ping, 30, "redis-server to answer")
+
+    def kill_redis(self):
+        self.redis.kill()
+        self.redis.wait()
+
+    # ------------------------------------------------------------------------------ nodes --
+    def start_node(self, name, env=None, netns=None, host="127.0.0.1"):
+        cmd = [GNOMON, "serve", "--backend", "redis://%s:%d/0" % (host, self.port),
+               "--node-id", name, "--jobs", self.jobs, "--config", self.config,
+               "--listen", "127.0.0.1:0"]  # HTTP API on any free port: three nodes, one host
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]  # exec's gnomon: the pid is gnomon's
+        if self.since_ms is None:
+            self.since_ms = now_ms()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        log = open(os.path.join(self.dir, name + ".log"), "a")
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env)
+        log.close()
+        self.nodes[name] = {"proc": p, "netns": netns, "host": host, "env": env}
+        return p
+
+    def restart_node(self, name):
+        n = self.nodes[name]
+        return self.start_node(name, n["env"], n["netns"], n["host"])
+
+    def stop_node(self, name, timeout=30):
+        p = self.nodes[name]["proc"]
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.violations.append("node %s did not stop within %ds of SIGTERM (hang)"
+                                   % (name, timeout))
+            p.kill()
+            p.wait()
+            return None
+
+    def log_text(self, name):
+        path = os.path.join(self.dir, name + ".log")
+        if not os.path.exists(path):
+            return ""
+        with open(path, errors="replace") as f:
+            return f.read()
+
+    def events(self, name):
+        return checker.parse_log(self.log_text(name))
+
+    def all_events(self):
+        return {n: self.events(n) for n in self.nodes}
+
+    def records(self):
+        return read_records(self.out)
+
+    def starts(self, job=None):
+        return [r for r in self.records() if r.get("kind") == "start" and
+                (job is None or r["job"] == job)]
+
+    def wait_ticks(self, n, timeout=30):
+        base = len(self.starts("tick"))
+        wait_for(lambda: len(self.starts("tick")) >= base + n, timeout, "%d tick runs" % n)
+
+    def run_processes(self, token=None):
+        """Pids of live processes of this cluster's runs (CHAOS_DIR in their environment)."""
+        marker = ("CHAOS_DIR=" + self.dir).encode()
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if marker in env and (token is None or
+                                  ("GNOMON_FENCING_TOKEN=%s" % token).encode() in env):
+                found.append(int(pid))
+        return found
+
+    # -------------------------------------------------------------------------- netns --
+    def make_netns(self, idx):
+        """A namespace with a veth pair to the host; returns (netns, host address)."""
+        tag = "%d%d" % (os.getpid() % 10000, idx)
+        ns = "gnchaos" + tag
+        r = _run(["ip", "netns", "add", ns], check=False)
+        if r.returncode != 0:
+            raise Skip("ip netns add failed (needs root/CAP_SYS_ADMIN): " + r.stdout.strip())
+        host_if, ns_if = "gch%sh" % tag, "gch%sn" % tag
+        self.namespaces.append((ns, host_if))
+        used = _run(["ip", "-br", "addr"], check=False).stdout
+        octet = next(o for o in list(range(os.getpid() % 200 + 20, 250)) + list(range(20, 250))
+                     if "10.213.%d." % o not in used)
+        host_ip, ns_ip = "10.213.%d.1" % octet, "10.213.%d.2" % octet
+        try:
+            _run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if])
+            _run(["ip", "link", "set", ns_if, "netns", ns])
+            _run(["ip", "addr", "add", host_ip + "/30", "dev", host_if])
+            _run(["ip", "link", "set", host_if, "up"])
+            _run(["ip", "netns", "exec", ns, "ip", "addr", "add", ns_ip + "/30", "dev", ns_if])
+            _run(["ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up"])
+            _run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"])
+        except RuntimeError as e:
+            raise Skip("cannot set up the veth pair: %s" % e)
+        r = _run(["ip", "netns", "exec", ns, "iptables", "-L", "-n"], check=False)
+        if r.returncode != 0:
+            raise Skip("iptables does not work in a namespace: " + r.stdout.strip())
+        self.redis_bind.append(host_ip)
+        return ns, host_ip
+
+    def iptables(self, ns, *rule):
+        _run(["ip", "netns", "exec", ns, "iptables", *rule])
+
+    # ---------------------------------------------------------------------------- end --
+    def stop_all(self):
+        for name in self.nodes:
+            p = self.nodes[name]["proc"]
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for name in self.nodes:
+            rc = self.stop_node(name)
+            if rc not in (0, None):
+                self.violations.append("node %s exited %s after SIGTERM" % (name, rc))
+
+    def cleanup(self):
+        for n in self.nodes.values():
+            p = n["proc"]
+            if p.poll() is None:
+                if p.pid:
+                    try:
+                        os.kill(p.pid, signal.SIGCONT)
+                    except OSError:
+                        pass
+                p.kill()
+                p.wait()
+        for pid in self.run_processes():  # orphans of our runs (e.g. a kill -9'd node's sleep)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.redis and self.redis.poll() is None:
+            try:
+                os.kill(self.redis.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            self.redis.kill()
+            self.redis.wait()
+        for ns, host_if in self.namespaces:
+            _run(["ip", "netns", "del", ns], check=False)
+            _run(["ip", "link", "del", host_if], check=False)
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def check(self, every_second=("tick",), strict_leftovers=False):
+        self.stop_all()
+        # Nothing of ours may keep running after a graceful stop.
+        left = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            left = self.run_processes()
+            if not left:
+                break
+            time.sleep(0.2)
+        self.figures["leftover_procs"] = len(left)
+        if left and strict_leftovers:
+            self.violations.append("%d run processes still alive after every node stopped"
+                                   % len(left))
+        res = checker.check(self.records(), self.all_events(), every_second_jobs=every_second,
+                            skew_tolerance_ms=SKEW_TOL_MS, windows=self.windows,
+                            on_lost=self.on_lost, since_ms=self.since_ms,
+                            lease_ttl_ms=int(LEASE_TTL_S * 1000))
+        res["violations"] = res["violations"] + self.violations
+        res.update(self.figures)
+        return res
+
+
+def start_three(c, long_job=None, first=("n1", "n2", "n3")):
+    c.write_jobs(long_job)
+    c.start_redis()
+    for n in first:
+        c.start_node(n)
+    c.wait_ticks(3)
+
+
+def wait_long_start(c, timeout=40, after_tokens=()):
+    def found():
+        return [r for r in c.starts("long") if r["attempt"] == 1 and r["token"] not in after_tokens]
+    wait_for(lambda: found(), timeout, "a run of the long job")
+    return found()[0]
+
+
+def first_event(c, node_names, pred):
+    for n in node_names:
+        for e in c.events(n):
+            if pred(e):
+                return e
+    return None
+
+
+# =================================================================================== scenarios ==
+
+def f14_rolling_sigterm(c, seconds):
+    """Rolling restart: three times, SIGTERM the node holding a run of "long" mid-run, restart it."""
+    c.write_jobs({"schedule": "*/4 * * * * *", "sleep": 3, "on_lost": "fail"})
+    c.start_redis()
+    for n in ("n1", "n2", "n3"):
+        c.start_node(n)
+    c.wait_ticks(3)
+    seen = set()
+    stops = []
+    for _ in range(3):
+        r = wait_long_start(c, after_tokens=seen)
+        seen.add(r["token"])
+        holder = r["node"]
+        time.sleep(0.5)  # mid-run
+        t0 = time.monotonic()
+        rc = c.stop_node(holder, timeout=30)
+        stops.append(time.monotonic() - t0)
+        if rc != 0:
+            c.violations.append("%s exited %s on SIGTERM" % (holder, rc))
+        fin = [e for e in c.events(holder) if e["event"] == "run_finished" and
+               e.get("run") == r["run"] and e.get("token") == str(r["token"])]
+        if not fin:
+            c.violations.append("%s stopped without recording the outcome of %s" % (holder, r["run"]))
+        elif fin[-1].get("outcome") not in ("succeeded", "cancelled"):
+            c.violations.append("%s: %s ended %s" % (holder, r["run"], fin[-1].get("outcome")))
+        if c.run_processes(r["token"]):
+            time.sleep(1)
+            if c.run_processes(r["token"]):
+                c.violations.append("run %s token %s still running after %s exited" % (
+                    r["run"], r["token"], holder))
+        if "stopped" not in [e["event"] for e in c.events(holder)]:
+            c.violations.append("%s did not log stopped" % holder)
+        c.restart_node(holder)
+        time.sleep(1)
+    time.sleep(seconds / 2)
+    res = c.check(every_second=("tick",), strict_leftovers=True)
+    reruns = [r for r in c.starts() if r["attempt"] > 1]
+    if reruns:
+        res["violations"].append("graceful stop led to %d further attempts" % len(reruns))
+    res["stop_s_max"] = round(max(stops), 2)
+    return res
+
+
+def _f1(c, seconds, on_lost):
+    start_three(c, {"schedule": "*/10 * * * * *", "sleep": 5, "on_lost": on_lost})
+    r = wait_long_start(c)
+    holder = r["node"]
+    time.sleep(0.5)
+    c.nodes[holder]["proc"].kill()
+    c.nodes[holder]["proc"].wait()
+    killed = time.monotonic()
+    survivors = [n for n in c.nodes if n != holder]
+    limit = LEASE_TTL_S + LEASE_TTL_S / 3 + 1 + HEARTBEAT_S + 1.0  # + scan period + 1 s slack
+    takeover = None
+    while time.monotonic() - killed < 30:
+        if on_lost == "rerun":
+            if any(x["run"] == r["run"] and x["attempt"] == 2 for x in c.starts("long")):
+                takeover = time.monotonic() - killed
+                break
+        elif first_event(c, survivors, lambda e: e["event"] == "lost_run" and
+                         e.get("run") == r["run"]):
+            takeover = time.monotonic() - killed
+            break
+        time.sleep(0.05)
+    c.figures["takeover_s"] = None if takeover is None else round(takeover, 2)
+    if takeover is None:
+        c.violations.append("no takeover of %s within 30 s" % r["run"])
+    elif takeover > limit:
+        c.violations.append("takeover took %.2f s > %.2f s" % (takeover, limit))
+    time.sleep(2)
+    c.restart_node(holder)
+    time.sleep(seconds)
+    res = c.check()
+    attempts = [x for x in c.starts("long") if x["run"] == r["run"]]
+    lost = [e for evs in c.all_events().values() for e in evs
+            if e["event"] == "lost_run" and e.get("run") == r["run"]]
+    if len(lost) != 1:
+        res["violations"].append("lost_run logged %d times for %s" % (len(lost), r["run"]))
+    if on_lost == "fail" and len(attempts) != 1:
+        res["violations"].append("on_lost=fail but %s ran %d attempts" % (r["run"], len(attempts)))
+    if on_lost == "rerun":
+        second = [x for x in attempts if x["attempt"] == 2]
+        if len(second) != 1 or second[0]["node"] == holder:
+            res["violations"].append("on_lost=rerun: attempts of %s: %s" % (
+                r["run"], [(x["attempt"], x["node"]) for x in attempts]))
+    return res
+
+
+def f1_fail(c, seconds):
+    """kill -9 the holder of a 5 s run (lease 3 s, on_lost = fail): recorded lost, not re-run."""
+    return _f1(c, seconds, "fail")
+
+
+def f1_rerun(c, seconds):
+    """kill -9 the holder of a 5 s run (lease 3 s, on_lost = rerun): a peer runs attempt 2."""
+    return _f1(c, seconds, "rerun")
+
+
+def f2_sigstop(c, seconds):
+    """SIGSTOP the holder of a 20 s run for 3 x lease, SIGCONT: it must self-fence and cancel."""
+    start_three(c, {"schedule": "*/15 * * * * *", "sleep": 20, "on_lost": "rerun"})
+    r = wait_long_start(c)
+    holder = r["node"]
+    pid = c.nodes[holder]["proc"].pid
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(3 * LEASE_TTL_S)
+    second = [x for x in c.starts("long") if x["run"] == r["run"] and x["attempt"] == 2]
+    os.kill(pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    if not second:
+        c.violations.append("no peer re-ran %s while its holder was paused" % r["run"])
+    # The resumed holder must notice at once and kill its run (SIGTERM, SIGKILL within margin/2).
+    gone = None
+    while time.monotonic() - resumed < 10:
+        if not c.run_processes(r["token"]):
+            gone = time.monotonic() - resumed
+            break
+        time.sleep(0.05)
+    c.figures["cancel_after_resume_s"] = None if gone is None else round(gone, 2)
+    if gone is None:
+        c.violations.append("the resumed holder's run %s kept running" % r["run"])
+    time.sleep(1)
+    evs = [e for e in c.events(holder) if e.get("run") == r["run"]]
+    fenced = [e for e in evs if e["event"] in ("self_fenced", "lease_renew_failed")]
+    if not fenced:
+        c.violations.append("%s logged neither self_fenced nor lease_renew_failed for %s"
+                            % (holder, r["run"]))
+    c.figures["holder_events"] = ",".join(sorted({e["event"] for e in evs}))
+    time.sleep(seconds)
+    res = c.check()
+    ends = [x for x in c.records() if x.get("kind") == "end" and x["token"] == r["token"]]
+    if ends:
+        res["violations"].append("the paused holder's run %s finished its work" % r["run"])
+    return res
+
+
+def check_catchup(c, res, down, up):
+    """misfire = once: of the fires missed in (down, up], exactly one (the latest) runs after."""
+    late = [r for r in c.starts("tick") if r["attempt"] == 1 and
+            down < checker.parse_rfc3339_ms(r["scheduled"]) <= up and r["started"] >= up - 200]
+    res["catchup_runs"] = len(late)
+    if len(late) > 1:
+        res["violations"].append("misfire=once, but %d fires of the outage ran after recovery: %s"
+                                 % (len(late), [r["run"] for r in late]))
+    if not late and up - down >= 2500:
+        res["violations"].append("misfire=once, but no fire of the %.1f s outage ran after "
+                                 "recovery" % ((up - down) / 1000))
+    return res
+
+
+def f3_redis_kill9(c, seconds):
+    """kill -9 redis-server, restart it 3 s later on the same AOF data."""
+    start_three(c)
+    time.sleep(seconds / 2)
+    down = now_ms()
+    c.kill_redis()
+    time.sleep(3)
+    c.start_redis()
+    up = now_ms()
+    c.windows.append((down, up))
+    c.figures["outage_ms"] = up - down
+    time.sleep(seconds)
+    ran_after = [r for r in c.starts("tick") if checker.parse_rfc3339_ms(r["scheduled"]) >= up]
+    c.figures["recovered_s"] = round((min(r["started"] for r in ran_after) - up) / 1000, 2) \
+        if ran_after else None
+    return check_catchup(c, c.check(), down, up)
+
+
+def f6_redis_paused(c, seconds):
+    """The backend hangs for everyone (SIGSTOP redis-server 6 s): misfire = once after recovery."""
+    start_three(c)
+    time.sleep(seconds / 2)
+    down = now_ms()
+    os.kill(c.redis.pid, signal.SIGSTOP)
+    time.sleep(6)
+    os.kill(c.redis.pid, signal.SIGCONT)
+    up = now_ms()
+    c.windows.append((down, up))
+    time.sleep(seconds)
+    return check_catchup(c, c.check(), down, up)
+
+
+def _faketime_env(offset):
+    if not os.path.exists(FAKETIME_LIB):
+        raise Skip("libfaketime not installed (%s)" % FAKETIME_LIB)
+    env = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    r = subprocess.run(["date", "+%s"], env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                       text=True)
+    delta = int(r.stdout.strip()) - int(time.time())
+    want = int(offset.rstrip("s"))
+    if abs(delta - want) > 3:
+        raise Skip("libfaketime has no effect here (date is off by %d s)" % delta)
+    return env
+
+
+def _f9(c, seconds, offset):
+    env = _faketime_env(offset)
+    c.write_jobs()
+    c.start_redis()
+    c.start_node("n1")
+    c.start_node("n2")
+    c.wait_ticks(3)
+    # The skewed node joins a running cluster (as after a restart or a scale-out).
+    n3_started = now_ms()
+    c.start_node("n3", env=env)
+    # Longer than the skew: what n3's arrival does to the next 30 s must be followed by runs.
+    time.sleep(max(seconds * 1.5, 35))
+    # The skewed node really is skewed: its log timestamps are off by about the offset.
+    evs = c.events("n3")
+    res = c.check()
+    if evs:
+        res["n3_clock_off_s"] = round((evs[0]["ts_ms"] - n3_started) / 1000)
+    res["runs_on_n3"] = len([r for r in c.starts("tick") if r["node"] == "n3"])
+    res["max_early_ms"] = max([checker.parse_rfc3339_ms(r["scheduled"]) - r["started"]
+                               for r in c.starts()] or [0])
+    return res
+
+
+def f9_fast(c, seconds):
+    """n3's clock is 30 s ahead (libfaketime): nothing may start early beyond skew_tolerance."""
+    return _f9(c, seconds, "+30s")
+
+
+def f9_slow(c, seconds):
+    """n3's clock is 30 s behind (libfaketime): no duplicate, no miss."""
+    return _f9(c, seconds, "-30s")
+
+
+def f5_partition(c, seconds):
+    """n3 (in its own netns) holds a long run; iptables DROP cuts it from redis for 3 x lease."""
+    ns, host_ip = c.make_netns(1)
+    c.start_redis()
+    at = time.gmtime(time.time() + 4)  # one fire, 4 s from now
+    c.write_jobs({"schedule": "%d %d %d * * *" % (at.tm_sec, at.tm_min, at.tm_hour),
+                  "sleep": 30, "on_lost": "rerun"})
+    c.start_node("n3", netns=ns, host=host_ip)  # alone: it claims the long run
+    try:
+        r = wait_long_start(c, timeout=30)
+    except AssertionError:
+        raise AssertionError("n3 did not run the long job; its log ends: " +
+                             c.log_text("n3")[-600:].replace("\n", " / "))
+    c.start_node("n1")
+    c.start_node("n2")
+    c.wait_ticks(3)
+    cut = time.monotonic()
+    cut_ms = now_ms()
+    c.iptables(ns, "-A", "OUTPUT", "-d", host_ip, "-j", "DROP")
+    c.iptables(ns, "-A", "INPUT", "-s", host_ip, "-j", "DROP")
+    fenced_at = takeover = None
+    while time.monotonic() - cut < 3 * LEASE_TTL_S:
+        if fenced_at is None and first_event(c, ["n3"], lambda e: e["event"] == "self_fenced" and
+                                             e.get("run") == r["run"]):
+            fenced_at = time.monotonic() - cut
+        if fenced_at is None and not c.run_processes(r["token"]):
+            fenced_at = time.monotonic() - cut
+        if takeover is None and any(x["run"] == r["run"] and x["attempt"] == 2
+                                    for x in c.starts("long")):
+            takeover = time.monotonic() - cut
+        time.sleep(0.05)
+    c.figures["self_fence_s"] = None if fenced_at is None else round(fenced_at, 2)
+    c.figures["takeover_s"] = None if takeover is None else round(takeover, 2)
+    if fenced_at is None:
+        c.violations.append("the partitioned node did not self-fence %s" % r["run"])
+    if takeover is None:
+        c.violations.append("no peer re-ran %s during the partition" % r["run"])
+    if fenced_at is not None and takeover is not None and takeover <= fenced_at:
+        c.violations.append("peer took over (%.2fs) before the partitioned holder fenced (%.2fs)"
+                            % (takeover, fenced_at))
+    if c.run_processes(r["token"]):
+        c.violations.append("the partitioned node's run %s still runs" % r["run"])
+    heal_ms = now_ms()
+    c.iptables(ns, "-D", "OUTPUT", "-d", host_ip, "-j", "DROP")
+    c.iptables(ns, "-D", "INPUT", "-s", host_ip, "-j", "DROP")
+    time.sleep(seconds)
+    res = c.check()
+    burst = [x for x in c.starts() if x["node"] == "n3" and x["started"] >= heal_ms and
+             x["started"] - checker.parse_rfc3339_ms(x["scheduled"]) > 2000]
+    res["late_on_heal"] = len(burst)
+    if burst:
+        res["violations"].append("burst on heal: n3 started %d late fires: %s" % (
+            len(burst), [x["run"] for x in burst]))
+    res["n3_runs_during_cut"] = len([x for x in c.starts() if x["node"] == "n3" and
+                                     cut_ms + 500 < x["started"] < heal_ms])
+    return res
+
+
+def f8_packet_loss(c, seconds):
+    """30 % packet loss on n3 (iptables statistic in its netns) for 2 x seconds, while n3 holds a
+    run of "long" (n3 starts alone and claims it, as in F5; on the veth pair it rarely wins a
+    claim race against n1 and n2 on loopback)."""
+    ns, host_ip = c.make_netns(2)
+    c.start_redis()
+    at = time.gmtime(time.time() + 4)
+    c.write_jobs({"schedule": "%d %d %d * * *" % (at.tm_sec, at.tm_min, at.tm_hour),
+                  "sleep": int(seconds * 2 + 6), "on_lost": "rerun"})
+    c.start_node("n3", netns=ns, host=host_ip)
+    try:
+        r = wait_long_start(c, timeout=30)
+    except AssertionError:
+        raise AssertionError("n3 did not run the long job; its log ends: " +
+                             c.log_text("n3")[-600:].replace("\n", " / "))
+    c.start_node("n1")
+    c.start_node("n2")
+    c.wait_ticks(3)
+    rule = ["-m", "statistic", "--mode", "random", "--probability", "0.3", "-j", "DROP"]
+    c.iptables(ns, "-A", "OUTPUT", "-d", host_ip, *rule)
+    c.iptables(ns, "-A", "INPUT", "-s", host_ip, *rule)
+    t0 = now_ms()
+    time.sleep(seconds * 2)
+    c.iptables(ns, "-D", "OUTPUT", "-d", host_ip, *rule)
+    c.iptables(ns, "-D", "INPUT", "-s", host_ip, *rule)
+    t1 = now_ms()
+    time.sleep(seconds / 2)
+    res = c.check()
+    res["runs_on_n3_lossy"] = len([x for x in c.starts() if x["node"] == "n3" and
+                                   t0 < x["started"] < t1])
+    evs = c.events("n3")
+    fenced = [e for e in evs if e.get("run") == r["run"] and (
+        e["event"] == "self_fenced" or e["event"] == "lease_renew_failed")]
+    second = [x for x in c.starts("long") if x["run"] == r["run"] and x["attempt"] == 2]
+    res["n3_renew_failures"] = len([e for e in evs if e["event"] == "lease_renew_failed"])
+    res["long_rerun"] = bool(second)
+    if second:
+        first_fence = min([e["ts_ms"] for e in fenced if e["event"] == "self_fenced"] or [None],
+                          key=lambda x: x or 1 << 62)
+        if first_fence is None or first_fence > second[0]["started"]:
+            res["violations"].append("a peer started attempt 2 of %s before n3 self-fenced" % r["run"])
+    return res
+
+
+SCENARIOS = [
+    ("F14", f14_rolling_sigterm),
+    ("F1-fail", f1_fail),
+    ("F1-rerun", f1_rerun),
+    ("F2", f2_sigstop),
+    ("F3", f3_redis_kill9),
+    ("F6", f6_redis_paused),
+    ("F9-fast", f9_fast),
+    ("F9-slow", f9_slow),
+    ("F5", f5_partition),
+    ("F8", f8_packet_loss),
+]
+
+FIGURES = ["records", "duplicates", "misses", "unrecorded", "fence_regressions", "early_starts",
+           "fenced_accepted", "skipped_policy", "lost", "max_lateness_ms"]
+
+
+def select(names):
+    if not names:
+        return SCENARIOS
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    chosen = [(n, f) for n, f in SCENARIOS
+              if any(n == w or n.startswith(w + "-") for w in wanted)]
+    unknown = [w for w in wanted if not any(n == w or n.startswith(w + "-") for n, _ in SCENARIOS)]
+    if unknown:
+        sys.exit("unknown scenarios: %s (known: %s)" % (
+            ", ".join(unknown), ", ".join(n for n, _ in SCENARIOS)))
+    return chosen
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenarios", default="", help="comma list (F1 selects F1-fail and F1-rerun)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=8, help="steady-state time around a fault")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dirs (logs, records)")
+    args = ap.parse_args()
+    if not os.access(GNOMON, os.X_OK):
+        sys.exit("gnomon binary not found at %s (build it: cmake --build --preset dev)" % GNOMON)
+    if not shutil.which("redis-server"):
+        print("SKIP all: redis-server is not installed")
+        return 0
+    passed = failed = skipped = 0
+    for name, fn in select(args.scenarios):
+        for i in range(args.repeat):
+            c = Cluster(name, keep=args.keep)
+            t0 = time.monotonic()
+            try:
+                res = fn(c, args.seconds)
+            except Skip as e:
+                skipped += 1
+                print("%-9s #%d SKIP %s" % (name, i + 1, e), flush=True)
+                continue
+            except Exception:
+                res = {"violations": ["scenario error: " + traceback.format_exc().strip()
+                                      .replace("\n", " | ")]}
+            finally:
+                c.cleanup()
+            ok = not res["violations"]
+            figs = " ".join("%s=%s" % (k, res[k]) for k in FIGURES if k in res)
+            extra = " ".join("%s=%s" % (k, v) for k, v in res.items()
+                             if k not in FIGURES and k not in ("violations", "miss_list"))
+            print("%-9s #%d %s %.0fs %s %s" % (name, i + 1, "PASS" if ok else "FAIL",
+                                               time.monotonic() - t0, figs, extra), flush=True)
+            for v in res["violations"][:15]:
+                print("    - " + v, flush=True)
+            if len(res["violations"]) > 15:
+                print("    - ... %d more" % (len(res["violations"]) - 15), flush=True)
+            if args.keep:
+                print("    dir: " + c.dir, flush=True)
+            if ok:
+                passed += 1
+            else:
+                failed += 1
+    tail = ", %d skipped" % skipped if skipped else ""
+    print("%d passed, %d failed%s" % (passed, failed, tail))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
