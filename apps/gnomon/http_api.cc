@@ -697,7 +697,9 @@ std::optional<Response> HttpApi::Admit(Call& call) {
     }
     const Resolved resolved = Resolve(request.path, call.segments);
     if (!resolved.route) return Error(404, "not_found", "no such endpoint: " + Shown(request.path));
-    const std::string_view method = request.method == "HEAD" ? "GET" : request.method;
+    // (Not a conditional expression: its std::string temporary would leave a dangling view.)
+    std::string_view method = request.method;
+    if (method == "HEAD") method = "GET";
     if (std::find(resolved.methods.begin(), resolved.methods.end(), method) ==
         resolved.methods.end()) {
       std::string allow;

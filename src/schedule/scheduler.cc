@@ -2,8 +2,10 @@
 #include "gnomon/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <queue>
 #include <random>
@@ -54,6 +56,23 @@ class Scheduler::Impl {
 
   ~Impl() { Stop(); }
 
+  // The backend's clock as this node estimates it: its own clock minus the skew measured at start
+  // and by every housekeeping pass. *When* to fire is decided on this clock, so a node whose clock
+  // is off neither runs fires early (the backend would refuse) nor late, nor takes future fires
+  // for missed ones.
+  Instant Now() const { return clock_.Now() - Duration(skew_ms_.load()); }
+
+  // Measures node clock minus backend clock (at the midpoint of one call) and adopts it.
+  Duration MeasureSkew() {
+    const Instant before = clock_.Now();
+    Result<Instant> backend_now = coord_.Now();
+    const Instant after = clock_.Now();
+    if (!backend_now.ok()) return Duration(skew_ms_.load());
+    const Duration skew = (before + (after - before) / 2) - *backend_now;
+    skew_ms_ = skew.count();
+    return skew;
+  }
+
   // ---------------------------------------------------------------------------------- jobs --
   struct JobEntry {
     JobSpec spec;
@@ -64,8 +83,9 @@ class Scheduler::Impl {
     bool paused = false;
     std::string pause_reason;
     int running = 0;
-    std::set<Instant> failed;  // fires whose claim failed on a backend error (retried)
-    Instant catchup_until;     // the catch-up pass covers fires up to here (the install cursor)
+    std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
+    std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
+    Instant catchup_until;         // the catch-up pass covers fires up to here (the install cursor)
   };
 
   Result<std::shared_ptr<const CronExpr>> Compile(const JobSpec& job) {
@@ -118,7 +138,7 @@ class Scheduler::Impl {
   // Installs or replaces a job. A new job starts at now - claim_grace: fires within the grace
   // are claimed, older ones are the misfire pass's business (CatchUp).
   void InstallLocked(const JobSpec& job, std::shared_ptr<const CronExpr> expr) {
-    const Instant now = clock_.Now();
+    const Instant now = Now();
     auto [it, inserted] = jobs_.try_emplace(job.id);
     JobEntry& e = it->second;
     const bool schedule_changed =
@@ -133,7 +153,7 @@ class Scheduler::Impl {
     if (schedule_changed && !inserted) e.cursor = std::max(e.cursor, now - Duration(1));
     ScheduleNextLocked(job.id, e);
     wake_ = true;
-    if (inserted && started_) SubmitCatchUp(job.id);
+    if (inserted && pool_) SubmitCatchUp(job.id);
   }
 
   void ScheduleNextLocked(const std::string& id, JobEntry& e) {
@@ -148,14 +168,26 @@ class Scheduler::Impl {
       if (started_) return FailedPreconditionError("scheduler already started");
       if (options_.node_id.empty()) return InvalidArgumentError("node_id is required");
       started_ = true;
-      started_at_ = clock_.Now();
+    }
+    // Jobs added before Start were placed on the node's own clock: measure the skew, then
+    // place them again on the backend's.
+    MeasureSkew();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      started_at_ = Now();
       pool_ = std::make_unique<internal::WorkerPool>(std::max(1, options_.worker_threads));
-      for (const auto& [id, e] : jobs_) SubmitCatchUp(id);
-      timers_.push(Timer{clock_.Now(), TimerKind::kHousekeeping, "", 0, {}});
-      timers_.push(Timer{clock_.Now(), TimerKind::kStatePoll, "", 0, {}});
+      for (auto& [id, e] : jobs_) {
+        e.cursor = e.catchup_until = started_at_ - options_.claim_grace - Duration(1);
+        ++e.gen;
+        ScheduleNextLocked(id, e);
+        SubmitCatchUp(id);
+      }
+      timers_.push(Timer{started_at_, TimerKind::kHousekeeping, "", 0, {}});
+      timers_.push(Timer{started_at_, TimerKind::kStatePoll, "", 0, {}});
     }
     loop_thread_ = std::jthread([this] { Loop(); });
     watchdog_thread_ = std::jthread([this] { Watchdog(); });
+    renewer_thread_ = std::jthread([this] { Renewer(); });
     return Status::Ok();
   }
 
@@ -183,7 +215,9 @@ class Scheduler::Impl {
       wd_stop_ = true;
     }
     wd_cv_.notify_all();
+    renew_cv_.notify_all();
     if (watchdog_thread_.joinable()) watchdog_thread_.join();
+    if (renewer_thread_.joinable()) renewer_thread_.join();
   }
 
   // --------------------------------------------------------------------------------- loop --
@@ -201,8 +235,10 @@ class Scheduler::Impl {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
       const Instant due = timers_.empty() ? Instant::Max() : timers_.top().due;
-      if (due > clock_.Now()) {
-        clock_.WaitUntil(lock, cv_, due, [&] { return stopping_ || wake_; });
+      if (due > Now()) {
+        // Timers are on the backend's clock; the wait is on the node's.
+        const Instant node_due = due == Instant::Max() ? due : due + Duration(skew_ms_.load());
+        clock_.WaitUntil(lock, cv_, node_due, [&] { return stopping_ || wake_; });
         wake_ = false;
         continue;
       }
@@ -213,7 +249,7 @@ class Scheduler::Impl {
   }
 
   void HandleTimerLocked(const Timer& t) {
-    const Instant now = clock_.Now();
+    const Instant now = Now();
     if (t.kind == TimerKind::kHousekeeping) {
       timers_.push(
           Timer{now + options_.housekeeping_interval, TimerKind::kHousekeeping, "", 0, {}});
@@ -276,13 +312,32 @@ class Scheduler::Impl {
         }
       });
     }
-    const JobSpec spec = e.spec;
+    SubmitSkipRecords(e.spec, skip);
+  }
+
+  // Records fires as skipped ("misfire"). A record that could not be written (backend down) is
+  // kept and written again by housekeeping, so no missed fire goes without its record.
+  void SubmitSkipRecords(const JobSpec& spec, const std::vector<Instant>& skip) {
+    if (skip.empty()) return;
     pool_->Submit([this, spec, skip] {
+      std::vector<Instant> unwritten;
       for (Instant f : skip) {
         for (int s = 0; s < spec.shards; ++s) {
           const FireKey fire{spec.id, f, s, spec.shards};
           Status st = coord_.RecordSkipped(fire, options_.node_id, "misfire");
-          if (st.ok()) Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
+          if (st.ok()) {
+            Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
+          } else if (st.code() != StatusCode::kAlreadyExists) {
+            Emit(SchedulerEvent::Kind::kError, fire, "record skipped: " + st.ToString());
+            if (unwritten.empty() || unwritten.back() != f) unwritten.push_back(f);
+          }
+        }
+      }
+      if (unwritten.empty()) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = jobs_.find(spec.id); it != jobs_.end()) {
+        for (Instant f : unwritten) {
+          if (it->second.unrecorded.size() < kMaxMisfires) it->second.unrecorded.insert(f);
         }
       }
     });
@@ -307,7 +362,7 @@ class Scheduler::Impl {
         missed.push_back(*f);
       }
       std::reverse(missed.begin(), missed.end());
-      ApplyMisfirePolicyLocked(e, missed, clock_.Now());
+      ApplyMisfirePolicyLocked(e, missed, Now());
     });
   }
 
@@ -330,6 +385,7 @@ class Scheduler::Impl {
     std::optional<Duration> timeout_at;
     StopReason reason = StopReason::kNone;
     bool lost = false;
+    bool renewing = false;  // queued for, or inside, a Renew call
   };
 
   void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed,
@@ -373,7 +429,7 @@ class Scheduler::Impl {
           const Duration wait = std::max(
               Duration(10), fire.scheduled_at - options_.skew_tolerance - out->backend_now);
           std::lock_guard<std::mutex> lock(mu_);
-          timers_.push(Timer{clock_.Now() + wait, TimerKind::kClaimRetry, fire.job_id, 0, fire});
+          timers_.push(Timer{Now() + wait, TimerKind::kClaimRetry, fire.job_id, 0, fire});
           wake_ = true;
           cv_.notify_all();
           return;
@@ -451,7 +507,7 @@ class Scheduler::Impl {
         RunRecord cancelled = BaseRecord(fire, *next);
         cancelled.outcome = RunOutcome::kCancelled;
         cancelled.error = std::string(ReasonText(StopReason::kShutdown)) + " before the retry";
-        cancelled.finished_at = clock_.Now();
+        cancelled.finished_at = Now();
         (void)coord_.Report(*next, cancelled, true);
         break;
       }
@@ -474,7 +530,7 @@ class Scheduler::Impl {
     rec.attempt = claim.attempt;
     rec.fencing_token = claim.fencing_token;
     rec.node_id = options_.node_id;
-    rec.started_at = clock_.Now();
+    rec.started_at = Now();
     return rec;
   }
 
@@ -509,7 +565,7 @@ class Scheduler::Impl {
     const Duration began = clock_.SteadyNow();
     ExecResult r = exec_.Execute(spec, ctx);
     took = clock_.SteadyNow() - began;
-    rec.finished_at = clock_.Now();
+    rec.finished_at = Now();
     rec.exit_code = r.exit_code;
     rec.output = std::move(r.output);
     rec.error = std::move(r.error);
@@ -588,24 +644,30 @@ class Scheduler::Impl {
     }
   }
 
-  // Renews every lease at ttl/3, self-fences at ttl - margin, enforces timeouts; all deadlines
-  // on the monotonic clock.
+  // Watches every run's deadlines on the monotonic clock: self-fences at ttl - margin after the
+  // last successful renewal, enforces timeouts, and hands due renewals to the renewer thread.
+  // It never calls the backend itself, so a renewal blocked on a dead connection cannot delay a
+  // self-fence (RELIABILITY.md F5).
   void Watchdog() {
     std::unique_lock<std::mutex> lock(wd_mu_);
     while (!wd_stop_) {
       Duration due = Duration::max() / 2;
       for (const auto& [key, run] : active_) {
-        if (!run->lost) due = std::min({due, run->next_renew, FenceDeadline(*run)});
+        if (!run->lost) {
+          due = std::min(due, FenceDeadline(*run));
+          if (!run->renewing) due = std::min(due, run->next_renew);
+        }
         if (run->timeout_at && run->reason == StopReason::kNone)
           due = std::min(due, *run->timeout_at);
       }
       if (due > clock_.SteadyNow()) {
-        uint64_t seen = wd_version_;
+        const uint64_t seen = wd_version_;
         clock_.WaitUntilSteady(lock, wd_cv_, due, [&] { return wd_stop_ || wd_version_ != seen; });
         if (wd_stop_) return;
       }
       const Duration now = clock_.SteadyNow();
-      std::vector<std::shared_ptr<ActiveRun>> to_renew;
+      std::vector<FireKey> fenced;
+      bool queued = false;
       for (auto& [key, run] : active_) {
         if (run->timeout_at && now >= *run->timeout_at && run->reason == StopReason::kNone) {
           run->reason = StopReason::kTimeout;
@@ -617,43 +679,57 @@ class Scheduler::Impl {
             run->reason = StopReason::kSelfFenced;
           }
           run->stop.request_stop();
-          lock.unlock();
-          Emit(SchedulerEvent::Kind::kSelfFenced, run->claim.fire, "");
-          lock.lock();
-          break;  // active_ may have changed while unlocked; recompute
+          fenced.push_back(run->claim.fire);
         }
-        if (!run->lost && now >= run->next_renew) to_renew.push_back(run);
+        if (!run->lost && !run->renewing && now >= run->next_renew) {
+          run->renewing = true;
+          renew_queue_.push_back(run);
+          queued = true;
+        }
       }
-      for (const std::shared_ptr<ActiveRun>& run : to_renew) {
-        Claim claim = run->claim;
+      if (queued) renew_cv_.notify_all();
+      if (!fenced.empty()) {
         lock.unlock();
-        const Duration sent = clock_.SteadyNow();
-        Status s = coord_.Renew(claim, options_.lease_ttl);
+        for (const FireKey& f : fenced) Emit(SchedulerEvent::Kind::kSelfFenced, f, "");
         lock.lock();
-        if (run->claim.fencing_token != claim.fencing_token) continue;  // a new attempt meanwhile
-        if (s.ok()) {
-          run->claim.lease_expires_at = claim.lease_expires_at;
-          run->last_ok_sent = sent;
-          run->next_renew = sent + options_.lease_ttl / 3;
-          lock.unlock();
-          Emit(SchedulerEvent::Kind::kLeaseRenewed, claim.fire, "");
-          lock.lock();
-        } else if (s.code() == StatusCode::kLeaseLost) {
-          run->lost = true;
-          if (run->reason == StopReason::kNone) run->reason = StopReason::kLeaseLost;
-          run->stop.request_stop();
-          lock.unlock();
-          Emit(SchedulerEvent::Kind::kLeaseRenewFailed, claim.fire, s.ToString());
-          lock.lock();
-        } else {
-          // Backend trouble: try again soon; the fence deadline still applies.
-          run->next_renew = clock_.SteadyNow() +
-                            std::min<Duration>(options_.lease_ttl / 10, std::chrono::seconds(1));
-          lock.unlock();
-          Emit(SchedulerEvent::Kind::kLeaseRenewFailed, claim.fire, s.ToString());
-          lock.lock();
-        }
       }
+    }
+  }
+
+  // Renews the leases the watchdog queued, one at a time (a call may block up to the backend's
+  // timeouts), and records the outcome for the watchdog.
+  void Renewer() {
+    std::unique_lock<std::mutex> lock(wd_mu_);
+    while (true) {
+      renew_cv_.wait(lock, [&] { return wd_stop_ || !renew_queue_.empty(); });
+      if (wd_stop_) return;
+      std::shared_ptr<ActiveRun> run = std::move(renew_queue_.front());
+      renew_queue_.pop_front();
+      Claim claim = run->claim;
+      lock.unlock();
+      const Duration sent = clock_.SteadyNow();
+      Status s = coord_.Renew(claim, options_.lease_ttl);
+      lock.lock();
+      run->renewing = false;
+      WakeWatchdogLocked();
+      if (run->claim.fencing_token != claim.fencing_token || run->lost) continue;
+      if (s.ok()) {
+        run->claim.lease_expires_at = claim.lease_expires_at;
+        run->last_ok_sent = sent;
+        run->next_renew = sent + options_.lease_ttl / 3;
+      } else if (s.code() == StatusCode::kLeaseLost) {
+        run->lost = true;
+        if (run->reason == StopReason::kNone) run->reason = StopReason::kLeaseLost;
+        run->stop.request_stop();
+      } else {
+        // Backend trouble: try again soon; the fence deadline still applies.
+        run->next_renew = clock_.SteadyNow() +
+                          std::min<Duration>(options_.lease_ttl / 10, std::chrono::seconds(1));
+      }
+      lock.unlock();
+      Emit(s.ok() ? SchedulerEvent::Kind::kLeaseRenewed : SchedulerEvent::Kind::kLeaseRenewFailed,
+           claim.fire, s.ok() ? "" : s.ToString());
+      lock.lock();
     }
   }
 
@@ -666,12 +742,7 @@ class Scheduler::Impl {
     // One pass at a time, even if a slow backend makes a pass longer than the interval.
     std::unique_lock<std::mutex> one(housekeeping_mu_, std::try_to_lock);
     if (!one.owns_lock()) return;
-    // Clock skew: node clock minus backend clock, measured at the midpoint of the call.
-    const Instant before = clock_.Now();
-    Result<Instant> backend_now = coord_.Now();
-    const Instant after = clock_.Now();
-    Duration skew{0};
-    if (backend_now.ok()) skew = (before + (after - before) / 2) - *backend_now;
+    const Duration skew = MeasureSkew();
     NodeInfo node{options_.node_id, options_.host, options_.version, started_at_, {},
                   running(),        skew};
     if (Status s = coord_.Heartbeat(node, options_.housekeeping_interval * 3); !s.ok()) {
@@ -739,8 +810,12 @@ class Scheduler::Impl {
   // the backend may be back.
   void RetryFailedClaims() {
     std::lock_guard<std::mutex> lock(mu_);
-    const Instant now = clock_.Now();
+    const Instant now = Now();
     for (auto& [id, e] : jobs_) {
+      if (!e.unrecorded.empty()) {
+        SubmitSkipRecords(e.spec, std::vector<Instant>(e.unrecorded.begin(), e.unrecorded.end()));
+        e.unrecorded.clear();
+      }
       if (e.failed.empty()) continue;
       std::vector<Instant> fires(e.failed.begin(), e.failed.end());
       e.failed.clear();
@@ -789,7 +864,7 @@ class Scheduler::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
     }
-    const Instant now = clock_.Now();
+    const Instant now = Now();
     SubmitShards(*spec, now);
     return FireKey{id, now, 0, spec->shards}.RunId();
   }
@@ -855,7 +930,7 @@ class Scheduler::Impl {
     ev.job_id = fire.job_id;
     ev.run_id = fire.job_id.empty() ? "" : fire.RunId();
     ev.scheduled_at = fire.scheduled_at;
-    ev.at = clock_.Now();
+    ev.at = Now();
     return ev;
   }
   SchedulerEvent MakeEvent(SchedulerEvent::Kind kind, const FireKey& fire, const Claim& claim) {
@@ -879,7 +954,8 @@ class Scheduler::Impl {
   Clock& clock_;
   const Duration margin_;
 
-  mutable std::mutex mu_;  // jobs_, timers_, flags
+  std::atomic<int64_t> skew_ms_{0};  // node clock minus backend clock (MeasureSkew)
+  mutable std::mutex mu_;            // jobs_, timers_, flags
   std::condition_variable cv_;
   std::map<std::string, JobEntry> jobs_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
@@ -892,6 +968,8 @@ class Scheduler::Impl {
   std::condition_variable wd_cv_;
   std::map<ActiveRun*, std::shared_ptr<ActiveRun>> active_;
   bool wd_stop_ = false;
+  std::condition_variable renew_cv_;
+  std::deque<std::shared_ptr<ActiveRun>> renew_queue_;  // guarded by wd_mu_
   bool cancel_all_ = false;  // graceful stop reached its grace: every run is cancelled
   uint64_t wd_version_ = 0;
 
@@ -906,6 +984,7 @@ class Scheduler::Impl {
   std::unique_ptr<internal::WorkerPool> pool_;
   std::jthread loop_thread_;
   std::jthread watchdog_thread_;
+  std::jthread renewer_thread_;
 };
 
 Scheduler::Scheduler(SchedulerOptions options, Coordinator& coordinator, Executor& executor,

@@ -167,11 +167,21 @@ TEST_F(SchedulerTest, ThreeNodesRunEachFireOnce) {
 }
 
 TEST_F(SchedulerTest, EarlyFireGuardUsesTheBackendClock) {
-  FakeClock backend_clock(kBoot - seconds(2));  // the backend is 2 s behind this node
+  FakeClock backend_clock(kBoot);  // in step with the node when it starts: measured skew 0
   MemoryCoordinator coord(backend_clock);
-  Node n("fast", coord, exec_, clock_);
+  SchedulerOptions opts;
+  opts.housekeeping_interval = minutes(10);  // no new skew measurement during the test
+  Node n("fast", coord, exec_, clock_, opts);
   ASSERT_TRUE(n.scheduler->AddJob(Job("guarded", "0 * * * * *")).ok());
   ASSERT_TRUE(n.scheduler->Start().ok());
+  // Wait for the first housekeeping pass (its heartbeat), which measures the skew too.
+  for (int i = 0; i < 250 && coord.ListNodes()->empty(); ++i) {
+    n.observer.Await(Kind::kError, 1, {}, milliseconds(20));  // a bounded real wait
+  }
+  ASSERT_FALSE(coord.ListNodes()->empty());
+  // Then the backend's clock steps 2 s back: the node's estimate is 2 s fast until it measures
+  // again, and the backend's early-fire guard is what stops an early run.
+  backend_clock.SetWall(backend_clock.Now() - seconds(2));
   AdvanceTo(clock_, kStart + seconds(60));
   AdvanceTo(backend_clock, kStart + seconds(58));
   ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "early-guard"));
@@ -188,6 +198,34 @@ TEST_F(SchedulerTest, EarlyFireGuardUsesTheBackendClock) {
   ASSERT_TRUE(exec_.AwaitFinished(1));
   EXPECT_GE(backend_clock.Now(), kStart + seconds(60) - milliseconds(500));
   n.scheduler->Stop();
+}
+
+// A node whose clock is 30 s fast or slow fires on the backend's clock: on time, never early,
+// and a fast node joining does not take the next fires for missed ones (chaos F9).
+TEST(SchedulerSkewTest, FiresOnTheBackendClockWhateverTheNodeClock) {
+  for (int skew_s : {30, -30}) {
+    FakeClock backend(kBoot);
+    FakeClock node_clock(kBoot + seconds(skew_s));
+    MemoryCoordinator coord(backend);
+    RecordingExecutor exec;
+    // The cluster ran the job before: the joining node's catch-up pass looks for missed fires.
+    ASSERT_TRUE(coord.RecordSkipped(FireKey{"skewed", kStart, 0, 1}, "earlier", "misfire").ok());
+    Node n("n", coord, exec, node_clock);
+    ASSERT_TRUE(n.scheduler->AddJob(Job("skewed", "*/10 * * * * *")).ok());
+    ASSERT_TRUE(n.scheduler->Start().ok());
+    for (int i = 1; i <= 3; ++i) {
+      const Instant at = kStart + seconds(10 * i);
+      AdvanceTo(backend, at);
+      AdvanceTo(node_clock, at + seconds(skew_s));
+      ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, i)) << "skew " << skew_s << " fire " << i;
+    }
+    n.scheduler->Stop();
+    const auto attempts = exec.attempts();
+    ASSERT_EQ(attempts.size(), 3u) << "skew " << skew_s;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(attempts[i].scheduled_at, kStart + seconds(10 * (i + 1)));
+    EXPECT_EQ(n.observer.Count(Kind::kSkipped, "misfire"), 0) << "skew " << skew_s;
+    EXPECT_EQ(n.observer.Count(Kind::kSkipped, "early-guard"), 0) << "skew " << skew_s;
+  }
 }
 
 TEST_F(SchedulerTest, OverlapForbidSkipsAndRecords) {
@@ -633,6 +671,119 @@ TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
   EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
   EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
   a.scheduler->Stop();
+}
+
+}  // namespace
+}  // namespace gnomon
+
+namespace gnomon {
+namespace {
+
+// Renewals hang (a dead connection) until released.
+class HangingRenewals : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status Renew(gnomon::Claim& claim, Duration ttl) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++calls_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+    return ForwardingCoordinator::Renew(claim, ttl);
+  }
+  bool AwaitCall() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return calls_ > 0; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+  bool released_ = false;
+};
+
+// Chaos F5: a renewal stuck on a dead connection must not delay the self-fence.
+TEST(SchedulerFenceTest, SelfFencesWhileARenewalHangs) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  HangingRenewals coord(backend);
+  RecordingExecutor exec;
+  exec.SetBehavior([&](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  SchedulerOptions opts;
+  opts.lease_ttl = seconds(30);  // renew at 10 s, fence at 20 s after the claim
+  Node n("a", coord, exec, clock, opts);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("stuck-renew", "0 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock, kStart + seconds(60));
+  ASSERT_TRUE(exec.AwaitStarted(1));
+  clock.Advance(seconds(10));
+  ASSERT_TRUE(coord.AwaitCall()) << "no renewal at ttl/3";
+  Duration waited{0};
+  while (!n.observer.Await(Kind::kSelfFenced, 1, {}, milliseconds(50)) && waited < seconds(20)) {
+    clock.Advance(seconds(1));
+    waited += seconds(1);
+  }
+  EXPECT_EQ(n.observer.Count(Kind::kSelfFenced), 1) << "the hanging renewal delayed the fence";
+  EXPECT_LE(waited, seconds(11));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  EXPECT_TRUE(exec.attempts()[0].stopped);
+  coord.Release();
+  n.scheduler->Stop();
+}
+
+// Backend down while misfires are recorded: the records are written once it is back (chaos F3).
+class FailingSkips : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status RecordSkipped(const FireKey& fire, const std::string& node,
+                       const std::string& reason) override {
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::RecordSkipped(fire, node, reason);
+  }
+  std::atomic<bool> down{false};
+};
+
+TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  FailingSkips coord(backend);
+  RecordingExecutor exec;
+  {
+    Node a("a", coord, exec, clock);
+    ASSERT_TRUE(a.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+    ASSERT_TRUE(a.scheduler->Start().ok());
+    AdvanceTo(clock, kStart + seconds(60));
+    ASSERT_TRUE(exec.AwaitFinished(1));
+    a.scheduler->Stop();
+  }
+  clock.Advance(minutes(10) + seconds(30));
+  coord.down = true;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node b("b", coord, exec, clock, opts);
+  ASSERT_TRUE(b.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  ASSERT_TRUE(exec.AwaitFinished(2));              // misfire = once: the latest missed fire runs
+  ASSERT_TRUE(b.observer.Await(Kind::kError, 9));  // the 9 skip records could not be written
+  EXPECT_EQ(b.observer.Count(Kind::kSkipped, "misfire"), 0);
+  coord.down = false;
+  for (int i = 0; i < 10 && !b.observer.Await(Kind::kSkipped, 9, "misfire", milliseconds(200));
+       ++i) {
+    clock.Advance(seconds(5));
+  }
+  EXPECT_EQ(b.observer.Count(Kind::kSkipped, "misfire"), 9);
+  b.scheduler->Stop();
+  EXPECT_EQ(History(backend, "m").size(), 11u) << "every fire has its record";
 }
 
 }  // namespace
