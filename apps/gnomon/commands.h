@@ -14,6 +14,8 @@ inline constexpr int kExitUsage = 2;
 
 // `gnomon cron next|explain`.
 void AddCronCommand(CLI::App& app, int* exit_code);
+// `gnomon job ls|show|add|rm|pause|resume|trigger|runs` (an HTTP API client).
+void AddJobCommand(CLI::App& app, int* exit_code);
 // `gnomon serve`.
 void AddServeCommand(CLI::App& app, int* exit_code);
 

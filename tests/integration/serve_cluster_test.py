@@ -415,5 +415,36 @@ class ServeHttpApi(unittest.TestCase):
             self.assertNotIn(secret, log, "a token was logged")
 
 
+    def test_job_cli_against_a_daemon(self):
+        config = os.path.join(self.dir, "gnomon.toml")
+        with open(config, "w") as f:
+            f.write('[[token]]\nname = "ops"\ntoken = "ops-secret-0123456789"\nrole = "admin"\n')
+        port = free_port()
+        p = self.serve("cli", port, config)
+        jobs = os.path.join(self.dir, "add.toml")
+        with open(jobs, "w") as f:
+            f.write('[[job]]\nid = "cli-job"\nschedule = "0 0 1 1 *"\ncommand = "echo from-the-cli"\n')
+        base = [GNOMON, "job", "--server", "http://127.0.0.1:%d" % port]
+        env = dict(os.environ, GNOMON_TOKEN="ops-secret-0123456789")
+        def job(*args, expect=0):
+            r = subprocess.run([*base, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+            self.assertEqual(r.returncode, expect, "%s: %s" % (args, r.stderr))
+            return r.stdout
+        self.assertIn("created cli-job", job("add", jobs))
+        self.assertIn("cli-job", job("ls"))
+        run_id = job("trigger", "cli-job").strip()
+        self.assertTrue(run_id.startswith("cli-job@"), run_id)
+        wait_for(lambda: "succeeded" in job("runs", "cli-job"), 30, "the triggered run")
+        job("pause", "cli-job")
+        self.assertIn("paused", job("ls"))
+        job("show", "nope", expect=2)
+        r = subprocess.run([*base, "ls"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(r.returncode, 2, "no token: 401 is a refusal")
+        job("rm", "cli-job")
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=30), 0)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1,0 +1,170 @@
+// `gnomon job ls|show|add|rm|pause|resume|trigger|runs`: a client of a daemon's HTTP API
+// (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or failed (5xx);
+// 2 the request was refused as invalid (4xx) or the command line is wrong.
+#include <httplib.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/gnomon/commands.h"
+#include "apps/gnomon/config.h"
+#include "apps/gnomon/job_json.h"
+
+namespace gnomon::app {
+namespace {
+
+struct JobArgs {
+  std::string server = "http://127.0.0.1:8080";
+  std::string token;
+  std::string id;
+  std::string file;
+  std::string outcome;
+  int limit = 20;
+  bool json = false;
+};
+
+// One request; prints the error and returns the exit code on failure.
+struct Reply {
+  int exit_code = kExitOk;
+  nlohmann::json body;
+};
+
+Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
+           const std::string& body = "") {
+  Reply out;
+  try {
+    httplib::Client client(a.server);
+    client.set_connection_timeout(5);
+    client.set_read_timeout(30);
+    httplib::Headers headers;
+    if (!a.token.empty()) headers.emplace("Authorization", "Bearer " + a.token);
+    httplib::Result r = method == "GET"      ? client.Get(path, headers)
+                        : method == "DELETE" ? client.Delete(path, headers)
+                                             : client.Post(path, headers, body, "application/json");
+    if (!r) {
+      std::cerr << "gnomon job: " << a.server << ": " << httplib::to_string(r.error()) << "\n";
+      out.exit_code = kExitFailure;
+      return out;
+    }
+    if (!r->body.empty()) out.body = nlohmann::json::parse(r->body, nullptr, false);
+    if (r->status >= 400) {
+      const std::string message = out.body.is_object() && out.body.contains("error")
+                                      ? out.body["error"].value("message", r->body)
+                                      : r->body;
+      std::cerr << "gnomon job: " << r->status << ": " << message << "\n";
+      out.exit_code = r->status >= 500 ? kExitFailure : kExitUsage;
+    }
+  } catch (const std::exception& e) {  // httplib adapter boundary
+    std::cerr << "gnomon job: " << e.what() << "\n";
+    out.exit_code = kExitFailure;
+  }
+  return out;
+}
+
+std::string Str(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "-";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+int Ls(const JobArgs& a) {
+  Reply r = Call(a, "GET", "/api/v1/jobs");
+  if (r.exit_code != kExitOk) return r.exit_code;
+  if (a.json) {
+    std::cout << r.body.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("%-32s %-22s %-26s %s\n", "ID", "SCHEDULE", "NEXT FIRE", "STATE");
+  for (const auto& j : r.body.value("jobs", nlohmann::json::array())) {
+    const nlohmann::json& spec = j.contains("spec") ? j["spec"] : j;
+    std::printf("%-32s %-22s %-26s %s\n", Str(spec, "id").c_str(), Str(spec, "schedule").c_str(),
+                Str(j, "next_fire").c_str(),
+                j.value("paused", false) ? "paused" : "active");
+  }
+  return kExitOk;
+}
+
+int Runs(const JobArgs& a) {
+  std::string path = "/api/v1/runs?limit=" + std::to_string(a.limit);
+  if (!a.id.empty()) path += "&job=" + a.id;
+  if (!a.outcome.empty()) path += "&outcome=" + a.outcome;
+  Reply r = Call(a, "GET", path);
+  if (r.exit_code != kExitOk) return r.exit_code;
+  if (a.json) {
+    std::cout << r.body.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("%-40s %-3s %-10s %-16s %-8s %s\n", "RUN", "TRY", "OUTCOME", "NODE", "TOKEN",
+              "SCHEDULED");
+  for (const auto& run : r.body.value("runs", nlohmann::json::array())) {
+    std::printf("%-40s %-3s %-10s %-16s %-8s %s\n", Str(run, "run_id").c_str(),
+                Str(run, "attempt").c_str(), Str(run, "outcome").c_str(),
+                Str(run, "node_id").c_str(), Str(run, "fencing_token").c_str(),
+                Str(run, "scheduled_at").c_str());
+  }
+  return kExitOk;
+}
+
+// Every [[job]] of a TOML jobs file, created through the API (all must be valid first).
+int Add(const JobArgs& a) {
+  Result<std::vector<JobSpec>> jobs = LoadJobsFile(a.file, JobSpec{});
+  if (!jobs.ok()) {
+    std::cerr << "gnomon job add: " << jobs.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (JobSpec job : *jobs) {
+    job.read_only = false;
+    job.source.clear();
+    Reply r = Call(a, "POST", "/api/v1/jobs", DumpJson(JobSpecToJson(job)));
+    if (r.exit_code != kExitOk) return r.exit_code;
+    std::cout << "created " << job.id << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddJobCommand(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<JobArgs>();
+  CLI::App* job = app.add_subcommand("job", "Manage jobs of a running daemon through its HTTP API");
+  job->require_subcommand(1);
+  job->add_option("--server", a->server, "Daemon URL")->capture_default_str();
+  job->add_option("--token", a->token, "Bearer token (or GNOMON_TOKEN)")->envname("GNOMON_TOKEN");
+  auto with_id = [&](const char* name, const char* help) {
+    CLI::App* c = job->add_subcommand(name, help);
+    c->add_option("ID", a->id, "Job id")->required();
+    return c;
+  };
+  CLI::App* ls = job->add_subcommand("ls", "List jobs");
+  ls->add_flag("--json", a->json, "Print the API's JSON");
+  ls->callback([a, exit_code] { *exit_code = Ls(*a); });
+  with_id("show", "Show one job (JSON)")->callback([a, exit_code] {
+    Reply r = Call(*a, "GET", "/api/v1/jobs/" + a->id);
+    if (r.exit_code == kExitOk) std::cout << r.body.dump(2) << "\n";
+    *exit_code = r.exit_code;
+  });
+  CLI::App* add = job->add_subcommand("add", "Create the jobs of a TOML jobs file");
+  add->add_option("FILE", a->file, "Jobs file ([[job]] tables, the keys of PRODUCT.md)")
+      ->required();
+  add->callback([a, exit_code] { *exit_code = Add(*a); });
+  with_id("rm", "Delete a job created through the API")->callback([a, exit_code] {
+    *exit_code = Call(*a, "DELETE", "/api/v1/jobs/" + a->id).exit_code;
+  });
+  for (const char* action : {"pause", "resume", "trigger"}) {
+    with_id(action, action == std::string("trigger") ? "Fire the job now" : "Pause or resume the job cluster-wide")
+        ->callback([a, exit_code, action] {
+          Reply r = Call(*a, "POST", "/api/v1/jobs/" + a->id + "/" + action, "{}");
+          if (r.exit_code == kExitOk && r.body.contains("run_id")) {
+            std::cout << r.body["run_id"].get<std::string>() << "\n";
+          }
+          *exit_code = r.exit_code;
+        });
+  }
+  CLI::App* runs = job->add_subcommand("runs", "Recent runs, newest first");
+  runs->add_option("ID", a->id, "Only this job");
+  runs->add_option("--outcome", a->outcome, "succeeded, failed, timed_out, cancelled, skipped, lost");
+  runs->add_option("-n,--limit", a->limit, "How many")->check(CLI::Range(1, 1000));
+  runs->add_flag("--json", a->json, "Print the API's JSON");
+  runs->callback([a, exit_code] { *exit_code = Runs(*a); });
+}
+
+}  // namespace gnomon::app
