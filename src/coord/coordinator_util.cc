@@ -118,6 +118,13 @@ std::string EncodeCursor(const RunPosition& last) {
          std::to_string(last.attempt) + ":" + last.job_id;
 }
 
+Result<std::optional<RunPosition>> PageStart(std::string_view cursor) {
+  if (cursor.empty()) return std::optional<RunPosition>();
+  Result<RunPosition> pos = DecodeCursor(cursor);
+  if (!pos.ok()) return pos.status();
+  return std::optional<RunPosition>(*pos);
+}
+
 Result<RunPosition> DecodeCursor(std::string_view cursor) {
   auto bad = [&] {
     return InvalidArgumentError("cursor \"" + std::string(cursor.substr(0, 64)) +

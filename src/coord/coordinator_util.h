@@ -51,6 +51,8 @@ bool ListedBefore(const RunPosition& a, const RunPosition& b);
 // The opaque cursor naming "after this record", and its parser (InvalidArgument when malformed).
 std::string EncodeCursor(const RunPosition& last);
 Result<RunPosition> DecodeCursor(std::string_view cursor);
+// A query's cursor: nullopt for an empty one (the first page), else DecodeCursor.
+Result<std::optional<RunPosition>> PageStart(std::string_view cursor);
 
 // The ClaimOutcome for a request, with backend_now set and the given result.
 ClaimOutcome MakeOutcome(ClaimOutcome::Result result, Instant backend_now);

@@ -256,12 +256,9 @@ Status MemoryCoordinator::SetPaused(const std::string& job_id, bool paused,
 Result<RunPage> MemoryCoordinator::ListRuns(const RunQuery& query) {
   Result<int> limit = coord::PageLimit(query.limit);
   if (!limit.ok()) return limit.status();
-  std::optional<coord::RunPosition> after;
-  if (!query.cursor.empty()) {
-    Result<coord::RunPosition> pos = coord::DecodeCursor(query.cursor);
-    if (!pos.ok()) return pos.status();
-    after = *pos;
-  }
+  Result<std::optional<coord::RunPosition>> start = coord::PageStart(query.cursor);
+  if (!start.ok()) return start.status();
+  const std::optional<coord::RunPosition> after = *start;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.begin();
   if (after) {

@@ -609,12 +609,9 @@ Status RedisCoordinator::SetPaused(const std::string& job_id, bool paused,
 Result<RunPage> RedisCoordinator::ListRuns(const RunQuery& query) {
   Result<int> limit = coord::PageLimit(query.limit);
   if (!limit.ok()) return limit.status();
-  std::optional<coord::RunPosition> after;
-  if (!query.cursor.empty()) {
-    Result<coord::RunPosition> pos = coord::DecodeCursor(query.cursor);
-    if (!pos.ok()) return pos.status();
-    after = *pos;
-  }
+  Result<std::optional<coord::RunPosition>> page_start = coord::PageStart(query.cursor);
+  if (!page_start.ok()) return page_start.status();
+  const std::optional<coord::RunPosition> after = *page_start;
   RunPage page;
   if (!query.job_id.empty() && !IsValidJobId(query.job_id)) return page;
   // Start after the cursor, or at the first instant before scheduled_until, whichever is later

@@ -690,12 +690,9 @@ Status SqliteCoordinator::SetPaused(const std::string& job_id, bool paused,
 Result<RunPage> SqliteCoordinator::ListRuns(const RunQuery& query) {
   Result<int> limit = coord::PageLimit(query.limit);
   if (!limit.ok()) return limit.status();
-  std::optional<coord::RunPosition> after;
-  if (!query.cursor.empty()) {
-    Result<coord::RunPosition> pos = coord::DecodeCursor(query.cursor);
-    if (!pos.ok()) return pos.status();
-    after = *pos;
-  }
+  Result<std::optional<coord::RunPosition>> start = coord::PageStart(query.cursor);
+  if (!start.ok()) return start.status();
+  const std::optional<coord::RunPosition> after = *start;
   std::lock_guard<std::mutex> lock(mu_);
   // Keyset pagination in the listing order (scheduled desc, job, shard, attempt desc): a page
   // starts strictly after the cursor's record, so records written meanwhile cause neither
