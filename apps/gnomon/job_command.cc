@@ -77,8 +77,7 @@ int Ls(const JobArgs& a) {
   for (const auto& j : r.body.value("jobs", nlohmann::json::array())) {
     const nlohmann::json& spec = j.contains("spec") ? j["spec"] : j;
     std::printf("%-32s %-22s %-26s %s\n", Str(spec, "id").c_str(), Str(spec, "schedule").c_str(),
-                Str(j, "next_fire").c_str(),
-                j.value("paused", false) ? "paused" : "active");
+                Str(j, "next_fire").c_str(), j.value("paused", false) ? "paused" : "active");
   }
   return kExitOk;
 }
@@ -150,7 +149,8 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
     *exit_code = Call(*a, "DELETE", "/api/v1/jobs/" + a->id).exit_code;
   });
   for (const char* action : {"pause", "resume", "trigger"}) {
-    with_id(action, action == std::string("trigger") ? "Fire the job now" : "Pause or resume the job cluster-wide")
+    with_id(action, action == std::string("trigger") ? "Fire the job now"
+                                                     : "Pause or resume the job cluster-wide")
         ->callback([a, exit_code, action] {
           Reply r = Call(*a, "POST", "/api/v1/jobs/" + a->id + "/" + action, "{}");
           if (r.exit_code == kExitOk && r.body.contains("run_id")) {
@@ -161,7 +161,8 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   }
   CLI::App* runs = job->add_subcommand("runs", "Recent runs, newest first");
   runs->add_option("ID", a->id, "Only this job");
-  runs->add_option("--outcome", a->outcome, "succeeded, failed, timed_out, cancelled, skipped, lost");
+  runs->add_option("--outcome", a->outcome,
+                   "succeeded, failed, timed_out, cancelled, skipped, lost");
   runs->add_option("-n,--limit", a->limit, "How many")->check(CLI::Range(1, 1000));
   runs->add_flag("--json", a->json, "Print the API's JSON");
   runs->callback([a, exit_code] { *exit_code = Runs(*a); });
