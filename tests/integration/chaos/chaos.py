@@ -104,6 +104,7 @@ class Cluster:
         self.port = free_port()
         self.redis = None
         self.redis_bind = ["127.0.0.1"]
+        self.aof = True  # F4 runs redis without persistence
         self.nodes = {}  # name -> {"proc", "netns", "host"}
         self.namespaces = []  # (netns, host side veth)
         self.windows = []  # outage windows (ms) for the checker
@@ -149,7 +150,7 @@ class Cluster:
     def start_redis(self):
         log = open(os.path.join(self.dir, "redis.log"), "a")
         args = ["redis-server", "--port", str(self.port), "--bind", *self.redis_bind,
-                "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                "--save", "", "--appendonly", "yes" if self.aof else "no", "--appendfsync", "always",
                 "--dir", os.path.join(self.dir, "redis"), "--protected-mode", "no"]
         self.redis = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -686,12 +687,64 @@ def f8_packet_loss(c, seconds):
     return res
 
 
+def f4_redis_no_persistence(c, seconds):
+    """Redis without persistence: gnomon refuses it, or (allow_unsafe_backend) warns; after a
+    restart that lost every key, fencing tokens still never go backwards (RELIABILITY.md F4:
+    the pass criteria are the refusal/warning and the tokens; a fire claimed just before the
+    data loss may be claimed again, which is why gnomon refuses such a backend by default)."""
+    c.aof = False
+    c.write_jobs()
+    c.start_redis()
+    refused = c.start_node("refused")
+    try:
+        rc = refused.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    c.figures["refused_exit"] = rc
+    if rc in (0, None) or "appendonly" not in c.log_text("refused"):
+        c.violations.append("gnomon started on a Redis without appendonly and without "
+                            "allow_unsafe_backend (exit %s)" % rc)
+    del c.nodes["refused"]
+    with open(c.config) as f:
+        text = f.read()
+    c.config = c.write("gnomon-unsafe.toml", "allow_unsafe_backend = true\n" + text)
+    for n in ("n1", "n2", "n3"):
+        c.start_node(n)
+    c.wait_ticks(3)
+    if not all("backend_unsafe" in c.log_text(n) for n in ("n1", "n2", "n3")):
+        c.violations.append("a node ran on the unsafe backend without logging backend_unsafe")
+    time.sleep(seconds / 2)
+    before = max((r["token"] for r in c.starts("tick")), default=0)
+    down = now_ms()
+    c.kill_redis()
+    shutil.rmtree(os.path.join(c.dir, "redis"))
+    os.makedirs(os.path.join(c.dir, "redis"))
+    c.start_redis()  # empty: every key, counters included, is gone
+    up = now_ms()
+    c.windows.append((down, up))
+    time.sleep(seconds)
+    after = [r["token"] for r in c.starts("tick") if checker.parse_rfc3339_ms(r["scheduled"]) > up]
+    c.figures["min_token_after_loss_minus_before"] = (min(after) - before) if after else None
+    if not after:
+        c.violations.append("no run after the data loss")
+    elif min(after) <= before:
+        c.violations.append("fencing token went backwards after the data loss: %d <= %d"
+                            % (min(after), before))
+    res = c.check()
+    # Duplicates across the loss are outside F4's criteria (see the docstring); report them.
+    c.figures["duplicates_across_loss"] = res.get("duplicates", 0)
+    res["violations"] = [v for v in res["violations"] if not v.startswith("duplicate")]
+    res.update(c.figures)
+    return res
+
+
 SCENARIOS = [
     ("F14", f14_rolling_sigterm),
     ("F1-fail", f1_fail),
     ("F1-rerun", f1_rerun),
     ("F2", f2_sigstop),
     ("F3", f3_redis_kill9),
+    ("F4", f4_redis_no_persistence),
     ("F6", f6_redis_paused),
     ("F9-fast", f9_fast),
     ("F9-slow", f9_slow),
