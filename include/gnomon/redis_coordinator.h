@@ -66,6 +66,7 @@
 #ifndef GNOMON_REDIS_COORDINATOR_H_
 #define GNOMON_REDIS_COORDINATOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -195,6 +196,13 @@ class RedisCoordinator final : public Coordinator {
   const RedisOptions options_;
   const std::string base_;
   bool unsafe_persistence_ = false;
+  // Server clock minus this host's clock (ms), measured by every Now(); used to give each claim a
+  // deadline on the server's clock. Unknown (no deadline) until the first measurement.
+  std::atomic<int64_t> server_offset_ms_{0};
+  std::atomic<bool> server_offset_known_{false};
+  // The server-clock instant after which a claim sent now must not be applied: the client has
+  // given up on it by then (io_timeout), so applying it would leave a claim nobody runs.
+  std::string ClaimDeadline() const;
   // The hiredis connection, reconnects and scripts (hides hiredis.h); thread-safe.
   std::unique_ptr<coord::RedisConnection> conn_;
 };

@@ -38,6 +38,9 @@ std::string_view ReasonText(StopReason r) {
   return "";
 }
 
+// A clock-skew sample whose round trip took longer than this is ignored.
+constexpr Duration kMaxSkewSampleRtt = std::chrono::milliseconds(250);
+
 // Most missed fires handled (run or recorded) per job per pass; the rest are dropped from view
 // (and counted in the event detail).
 constexpr int kMaxMisfires = 1000;
@@ -67,7 +70,9 @@ class Scheduler::Impl {
     const Instant before = clock_.Now();
     Result<Instant> backend_now = coord_.Now();
     const Instant after = clock_.Now();
-    if (!backend_now.ok()) return Duration(skew_ms_.load());
+    // A slow answer (a hung backend) says little about the clocks: its midpoint may be off by
+    // seconds, which would move every fire. Keep the last good value then.
+    if (!backend_now.ok() || after - before > kMaxSkewSampleRtt) return Duration(skew_ms_.load());
     const Duration skew = (before + (after - before) / 2) - *backend_now;
     skew_ms_ = skew.count();
     return skew;

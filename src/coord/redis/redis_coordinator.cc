@@ -321,6 +321,7 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
   GNOMON_RETURN_IF_ERROR((*conn)->LoadScripts());
   std::unique_ptr<RedisCoordinator> coord(new RedisCoordinator(options, std::move(*conn)));
   coord->unsafe_persistence_ = !durable;
+  (void)coord->Now();  // measures the server's clock offset for claim deadlines
   return coord;
 }
 
@@ -348,7 +349,18 @@ Result<Instant> RedisCoordinator::Now() {
   if (!r.ok()) return r.status();
   int64_t sec = 0, usec = 0;
   if (!IsArray(*r, 2) || !IntAt(*r, 0, sec) || !IntAt(*r, 1, usec)) return Malformed("TIME");
-  return Instant::FromUnixMillis(sec * 1000 + usec / 1000);
+  const Instant server = Instant::FromUnixMillis(sec * 1000 + usec / 1000);
+  server_offset_ms_ = (server - SystemClock::Get().Now()).count();
+  server_offset_known_ = true;
+  return server;
+}
+
+std::string RedisCoordinator::ClaimDeadline() const {
+  // The client waits io_timeout for the answer; half a second more covers the offset's error.
+  const Duration allowance = options_.io_timeout + std::chrono::milliseconds(500);
+  if (options_.clock_override) return Ms(options_.clock_override->Now() + allowance);
+  if (!server_offset_known_) return "";
+  return Ms(SystemClock::Get().Now() + Duration(server_offset_ms_.load()) + allowance);
 }
 
 // --- Claims and leases -------------------------------------------------------------------------
@@ -357,16 +369,22 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
   GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
   GNOMON_RETURN_IF_ERROR(ValidateFire(req.fire));
   std::vector<std::string> args = CommonArgs();
-  args.insert(args.end(),
-              {req.fire.job_id, Ms(req.fire.scheduled_at), std::to_string(req.fire.shard),
-               std::to_string(req.fire.shard_count), req.node_id, Ms(req.lease_ttl),
-               Ms(req.skew_tolerance), std::string(ToString(req.overlap)), req.fire.RunId()});
+  args.insert(args.end(), {req.fire.job_id, Ms(req.fire.scheduled_at),
+                           std::to_string(req.fire.shard), std::to_string(req.fire.shard_count),
+                           req.node_id, Ms(req.lease_ttl), Ms(req.skew_tolerance),
+                           std::string(ToString(req.overlap)), req.fire.RunId(), ClaimDeadline()});
   Result<RedisReply> r = conn_->Eval(scripts::kClaim, {JobBase(req.fire.job_id), base_}, args);
   if (!r.ok()) return r.status();
   int64_t now = 0;
   if (!IsArray(*r, 2) || !IntAt(*r, 1, now)) return Malformed("claim");
   using R = ClaimOutcome::Result;
   const std::string& word = Word(*r);
+  if (word == "LATE") {
+    // The command sat in a buffer (a paused or overloaded server) past the client's timeout:
+    // refused unapplied, so no claim exists that no node runs (chaos F6).
+    return UnavailableError("redis: the claim of " + req.fire.RunId() +
+                            " reached the server after the client's deadline; not applied");
+  }
   const Instant backend_now = Instant::FromUnixMillis(now);
   if (word == "ALREADY") return coord::MakeOutcome(R::kAlreadyClaimed, backend_now);
   if (word == "EARLY") return coord::MakeOutcome(R::kTooEarly, backend_now);

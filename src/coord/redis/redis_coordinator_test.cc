@@ -198,6 +198,10 @@ class RedisServer {
   }
 
   int port() const { return port_; }
+  // Sends `sig` to the server (SIGSTOP/SIGCONT: a hung backend).
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
   void set_password(std::string p) { password_ = std::move(p); }
 
  private:

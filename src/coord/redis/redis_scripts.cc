@@ -137,6 +137,8 @@ constexpr const char* kClaimBody = R"lua(
 local job, ms, shard, sc = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local node, ttl, skew, overlap, run_id = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]),
   ARGV[12], ARGV[13]
+-- A claim executed after its client gave up (it waited in a buffer) is not applied.
+if ARGV[14] ~= '' and NOW > tonumber(ARGV[14]) then return {'LATE', S(NOW)} end
 if redis.call('EXISTS', fire_key(job, ms, shard)) == 1 then return {'ALREADY', S(NOW)} end
 if ms > NOW + skew then return {'EARLY', S(NOW)} end
 if redis.call('HGET', JB .. ':state', 'paused') == '1' then
