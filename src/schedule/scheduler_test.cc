@@ -182,8 +182,9 @@ TEST_F(SchedulerTest, EarlyFireGuardUsesTheBackendClock) {
   // Then the backend's clock steps 2 s back: the node's estimate is 2 s fast until it measures
   // again, and the backend's early-fire guard is what stops an early run.
   backend_clock.SetWall(backend_clock.Now() - seconds(2));
-  AdvanceTo(clock_, kStart + seconds(60));
+  // The backend first: the node's claim must see the backend at +58 s, not before it moved.
   AdvanceTo(backend_clock, kStart + seconds(58));
+  AdvanceTo(clock_, kStart + seconds(60));
   ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "early-guard"));
   EXPECT_EQ(exec_.started(), 0) << "ran before the backend reached the instant";
   // The retry comes when the backend is within skew_tolerance (500 ms) of the instant.
