@@ -15,6 +15,8 @@ import tempfile
 import time
 import unittest
 
+from harness import free_port, read_records, wait_for
+
 GNOMON = os.environ.get("GNOMON_BIN", "build/dev/apps/gnomon/gnomon")
 
 RECORD = (
@@ -22,22 +24,6 @@ RECORD = (
     '"started":%s}\\n\' "$GNOMON_JOB_ID" "$GNOMON_RUN_ID" "$GNOMON_FENCING_TOKEN" '
     '"$GNOMON_ATTEMPT" "$GNOMON_NODE_ID" "$GNOMON_SCHEDULED_AT" "$(date +%s%3N)" >> {out}'
 )
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def read_records(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def parse_rfc3339_ms(text):
@@ -214,15 +200,6 @@ command = '''{RECORD.replace("{out}", self.out)}'''
             out = subprocess.run(["pgrep", "-f", self.sleep], stdout=subprocess.PIPE, text=True)
             return out.stdout.split()
         wait_for(lambda: not orphans(), 20, "the dead holder's run to die (orphans: %s)" % orphans())
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class RedisServeCluster(unittest.TestCase):

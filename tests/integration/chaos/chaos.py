@@ -31,32 +31,9 @@ sys.path.insert(0, HERE)
 
 import checker  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(HERE))
+from harness import free_port, read_records, wait_for  # noqa: E402,F401
 
-# The three small helpers of tests/integration/serve_cluster_test.py, copied so that this suite
-# does not depend on that test module's internals.
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def read_records(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 SOURCE = os.environ.get("GNOMON_SOURCE_DIR",
                         os.path.abspath(os.path.join(HERE, "..", "..", "..")))
