@@ -726,6 +726,43 @@ Status ParseTokens(const std::string& file, const toml::node& n, std::vector<Tok
   return Status::Ok();
 }
 
+// `[[quota]]` tables: namespace, max_jobs, max_concurrent_runs.
+Status ParseQuotas(const std::string& file, const toml::node& n, std::vector<QuotaConfig>* out) {
+  const Reporter r(file, "quota");
+  const toml::array* quotas = n.as_array();
+  if (quotas == nullptr) return r.Fail(n, "must be an array of tables ([[quota]])");
+  for (const toml::node& elem : *quotas) {
+    const toml::table* t = elem.as_table();
+    if (t == nullptr) return r.Fail(elem, "must be a table ([[quota]])");
+    QuotaConfig quota;
+    quota.source = Source(file, LineOf(elem));
+    for (const auto& [k, v] : Ordered(*t)) {
+      const std::string_view key = k->str();
+      if (key == "namespace") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &quota.ns));
+        if (quota.ns.empty() || !IsValidJobId(quota.ns)) {
+          return r.Fail(*v, "namespace: must be a job-id prefix ([A-Za-z0-9_.-]{1,128})");
+        }
+      } else if (key == "max_jobs" || key == "max_concurrent_runs") {
+        int* field = key == "max_jobs" ? &quota.max_jobs : &quota.max_concurrent_runs;
+        GNOMON_RETURN_IF_ERROR(GetInt(r, *v, key, field));
+        if (*field < 0) return r.Fail(*v, std::string(key) + ": must be >= 0 (0 = no limit)");
+      } else {
+        return UnknownKey(r, *k, {"namespace", "max_jobs", "max_concurrent_runs"});
+      }
+    }
+    if (quota.ns.empty()) return r.Fail(elem, "namespace is required");
+    for (const QuotaConfig& q : *out) {
+      if (q.ns == quota.ns) {
+        return r.Fail(elem,
+                      "namespace \"" + quota.ns + "\" already has a quota (" + q.source + ")");
+      }
+    }
+    out->push_back(std::move(quota));
+  }
+  return Status::Ok();
+}
+
 Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& name,
                                      const std::string& base_dir) {
   Result<toml::table> root = ParseToml(text, name);
@@ -780,10 +817,13 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       inline_jobs = v;
     } else if (key == "token") {
       GNOMON_RETURN_IF_ERROR(ParseTokens(name, *v, &config.tokens));
+    } else if (key == "quota") {
+      GNOMON_RETURN_IF_ERROR(ParseQuotas(name, *v, &config.quotas));
     } else if (key != "defaults") {
-      return UnknownKey(r, *k,
-                        {"backend", "allow_unsafe_backend", "node_id", "listen", "log_format",
-                         "log_level", "jobs", "crontab", "scheduler", "defaults", "job", "token"});
+      return UnknownKey(
+          r, *k,
+          {"backend", "allow_unsafe_backend", "node_id", "listen", "log_format", "log_level",
+           "jobs", "crontab", "scheduler", "defaults", "job", "token", "quota"});
     }
   }
   if (inline_jobs != nullptr) {

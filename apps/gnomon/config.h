@@ -57,6 +57,15 @@ struct TokenConfig {
   std::string source;                   // "file:line", for messages
 };
 
+// One `[[quota]]` of the config: limits of a namespace (a job-id prefix, as token namespaces).
+// A job belongs to the quota with the longest matching namespace. 0 = no limit.
+struct QuotaConfig {
+  std::string ns;               // the `namespace` key: a job-id prefix, non-empty
+  int max_jobs = 0;             // jobs (config + API) in the namespace; creates beyond get 403
+  int max_concurrent_runs = 0;  // runs running at once cluster-wide; see docs/http-api.md
+  std::string source;           // "file:line", for messages
+};
+
 // Everything `gnomon serve` reads from its config file, with the defaults it runs with when a key
 // (or the whole file) is absent.
 struct ServeConfig {
@@ -78,6 +87,8 @@ struct ServeConfig {
   SchedulerSettings scheduler;
   // Bearer tokens of the HTTP API; none = no auth, and the API listens on loopback only.
   std::vector<TokenConfig> tokens;
+  // Namespace quotas (`[[quota]]`); namespaces are unique.
+  std::vector<QuotaConfig> quotas;
   // Built-in job defaults overlaid with the config's `[defaults]` table (id and schedule empty);
   // applied under every job's own keys: built-ins < [defaults] < job.
   JobSpec defaults;

@@ -787,5 +787,39 @@ TEST(TokenConfigTest, TokensParseAndUnknownKeysAreErrors) {
   EXPECT_NE(missing.status().message().find("required"), std::string::npos);
 }
 
+TEST(QuotaConfigTest, QuotasParseAndBadOnesNameTheLine) {
+  Result<ServeConfig> c = ParseServeConfig(
+      "[[quota]]\nnamespace = \"billing.\"\nmax_jobs = 10\nmax_concurrent_runs = 2\n"
+      "[[quota]]\nnamespace = \"etl.\"\nmax_concurrent_runs = 1\n",
+      "gnomon.toml", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->quotas.size(), 2u);
+  EXPECT_EQ(c->quotas[0].ns, "billing.");
+  EXPECT_EQ(c->quotas[0].max_jobs, 10);
+  EXPECT_EQ(c->quotas[0].max_concurrent_runs, 2);
+  EXPECT_EQ(c->quotas[1].ns, "etl.");
+  EXPECT_EQ(c->quotas[1].max_jobs, 0);
+  EXPECT_EQ(c->quotas[1].source, "gnomon.toml:5");
+  struct Bad {
+    const char* text;
+    const char* message;
+  };
+  for (const Bad& b : {
+           Bad{"[[quota]]\nmax_jobs = 1\n", "gnomon.toml:1: quota: namespace is required"},
+           Bad{"[[quota]]\nnamespace = \"a b\"\n", "gnomon.toml:2: quota: namespace: must be"},
+           Bad{"[[quota]]\nnamespace = \"a.\"\nmax_jobs = -1\n",
+               "gnomon.toml:3: quota: max_jobs: must be >= 0"},
+           Bad{"[[quota]]\nnamespace = \"a.\"\nmax_job = 1\n",
+               "gnomon.toml:3: quota: unknown key \"max_job\""},
+           Bad{"[[quota]]\nnamespace = \"a.\"\n[[quota]]\nnamespace = \"a.\"\n",
+               "gnomon.toml:3: quota: namespace \"a.\" already has a quota (gnomon.toml:1)"},
+           Bad{"quota = 3\n", "gnomon.toml:1: quota: must be an array of tables"},
+       }) {
+    Result<ServeConfig> bad = ParseServeConfig(b.text, "gnomon.toml", "");
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_THAT(bad.status().message(), HasSubstr(b.message)) << b.text;
+  }
+}
+
 }  // namespace
 }  // namespace gnomon::app

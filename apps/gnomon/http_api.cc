@@ -756,25 +756,31 @@ Response HttpApi::Handle(const Request& request) {
 }
 
 void HttpApi::Record(const Call& call, const Response& response) {
-  AuditEntry e;
-  e.at = Now();
-  e.who = call.who.name;
-  e.action = call.action;
-  e.target = call.target;
-  e.status = response.status;
+  AuditRecord r;
+  r.who = call.who.name;
+  r.action = call.action;
+  r.target = call.target;
+  r.status = response.status;
   if (response.status < 300) {
-    e.before_json = call.before;
-    e.after_json = call.after;
+    r.before_json = call.before;
+    r.after_json = call.after;
   }
+  // In order: earlier records the backend refused first. A record is kept until it is written.
   std::lock_guard<std::mutex> lock(audit_mu_);
-  e.seq = ++audit_seq_;
-  audit_.push_front(std::move(e));
-  while (audit_.size() > std::max<size_t>(1, options_.audit_capacity)) audit_.pop_back();
+  audit_pending_.push_back(std::move(r));
+  const size_t cap = static_cast<size_t>(std::max(1, options_.audit_keep));
+  while (audit_pending_.size() > cap) {
+    audit_pending_.pop_front();
+    ++audit_dropped_;
+  }
+  while (!audit_pending_.empty()) {
+    if (!coordinator_.AppendAudit(audit_pending_.front(), options_.audit_keep).ok()) break;
+    audit_pending_.pop_front();
+  }
 }
 
-std::vector<AuditEntry> HttpApi::Audit(size_t limit) const {
-  std::lock_guard<std::mutex> lock(audit_mu_);
-  return {audit_.begin(), audit_.begin() + std::min(limit, audit_.size())};
+Result<std::vector<AuditRecord>> HttpApi::Audit(int limit, int64_t before) const {
+  return coordinator_.ListAudit(limit, before);
 }
 
 std::vector<JobSpec> HttpApi::DynamicJobs() const {
@@ -971,9 +977,10 @@ const char kOpenApi[] = R"json({
      {"name": "job", "in": "query", "schema": {"type": "string"}}],
     "responses": {"200": {"description": "{expr, timezone, description, next: [date-time]}"},
      "400": {"$ref": "#/components/responses/Error"}}}},
-  "/api/v1/audit": {"get": {"summary": "Audit log of mutating calls, newest first; role admin",
-    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "default": 100}}],
-    "responses": {"200": {"description": "{entries: [...]}"}}}}
+  "/api/v1/audit": {"get": {"summary": "The cluster's audit log of mutating calls (kept in the backend), newest first; role admin",
+    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "default": 100, "maximum": 1000}},
+                   {"name": "before", "in": "query", "description": "only records with a smaller seq (the previous page's next_before)", "schema": {"type": "integer"}}],
+    "responses": {"200": {"description": "{entries: [{seq, at, who, action, target, status, before, after}], next_before?}"}}}}
  }
 })json";
 
@@ -1161,16 +1168,24 @@ Response HttpApi::Dispatch(Call& call) {
                         {"next", std::move(next)}});
     }
     case Route::kAudit: {
-      Result<std::map<std::string, std::string>> p = Params(req, {"limit"});
+      Result<std::map<std::string, std::string>> p = Params(req, {"limit", "before"});
       if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
-      size_t limit = 100;
+      int limit = 100;
       if (auto it = p->find("limit"); it != p->end()) {
         std::optional<int64_t> v = ParsePositive(it->second);
         if (!v || *v < 1) return InvalidParam("limit", "is not a positive integer");
-        limit = static_cast<size_t>(std::min<int64_t>(*v, 100000));
+        limit = static_cast<int>(std::min<int64_t>(*v, 1000));
       }
+      int64_t before = 0;
+      if (auto it = p->find("before"); it != p->end()) {
+        std::optional<int64_t> v = ParsePositive(it->second);
+        if (!v || *v < 1) return InvalidParam("before", "is not a positive integer (a seq)");
+        before = *v;
+      }
+      Result<std::vector<AuditRecord>> records = Audit(limit, before);
+      if (!records.ok()) return FromStatus(records.status());
       json list = json::array();
-      for (const AuditEntry& e : Audit(limit)) {
+      for (const AuditRecord& e : *records) {
         auto parse = [](const std::string& s) {
           if (s.empty()) return json(nullptr);
           json j = json::parse(s, nullptr, false);
@@ -1185,8 +1200,11 @@ Response HttpApi::Dispatch(Call& call) {
                         {"before", parse(e.before_json)},
                         {"after", parse(e.after_json)}});
       }
-      return Json(200, {{"entries", std::move(list)},
-                        {"note", "in-memory ring of this node only; lost on restart"}});
+      json out = {{"entries", std::move(list)}};
+      if (records->size() == static_cast<size_t>(limit) && !records->empty()) {
+        out["next_before"] = records->back().seq;
+      }
+      return Json(200, std::move(out));
     }
   }
 
@@ -1270,6 +1288,14 @@ Response HttpApi::Dispatch(Call& call) {
     if (!local) return Error(404, "not_found", "job \"" + id + "\" is not defined");
     call.before = DumpJson(json{{"paused", local->paused}});
     if (action == "trigger") {
+      if (options_.quotas != nullptr) {
+        if (Status q = options_.quotas->CheckTrigger(id); !q.ok()) {
+          if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);
+          Response r = Error(429, "quota_exceeded", q.message());
+          r.headers.emplace_back("Retry-After", "5");
+          return r;
+        }
+      }
       Result<std::string> run = scheduler_.TriggerNow(id);
       if (!run.ok()) return FromStatus(run.status());
       call.after = DumpJson(json{{"run_id", *run}});
@@ -1345,6 +1371,12 @@ Response HttpApi::Dispatch(Call& call) {
 
   std::lock_guard<std::mutex> lock(sync_mu_);
   if (call.action == "create") {
+    if (options_.quotas != nullptr) {
+      if (Status q = options_.quotas->CheckCreate(id); !q.ok()) {
+        if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);
+        return Error(403, "quota_exceeded", q.message());
+      }
+    }
     Result<int64_t> version = coordinator_.PutJob(id, definition, 0);
     if (!version.ok()) {
       if (version.status().code() == StatusCode::kAlreadyExists ||

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "apps/gnomon/metrics.h"
+#include "apps/gnomon/quota.h"
 #include "gnomon/coordinator.h"
 #include "gnomon/job.h"
 #include "gnomon/scheduler.h"
@@ -100,23 +101,13 @@ struct HttpApiOptions {
   std::string version = "0.1.0";
   // Applied under the keys of a job created through the API (e.g. ServeConfig::defaults).
   JobSpec job_defaults;
-  // Entries kept in the in-memory audit ring. Default 1000.
-  size_t audit_capacity = 1000;
+  // Audit records kept in the backend (the newest; older ones are dropped). Default 10000.
+  int audit_keep = 10000;
+  // Namespace quotas (max jobs on create: 403; max concurrent runs on trigger: 429). Not owned;
+  // null = none.
+  const Quotas* quotas = nullptr;
   // Source of "now" for audit entries and cron previews. Not owned; null = SystemClock::Get().
   Clock* clock = nullptr;
-};
-
-// One mutating call. Kept in memory only (a bounded ring, lost on restart); it should move to the
-// backend so that every node serves the cluster's whole trail.
-struct AuditEntry {
-  int64_t seq = 0;          // increasing per process
-  Instant at;               // when the call finished
-  std::string who;          // token name, or "anonymous" without tokens
-  std::string action;       // "create", "replace", "delete", "pause", "resume", "trigger"
-  std::string target;       // job id
-  int status = 0;           // the HTTP status answered
-  std::string before_json;  // the definition/state before ("" = none)
-  std::string after_json;   // after ("" = none)
 };
 
 class HttpApi {
@@ -146,8 +137,9 @@ class HttpApi {
   // The dynamic jobs installed on this node (for a reload: SetJobs(config jobs + these)).
   std::vector<JobSpec> DynamicJobs() const;
 
-  // The audit log, newest first, at most `limit` entries.
-  std::vector<AuditEntry> Audit(size_t limit) const;
+  // The cluster's audit log (kept in the backend), newest first: at most `limit` records with
+  // seq < before (0 = from the newest).
+  Result<std::vector<AuditRecord>> Audit(int limit, int64_t before) const;
 
   // An HTTP exchange without the transport (the adapter in http_api.cc fills it).
   struct Request {
@@ -196,9 +188,11 @@ class HttpApi {
   std::map<std::string, Dynamic> dynamic_;
   std::optional<int64_t> synced_jobs_version_;
 
-  mutable std::mutex audit_mu_;
-  std::deque<AuditEntry> audit_;
-  int64_t audit_seq_ = 0;
+  // Records the backend could not take yet (it was unreachable), oldest first; retried before
+  // the next record is written. Bounded by audit_keep (the oldest are dropped, and counted).
+  std::mutex audit_mu_;
+  std::deque<AuditRecord> audit_pending_;
+  int64_t audit_dropped_ = 0;
 
   std::unique_ptr<httplib::Server> server_;
   std::jthread thread_;

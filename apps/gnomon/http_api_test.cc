@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/gnomon/web_assets.h"
 #include "gnomon/testing/fake_clock.h"
+#include "gnomon/testing/forwarding_coordinator.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
 
@@ -212,6 +214,76 @@ TEST_F(HttpApiTest, JobsLifecycle) {
   EXPECT_TRUE(a["entries"][1]["before"].is_object());
   EXPECT_TRUE(a["entries"][1]["after"].is_null());
   EXPECT_EQ(audit->body.find(kAdmin), std::string::npos);
+}
+
+// The audit log lives in the backend: what one node recorded, another serves; pages by seq.
+TEST_F(HttpApiTest, AuditLogIsKeptInTheBackendAndPaged) {
+  StartWithTokens();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "text/plain")->status,
+              202);
+  }
+  Result<std::vector<AuditRecord>> stored = coord_.ListAudit(100, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 5u);
+  EXPECT_EQ((*stored)[0].who, "ops");
+  EXPECT_EQ((*stored)[0].action, "trigger");
+  EXPECT_EQ((*stored)[0].target, "cfg");
+
+  // A second node's API on the same backend serves them.
+  HttpApiOptions o;
+  o.listen = "127.0.0.1:0";
+  o.tokens = {{"adm", kAdmin, TokenRole::kAdmin, {}}};
+  o.clock = &clock_;
+  HttpApi other(*scheduler_, coord_, metrics_, o);
+  ASSERT_TRUE(other.Start().ok());
+  httplib::Client c2("127.0.0.1", other.port());
+  json page1 = Body(c2.Get("/api/v1/audit?limit=3", Auth(kAdmin)));
+  ASSERT_EQ(page1["entries"].size(), 3u);
+  EXPECT_EQ(page1["entries"][0]["seq"], (*stored)[0].seq);
+  ASSERT_TRUE(page1.contains("next_before"));
+  json page2 = Body(
+      c2.Get("/api/v1/audit?limit=3&before=" + std::to_string(page1["next_before"].get<int64_t>()),
+             Auth(kAdmin)));
+  ASSERT_EQ(page2["entries"].size(), 2u);
+  EXPECT_EQ(page2["entries"][1]["seq"], (*stored)[4].seq);
+  EXPECT_FALSE(page2.contains("next_before"));
+  EXPECT_EQ(c2.Get("/api/v1/audit?before=x", Auth(kAdmin))->status, 400);
+  other.Stop();
+}
+
+// A backend that refuses audit writes while `down` is set.
+class FlakyAudit : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override {
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::AppendAudit(record, keep);
+  }
+  std::atomic<bool> down{false};
+};
+
+// A record the backend could not take is kept and written, in order, before the next one.
+TEST_F(HttpApiTest, AuditRecordsSurviveABackendOutage) {
+  FlakyAudit flaky(coord_);
+  HttpApiOptions o;
+  o.listen = "127.0.0.1:0";
+  o.tokens = {{"ops", kOperate, TokenRole::kOperate, {}}};
+  o.clock = &clock_;
+  HttpApi api(*scheduler_, flaky, metrics_, o);
+  ASSERT_TRUE(api.Start().ok());
+  httplib::Client c("127.0.0.1", api.port());
+  flaky.down = true;
+  EXPECT_EQ(c.Post("/api/v1/jobs/cfg/pause", Auth(kOperate), "", "text/plain")->status, 200);
+  EXPECT_TRUE(coord_.ListAudit(10, 0)->empty());
+  flaky.down = false;
+  EXPECT_EQ(c.Post("/api/v1/jobs/cfg/resume", Auth(kOperate), "", "text/plain")->status, 200);
+  Result<std::vector<AuditRecord>> stored = coord_.ListAudit(10, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ((*stored)[0].action, "resume");
+  EXPECT_EQ((*stored)[1].action, "pause");
+  api.Stop();
 }
 
 TEST_F(HttpApiTest, HostileBodies) {

@@ -5,8 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
@@ -174,8 +177,23 @@ int RunServe(const ServeArgs& args) {
     metrics.SetBackendUnsafe(redis->unsafe_persistence());
   }
   CompositeObserver observer({&log_observer, &metrics});
-  Scheduler scheduler(SchedulerOptionsFor(*config, &observer), **coord, executor,
-                      SystemClock::Get());
+  std::vector<NamespaceQuota> quota_list;
+  for (const QuotaConfig& q : config->quotas) {
+    quota_list.push_back(NamespaceQuota{q.ns, q.max_jobs, q.max_concurrent_runs});
+  }
+  Result<Quotas> quotas = Quotas::Make(std::move(quota_list), **coord);
+  if (!quotas.ok()) {
+    std::cerr << "gnomon serve: " << quotas.status().message() << "\n";
+    return kExitUsage;
+  }
+  SchedulerOptions scheduler_options = SchedulerOptionsFor(*config, &observer);
+  if (!config->quotas.empty()) {
+    scheduler_options.admit = [&quotas](const JobSpec& job, const Claim& claim) {
+      return quotas->Admit(job, claim);
+    };
+  }
+  Scheduler scheduler(scheduler_options, **coord, executor, SystemClock::Get());
+  quotas->Bind(&scheduler);
   if (Status s = scheduler.SetJobs(config->jobs); !s.ok()) {
     std::cerr << "gnomon serve: " << s.message() << "\n";
     return kExitUsage;
@@ -184,6 +202,7 @@ int RunServe(const ServeArgs& args) {
   api_options.listen = config->listen;
   api_options.tokens = *tokens;
   api_options.job_defaults = config->defaults;
+  api_options.quotas = &*quotas;
   HttpApi api(scheduler, **coord, metrics, api_options);
   if (Status s = api.Start(); !s.ok()) {
     std::cerr << "gnomon serve: --listen " << config->listen << ": " << s.message() << "\n";
@@ -211,29 +230,35 @@ int RunServe(const ServeArgs& args) {
              {"source", j.spec.source},
              {"next_fire", j.next_fire ? j.next_fire->ToRfc3339() : "never"}});
   }
-  // The main thread waits for signals; between them it picks up jobs other nodes defined
-  // through the API: when the backend's JobsVersion changed (polled every 500 ms, so a change
-  // reaches every node within a second) and, as a resync, every heartbeat interval.
-  constexpr Duration kPoll = std::chrono::milliseconds(500);
-  int64_t seen_version = -1;
-  Duration last_sync = SystemClock::Get().SteadyNow();
-  while (true) {
-    timespec wait{0, static_cast<long>(kPoll.count()) * 1'000'000};
-    const int sig = sigtimedwait(&signals, nullptr, &wait);
-    if (sig < 0) {
-      const Result<int64_t> version = (*coord)->JobsVersion();
-      const Duration now = SystemClock::Get().SteadyNow();
-      const bool changed = version.ok() && *version != seen_version;
-      if (changed || now - last_sync >= config->scheduler.heartbeat_interval) {
-        if (Status s = api.SyncDynamicJobs(); !s.ok()) {
-          log.Error("sync_failed", {{"error", s.message()}});
-        } else if (version.ok()) {
-          seen_version = *version;
-        }
-        last_sync = now;
+  // Jobs other nodes define through the API: a watcher thread waits for the backend to announce
+  // a change (Redis pub/sub, etcd watch; polling on SQLite) and syncs at once. Its wait ends at
+  // least every second, and every pass compares JobsVersion, so a missed notification is healed
+  // within a second.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool stopping = false;
+  std::thread watcher([&] {
+    int64_t seen = -1;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(watch_mu);
+        if (stopping) return;
       }
-      continue;
+      Result<int64_t> v = (*coord)->WaitJobsChange(seen, std::chrono::seconds(1));
+      Status s = v.ok() ? api.SyncDynamicJobs() : v.status();
+      if (s.ok()) {
+        seen = *v;
+        continue;
+      }
+      log.Error("sync_failed", {{"error", s.message()}});
+      std::unique_lock<std::mutex> lock(watch_mu);
+      SystemClock::Get().WaitFor(lock, watch_cv, std::chrono::seconds(1), [&] { return stopping; });
     }
+  });
+  // The main thread waits for signals.
+  while (true) {
+    const int sig = sigwaitinfo(&signals, nullptr);
+    if (sig < 0) continue;  // EINTR
     if (sig != SIGHUP) {
       log.Info("stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
       break;
@@ -252,6 +277,12 @@ int RunServe(const ServeArgs& args) {
       log.Error("reload_failed", {{"error", s.message()}});
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(watch_mu);
+    stopping = true;
+  }
+  watch_cv.notify_all();
+  watcher.join();
   api.Stop();
   scheduler.Stop();
   log.Info("stopped");

@@ -17,7 +17,10 @@
 #ifndef GNOMON_COORDINATOR_H_
 #define GNOMON_COORDINATOR_H_
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,6 +114,18 @@ struct StoredJob {
   int64_t version = 0;  // increases on every change; used for optimistic concurrency
 };
 
+// One mutating API call, for the audit log (PRODUCT: who, what, when, before/after).
+struct AuditRecord {
+  int64_t seq = 0;          // assigned by AppendAudit: strictly increasing per backend
+  Instant at;               // assigned by AppendAudit: the backend's clock
+  std::string who;          // token name, or "anonymous"
+  std::string action;       // "create", "replace", "delete", "pause", "resume", "trigger"
+  std::string target;       // job id
+  int status = 0;           // the HTTP status answered
+  std::string before_json;  // the definition/state before ("" = none)
+  std::string after_json;   // after ("" = none)
+};
+
 class Coordinator {
  public:
   // Inside this class `Claim` names the method; the type is spelled gnomon::Claim.
@@ -193,7 +208,36 @@ class Coordinator {
   virtual Result<std::vector<StoredJob>> ListJobs() = 0;
   // A number that changes whenever a definition or a pause state changes (cheap to poll).
   virtual Result<int64_t> JobsVersion() = 0;
+  // Waits until JobsVersion() may differ from `since`, at most about `timeout`, and returns the
+  // current JobsVersion(). Backends that can be notified (Redis pub/sub, etcd watch) return soon
+  // after a change made by any node; this default polls JobsVersion() every 100 ms. A spurious
+  // early return is allowed; callers loop.
+  virtual Result<int64_t> WaitJobsChange(int64_t since, Duration timeout);
+
+  // --- Audit log -----------------------------------------------------------------------------
+  // Appends `record` (its seq and at are assigned here) and drops the oldest records beyond the
+  // newest `keep` (>= 1). Returns the record's seq.
+  virtual Result<int64_t> AppendAudit(const AuditRecord& record, int keep) = 0;
+  // Records newest first with seq < before_seq (0 = from the newest), at most `limit` (capped at
+  // 1000 by implementations).
+  virtual Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) = 0;
 };
+
+inline Result<int64_t> Coordinator::WaitJobsChange(int64_t since, Duration timeout) {
+  SystemClock& clock = SystemClock::Get();
+  const Duration deadline = clock.SteadyNow() + timeout;
+  std::mutex mu;
+  std::condition_variable never;
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    Result<int64_t> v = JobsVersion();
+    if (!v.ok() || *v != since) return v;
+    const Duration left = deadline - clock.SteadyNow();
+    if (left <= Duration::zero()) return v;
+    clock.WaitFor(lock, never, std::min<Duration>(left, std::chrono::milliseconds(100)),
+                  [] { return false; });
+  }
+}
 
 }  // namespace gnomon
 

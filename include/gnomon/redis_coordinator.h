@@ -23,9 +23,12 @@
 //   B:leases      zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
 //   B:runs        zset, the same members as every B:{job}:runs: the all-jobs listing
 //   B:jobs        hash job -> "<version>\n<definition json>"
-//   B:meta        hash: jobs_version (counter)
+//   B:meta        hash: jobs_version, audit_seq (counters)
 //   B:nodes       hash node -> "<last heartbeat ms>\n<encoded NodeInfo>"
 //   B:nodes:exp   zset node -> heartbeat expiry (ms)
+//   B:audit       zset seq -> "<seq>\n<at ms>\n<who, action, target, status, before, after>"
+//                 (newest `keep` kept); its seq is B:meta audit_seq (same scheme as tokens)
+//   B:events      pub/sub channel: the new jobs version after each definition/pause change
 // Scripts that touch a job's keys and a global index (claims, reports, pausing) are not
 // Cluster-safe yet: this version supports one primary (optionally with replicas or Sentinel).
 //
@@ -82,6 +85,7 @@
 namespace gnomon {
 namespace coord {
 class RedisConnection;
+struct RedisConnectionConfig;
 }  // namespace coord
 
 struct RedisOptions {
@@ -184,8 +188,15 @@ class RedisCoordinator final : public Coordinator {
   Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
+  // Wakes on the PUBLISH every definition/pause change makes (channel B:events), on a second,
+  // subscriber-only connection; polls while that connection is down.
+  Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override;
+
+  Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override;
+  Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 
  private:
+  static coord::RedisConnectionConfig ConnectionConfigOf(const RedisOptions& options);
   RedisCoordinator(const RedisOptions& options, std::unique_ptr<coord::RedisConnection> conn);
 
   // The key base "<prefix>:<ns>" and a job's base "<prefix>:<ns>:{job}".
@@ -205,6 +216,9 @@ class RedisCoordinator final : public Coordinator {
   std::string ClaimDeadline() const;
   // The hiredis connection, reconnects and scripts (hides hiredis.h); thread-safe.
   std::unique_ptr<coord::RedisConnection> conn_;
+  // WaitJobsChange's subscriber connection (made on first use), one waiter at a time.
+  std::mutex watch_mu_;
+  std::unique_ptr<coord::RedisConnection> subscriber_;  // guarded by watch_mu_
 };
 
 }  // namespace gnomon

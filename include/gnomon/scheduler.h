@@ -13,6 +13,7 @@
 #ifndef GNOMON_SCHEDULER_H_
 #define GNOMON_SCHEDULER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,13 @@ struct SchedulerOptions {
   Duration state_poll_interval = std::chrono::milliseconds(500);
   // Receives events (logs, metrics, alerts). Not owned; may be null.
   Observer* observer = nullptr;
+  // Admission control (e.g. namespace quotas), asked after a fire is claimed and before its first
+  // attempt runs, with the claim held (so the fire's running record is visible to every node's
+  // count). A non-empty answer is why the fire must not run: it is recorded as skipped with that
+  // reason and its lease released, and the skipped event's reason is the answer's text up to the
+  // first ':' (e.g. "quota"). Not asked for a rerun after a lost lease. Called on worker threads
+  // at once: must be thread-safe. Default: none (every claimed fire runs).
+  std::function<std::string(const JobSpec& job, const Claim& claim)> admit;
   // Seed for retry jitter; 0 = random.
   uint64_t random_seed = 0;
   // Reported in the node's heartbeat.

@@ -51,7 +51,7 @@ class SqliteCoordinator final : public Coordinator {
   SqliteCoordinator& operator=(const SqliteCoordinator&) = delete;
 
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   Result<Instant> Now() override;
 
@@ -84,6 +84,9 @@ class SqliteCoordinator final : public Coordinator {
   Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
+
+  Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override;
+  Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 
  private:
   class Db;  // the connection and its prepared statements (hides sqlite3.h)

@@ -1283,5 +1283,96 @@ TEST_P(CoordinatorConformanceTest, ConcurrentCreatesHaveOneWinner) {
   EXPECT_EQ(coord_->ListJobs()->size(), 1u);
 }
 
+TEST_P(CoordinatorConformanceTest, WaitJobsChangeReturnsAfterAChange) {
+  const int64_t v0 = Version(*coord_);
+  // Nothing changes: it returns the same version once the timeout passes (real time, short).
+  Result<int64_t> same = coord_->WaitJobsChange(v0, std::chrono::milliseconds(50));
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(*same, v0);
+  // A change by another caller while one waits wakes it with the new version.
+  Result<int64_t> woke = InternalError("not run");
+  std::thread waiter([&] { woke = coord_->WaitJobsChange(v0, std::chrono::seconds(20)); });
+  ASSERT_OK(coord_->SetPaused("watched", true, "api"));
+  waiter.join();
+  ASSERT_TRUE(woke.ok()) << woke.status().ToString();
+  EXPECT_NE(*woke, v0);
+  EXPECT_EQ(*woke, Version(*coord_));
+  // An already different version returns at once.
+  Result<int64_t> stale = coord_->WaitJobsChange(v0, std::chrono::seconds(20));
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(*stale, Version(*coord_));
+}
+
+TEST_P(CoordinatorConformanceTest, AuditLogIsOrderedPagedAndBounded) {
+  Result<std::vector<AuditRecord>> empty = coord_->ListAudit(10, 0);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->empty());
+
+  int64_t last_seq = 0;
+  for (int i = 0; i < 7; ++i) {
+    AuditRecord r;
+    r.seq = 999;  // ignored: assigned by the backend
+    r.who = "ops";
+    r.action = i % 2 ? "pause" : "create";
+    r.target = "job" + std::to_string(i);
+    r.status = 200 + i;
+    r.before_json = i ? "{\"v\":" + std::to_string(i - 1) + "}" : "";
+    r.after_json = "{\"v\":" + std::to_string(i) + "}";
+    Result<int64_t> seq = coord_->AppendAudit(r, 5);
+    ASSERT_TRUE(seq.ok()) << seq.status().ToString();
+    EXPECT_GT(*seq, last_seq);
+    last_seq = *seq;
+    clock_.Advance(std::chrono::seconds(1));
+  }
+  // Bounded: only the newest 5 are kept, newest first.
+  Result<std::vector<AuditRecord>> all = coord_->ListAudit(100, 0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 5u);
+  EXPECT_EQ((*all)[0].seq, last_seq);
+  EXPECT_EQ((*all)[0].target, "job6");
+  EXPECT_EQ((*all)[0].who, "ops");
+  EXPECT_EQ((*all)[0].action, "create");
+  EXPECT_EQ((*all)[0].status, 206);
+  EXPECT_EQ((*all)[0].before_json, "{\"v\":5}");
+  EXPECT_EQ((*all)[0].after_json, "{\"v\":6}");
+  EXPECT_EQ((*all)[4].target, "job2");
+  EXPECT_EQ((*all)[4].before_json, "{\"v\":1}");
+  for (size_t i = 1; i < all->size(); ++i) {
+    EXPECT_LT((*all)[i].seq, (*all)[i - 1].seq);
+    EXPECT_LE((*all)[i].at, (*all)[i - 1].at);
+  }
+  // `at` is the backend clock at the append.
+  EXPECT_EQ((*all)[0].at, clock_.Now() - std::chrono::seconds(1));
+
+  // Paging: before_seq continues below the last record seen.
+  Result<std::vector<AuditRecord>> first = coord_->ListAudit(2, 0);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 2u);
+  Result<std::vector<AuditRecord>> next = coord_->ListAudit(2, (*first)[1].seq);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->size(), 2u);
+  EXPECT_EQ((*next)[0].target, "job4");
+  EXPECT_EQ((*next)[1].target, "job3");
+
+  EXPECT_CODE(coord_->ListAudit(0, 0).status(), StatusCode::kInvalidArgument);
+  EXPECT_CODE(coord_->AppendAudit(AuditRecord{}, 0).status(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(CoordinatorConformanceTest, ConcurrentAuditAppendsGetDistinctSeqs) {
+  std::vector<int64_t> seqs(kThreads, 0);
+  RunConcurrently([&](int t) {
+    AuditRecord r;
+    r.who = "t" + std::to_string(t);
+    r.action = "trigger";
+    r.target = "job";
+    Result<int64_t> seq = coord_->AppendAudit(r, 1000);
+    if (seq.ok()) seqs[t] = *seq;
+  });
+  std::set<int64_t> distinct(seqs.begin(), seqs.end());
+  EXPECT_EQ(distinct.size(), seqs.size());
+  EXPECT_EQ(distinct.count(0), 0u);
+  EXPECT_EQ(coord_->ListAudit(1000, 0)->size(), static_cast<size_t>(kThreads));
+}
+
 }  // namespace
 }  // namespace gnomon::testing

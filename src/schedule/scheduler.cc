@@ -447,6 +447,19 @@ class Scheduler::Impl {
       ev.fencing_token = claim.fencing_token;
       ev.duration = ev.at - fire.scheduled_at;  // lateness
       Notify(ev);
+      if (options_.admit) {
+        if (const std::string why = options_.admit(spec, claim); !why.empty()) {
+          RunRecord skipped = BaseRecord(fire, claim);
+          skipped.outcome = RunOutcome::kSkipped;
+          skipped.skip_reason = why;
+          skipped.finished_at = Now();
+          if (Status s = coord_.Report(claim, skipped, true); !s.ok()) {
+            Emit(SchedulerEvent::Kind::kError, fire, "report: " + s.ToString());
+          }
+          Emit(SchedulerEvent::Kind::kSkipped, fire, why.substr(0, why.find(':')));
+          return;
+        }
+      }
     }
     // Kill a self-fenced process before the lease can end.
     spec.kill_grace = std::min(spec.kill_grace, margin_ / 2);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <set>
 #include <thread>
@@ -249,6 +250,44 @@ TEST_F(SchedulerTest, OverlapForbidSkipsAndRecords) {
   EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
   EXPECT_EQ(history[1].outcome, RunOutcome::kSkipped);
   EXPECT_EQ(history[1].skip_reason, "overlap");
+}
+
+// Admission (namespace quotas): asked with the claim held; a refusal is recorded as skipped with
+// its reason and the lease released, and the next fire is asked again.
+TEST_F(SchedulerTest, AdmissionRefusalIsRecordedAsSkipped) {
+  SchedulerOptions o;
+  std::atomic<int> asked{0};
+  std::atomic<bool> refuse{true};
+  o.admit = [&](const JobSpec& job, const Claim& claim) -> std::string {
+    ++asked;
+    EXPECT_EQ(job.id, "q.job");
+    EXPECT_EQ(claim.attempt, 1);
+    // The claim is held while admission is asked: its record is running in the backend.
+    Result<std::vector<RunRecord>> run = coord_.GetRun(claim.fire.RunId());
+    EXPECT_TRUE(run.ok() && run->back().outcome == RunOutcome::kRunning);
+    return refuse ? "quota: namespace q. has 1 run running (max_concurrent_runs = 1)" : "";
+  };
+  Node n("a", coord_, exec_, clock_, o);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("q.job", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(10));
+  ASSERT_TRUE(n.observer.Await(Kind::kSkipped, 1, "quota"));
+  refuse = false;
+  AdvanceTo(clock_, kStart + seconds(20));
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 1));
+  n.scheduler->Stop();
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(exec_.attempts().size(), 1u);
+  const auto history = History(coord_, "q.job");
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kSkipped);
+  EXPECT_EQ(history[0].skip_reason,
+            "quota: namespace q. has 1 run running (max_concurrent_runs = 1)");
+  EXPECT_EQ(history[1].outcome, RunOutcome::kSucceeded);
+  // The refused fire's lease was released: nothing is left to expire.
+  EXPECT_TRUE(coord_.ListExpired(10)->empty());
+  clock_.Advance(minutes(5));
+  EXPECT_TRUE(coord_.ListExpired(10)->empty());
 }
 
 TEST_F(SchedulerTest, OverlapReplaceCancelsTheRunningOne) {

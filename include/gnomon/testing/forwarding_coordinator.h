@@ -61,6 +61,15 @@ class ForwardingCoordinator : public Coordinator {
   }
   Result<std::vector<StoredJob>> ListJobs() override { return t_.ListJobs(); }
   Result<int64_t> JobsVersion() override { return t_.JobsVersion(); }
+  Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override {
+    return t_.WaitJobsChange(since, timeout);
+  }
+  Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override {
+    return t_.AppendAudit(record, keep);
+  }
+  Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override {
+    return t_.ListAudit(limit, before_seq);
+  }
 
  protected:
   Coordinator& target() { return t_; }

@@ -11,7 +11,9 @@
 #ifndef GNOMON_TESTING_MEMORY_COORDINATOR_H_
 #define GNOMON_TESTING_MEMORY_COORDINATOR_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -61,6 +63,10 @@ class MemoryCoordinator final : public Coordinator {
   Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
+  Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override;
+
+  Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override;
+  Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 
  private:
   // (job id, scheduled unix ms, shard): a fire's identity.
@@ -112,6 +118,9 @@ class MemoryCoordinator final : public Coordinator {
   std::map<std::string, Node> nodes_;
   std::map<std::string, StoredJob> definitions_;
   int64_t jobs_version_ = 0;
+  std::condition_variable jobs_changed_;  // notified when jobs_version_ changes
+  std::deque<AuditRecord> audit_;         // oldest first
+  int64_t audit_seq_ = 0;
 };
 
 }  // namespace gnomon::testing

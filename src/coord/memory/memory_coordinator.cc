@@ -250,6 +250,7 @@ Status MemoryCoordinator::SetPaused(const std::string& job_id, bool paused,
   state.paused = paused;
   state.pause_reason = paused ? reason : "";
   ++jobs_version_;
+  jobs_changed_.notify_all();
   return Status::Ok();
 }
 
@@ -378,6 +379,7 @@ Result<int64_t> MemoryCoordinator::PutJob(const std::string& job_id,
                                    std::to_string(expected_version));
   }
   const int64_t version = ++jobs_version_;
+  jobs_changed_.notify_all();
   definitions_[job_id] = StoredJob{job_id, definition_json, version};
   return version;
 }
@@ -394,6 +396,7 @@ Status MemoryCoordinator::DeleteJob(const std::string& job_id, int64_t expected_
   }
   definitions_.erase(it);
   ++jobs_version_;
+  jobs_changed_.notify_all();
   return Status::Ok();
 }
 
@@ -407,6 +410,38 @@ Result<std::vector<StoredJob>> MemoryCoordinator::ListJobs() {
 Result<int64_t> MemoryCoordinator::JobsVersion() {
   std::lock_guard<std::mutex> lock(mu_);
   return jobs_version_;
+}
+
+// The timeout is real time (a bound on a wait for another thread's change), whatever clock_ is.
+Result<int64_t> MemoryCoordinator::WaitJobsChange(int64_t since, Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  SystemClock::Get().WaitFor(lock, jobs_changed_, timeout, [&] { return jobs_version_ != since; });
+  return jobs_version_;
+}
+
+Result<int64_t> MemoryCoordinator::AppendAudit(const AuditRecord& record, int keep) {
+  if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
+  std::lock_guard<std::mutex> lock(mu_);
+  AuditRecord r = record;
+  r.seq = ++audit_seq_;
+  r.at = clock_.Now();
+  audit_.push_back(std::move(r));
+  while (audit_.size() > static_cast<size_t>(keep)) audit_.pop_front();
+  return audit_seq_;
+}
+
+Result<std::vector<AuditRecord>> MemoryCoordinator::ListAudit(int limit, int64_t before_seq) {
+  Result<int> page = coord::PageLimit(limit);
+  if (!page.ok()) return page.status();
+  const int n = *page;
+  if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<AuditRecord> out;
+  for (auto it = audit_.rbegin(); it != audit_.rend() && out.size() < static_cast<size_t>(n);
+       ++it) {
+    if (before_seq == 0 || it->seq < before_seq) out.push_back(*it);
+  }
+  return out;
 }
 
 }  // namespace gnomon::testing

@@ -1,11 +1,14 @@
 #include "src/coord/redis/redis_connection.h"
 
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <random>
+#include <string_view>
 
 namespace gnomon::coord {
 namespace {
@@ -82,6 +85,7 @@ std::string RedisConnection::Redact(std::string message) const {
 void RedisConnection::DropLocked() {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
+  subscribed_ = false;
 }
 
 Status RedisConnection::DiscoverPrimaryLocked() {
@@ -260,6 +264,57 @@ Result<RedisReply> RedisConnection::Eval(int id, const std::vector<std::string>&
       }
     }
     return InternalError("redis " + address_ + ": script error: " + Redact(r->str));
+  }
+}
+
+}  // namespace gnomon::coord
+
+namespace gnomon::coord {
+
+Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!subscribed_) {
+    Result<RedisReply> r = CommandLocked({"SUBSCRIBE", channel});
+    if (!r.ok()) return r.status();
+    if (r->type != RedisReply::Type::kArray || r->elements.empty() ||
+        r->elements[0].str != "subscribe") {
+      DropLocked();
+      return UnavailableError("redis " + address_ + ": SUBSCRIBE " + channel + " was refused");
+    }
+    subscribed_ = true;
+  }
+  const Duration deadline = SystemClock::Get().SteadyNow() + timeout;
+  bool got = false;
+  while (true) {
+    // Replies hiredis has already read into its buffer first, then the socket.
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+      const std::string why = ctx_->errstr;
+      DropLocked();
+      return UnavailableError("redis " + address_ + ": " + Redact(why));
+    }
+    if (raw != nullptr) {
+      ReplyPtr reply(static_cast<redisReply*>(raw));
+      if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+          std::string_view(reply->element[0]->str, reply->element[0]->len) == "message") {
+        got = true;
+      }
+      continue;
+    }
+    const Duration left = got ? Duration(0) : deadline - SystemClock::Get().SteadyNow();
+    pollfd pfd{ctx_->fd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      DropLocked();
+      return UnavailableError("redis " + address_ + ": poll failed");
+    }
+    if (ready == 0) return got;
+    if (redisBufferRead(ctx_) != REDIS_OK) {
+      const std::string why = ctx_->errstr;
+      DropLocked();
+      return UnavailableError("redis " + address_ + ": " + Redact(why));
+    }
   }
 }
 

@@ -73,6 +73,14 @@ class RedisConnection {
   // Loads every registered script now (SCRIPT LOAD), so that a broken one fails early.
   Status LoadScripts();
 
+  // Subscriber mode (use a connection for nothing else once called): subscribes to `channel` if
+  // not yet subscribed (again after a reconnect), then waits up to `timeout` for a message on it.
+  // Returns true when at least one message arrived (all pending ones are consumed), false on
+  // timeout. Messages published while no call is waiting stay buffered for the next call.
+  // Unavailable on connection errors (the next call reconnects and resubscribes; the caller
+  // must then re-read the state it watches, as messages may have been missed).
+  Result<bool> WaitMessage(const std::string& channel, Duration timeout);
+
   // "host:port", for messages.
   const std::string& address() const { return address_; }
 
@@ -101,6 +109,7 @@ class RedisConnection {
   std::string address_;  // of the server in use (changes when a sentinel names a new primary)
   std::mutex mu_;
   redisContext* ctx_ = nullptr;  // guarded by mu_; null = disconnected
+  bool subscribed_ = false;      // guarded by mu_; WaitMessage's SUBSCRIBE is in effect on ctx_
   Duration next_attempt_{0};     // guarded by mu_; SteadyNow() of the next reconnect
   Duration backoff_{0};          // guarded by mu_; 0 = reconnect at once
   std::mt19937_64 rng_;          // guarded by mu_; jitter

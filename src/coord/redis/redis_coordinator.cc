@@ -258,6 +258,22 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
   return base;
 }
 
+coord::RedisConnectionConfig RedisCoordinator::ConnectionConfigOf(const RedisOptions& options) {
+  coord::RedisConnectionConfig config;
+  config.host = options.host;
+  config.port = options.port;
+  config.user = options.user;
+  config.password = options.password;
+  config.db = options.db;
+  config.connect_timeout = options.connect_timeout;
+  config.io_timeout = options.io_timeout;
+  config.backoff_min = options.reconnect_backoff_min;
+  config.backoff_max = options.reconnect_backoff_max;
+  config.sentinels = options.sentinels;
+  config.sentinel_master = options.sentinel_master;
+  return config;
+}
+
 Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOptions& options) {
   if (options.host.empty()) return InvalidArgumentError("redis: host is empty");
   if (options.port < 1 || options.port > 65535) {
@@ -280,18 +296,7 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
   if (options.max_records_per_job < 1 || options.max_records_total < 1) {
     return InvalidArgumentError("redis: record caps must be at least 1");
   }
-  coord::RedisConnectionConfig config;
-  config.host = options.host;
-  config.port = options.port;
-  config.user = options.user;
-  config.password = options.password;
-  config.db = options.db;
-  config.connect_timeout = options.connect_timeout;
-  config.io_timeout = options.io_timeout;
-  config.backoff_min = options.reconnect_backoff_min;
-  config.backoff_max = options.reconnect_backoff_max;
-  config.sentinels = options.sentinels;
-  config.sentinel_master = options.sentinel_master;
+  coord::RedisConnectionConfig config = ConnectionConfigOf(options);
   if (!config.sentinels.empty() && config.sentinel_master.empty()) {
     return InvalidArgumentError("redis: sentinels need a master name");
   }
@@ -814,6 +819,84 @@ Result<int64_t> RedisCoordinator::JobsVersion() {
   if (r->type != RedisReply::Type::kString || !ParseInt(r->str, v))
     return Malformed("jobs version");
   return v;
+}
+
+// The subscriber connection is made on first use and kept; while it cannot be had (server down,
+// backoff), this falls back to polling, so a waiter never misses a change for long.
+Result<int64_t> RedisCoordinator::WaitJobsChange(int64_t since, Duration timeout) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  const std::string channel = base_ + ":events";
+  if (subscriber_ == nullptr) {
+    Result<std::unique_ptr<coord::RedisConnection>> sub =
+        coord::RedisConnection::Connect(ConnectionConfigOf(options_));
+    if (!sub.ok()) return Coordinator::WaitJobsChange(since, timeout);
+    subscriber_ = std::move(*sub);
+  }
+  // Subscribed (and pending messages consumed) before the version is read: a change after the
+  // read is then a message the wait below receives.
+  if (!subscriber_->WaitMessage(channel, Duration(0)).ok()) {
+    return Coordinator::WaitJobsChange(since, timeout);
+  }
+  Result<int64_t> v = JobsVersion();
+  if (!v.ok() || *v != since) return v;
+  if (!subscriber_->WaitMessage(channel, timeout).ok()) {
+    return Coordinator::WaitJobsChange(since, timeout);
+  }
+  return JobsVersion();
+}
+
+// --- Audit log ---------------------------------------------------------------------------------
+
+Result<int64_t> RedisCoordinator::AppendAudit(const AuditRecord& record, int keep) {
+  if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
+  std::string encoded;
+  AppendField(encoded, record.who);
+  AppendField(encoded, record.action);
+  AppendField(encoded, record.target);
+  AppendField(encoded, std::to_string(record.status));
+  AppendField(encoded, record.before_json);
+  AppendField(encoded, record.after_json);
+  std::vector<std::string> args = CommonArgs();
+  args.insert(args.end(), {std::to_string(keep), encoded});
+  Result<RedisReply> r = conn_->Eval(scripts::kAppendAudit, {base_, base_}, args);
+  if (!r.ok()) return r.status();
+  int64_t seq = 0;
+  if (!IsArray(*r, 2) || Word(*r) != "OK" || !IntAt(*r, 1, seq)) return Malformed("append audit");
+  return seq;
+}
+
+Result<std::vector<AuditRecord>> RedisCoordinator::ListAudit(int limit, int64_t before_seq) {
+  Result<int> page = coord::PageLimit(limit);
+  if (!page.ok()) return page.status();
+  if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
+  const std::string max = before_seq == 0 ? "+inf" : "(" + std::to_string(before_seq);
+  Result<RedisReply> r = conn_->Command(
+      {"ZREVRANGEBYSCORE", base_ + ":audit", max, "-inf", "LIMIT", "0", std::to_string(*page)});
+  if (!r.ok()) return r.status();
+  if (r->type != RedisReply::Type::kArray) return Malformed("list audit");
+  std::vector<AuditRecord> out;
+  for (const RedisReply& e : r->elements) {
+    std::string_view in = e.str;
+    AuditRecord a;
+    size_t nl1 = in.find('\n');
+    size_t nl2 = nl1 == std::string_view::npos ? nl1 : in.find('\n', nl1 + 1);
+    int64_t at = 0, status = 0;
+    std::string s_status;
+    if (nl2 == std::string_view::npos || !ParseInt(in.substr(0, nl1), a.seq) ||
+        !ParseInt(in.substr(nl1 + 1, nl2 - nl1 - 1), at)) {
+      return Malformed("list audit");
+    }
+    in.remove_prefix(nl2 + 1);
+    if (!ReadField(in, a.who) || !ReadField(in, a.action) || !ReadField(in, a.target) ||
+        !ReadField(in, s_status) || !ParseInt(s_status, status) || !ReadField(in, a.before_json) ||
+        !ReadField(in, a.after_json)) {
+      return Malformed("list audit");
+    }
+    a.at = Instant::FromUnixMillis(at);
+    a.status = static_cast<int>(status);
+    out.push_back(std::move(a));
+  }
+  return out;
 }
 
 }  // namespace gnomon

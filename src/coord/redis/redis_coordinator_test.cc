@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "src/coord/coordinator_conformance.h"
 
@@ -340,6 +341,45 @@ TEST(RedisCoordinatorTest, RecoversFromNoscript) {
   ASSERT_EQ(raw.Str({"SCRIPT", "FLUSH"}), "OK");
   EXPECT_TRUE(c->Report(claim, Finished(claim, RunOutcome::kSucceeded), true).ok());
   EXPECT_EQ(c->GetRun(claim.fire.RunId())->at(0).outcome, RunOutcome::kSucceeded);
+}
+
+// --- Change notification -----------------------------------------------------------------
+
+// WaitJobsChange listens on the events channel: a message wakes it long before its timeout,
+// which the polling fallback would wait out in full (the version does not change here).
+TEST(RedisCoordinatorTest, WaitJobsChangeWakesOnTheEventsChannel) {
+  SKIP_WITHOUT_REDIS();
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.ns = "events-test";
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Result<int64_t> v = c->JobsVersion();
+  ASSERT_TRUE(v.ok());
+  std::atomic<bool> returned{false};
+  Result<int64_t> woke = InternalError("not run");
+  std::thread waiter([&] {
+    woke = c->WaitJobsChange(*v, seconds(120));
+    returned = true;
+  });
+  Raw raw(SharedServer()->port());
+  // Publish until the waiter has subscribed and returned (bounded far below its timeout).
+  for (int i = 0; i < 600 && !returned; ++i) {
+    raw.Str({"PUBLISH", o.prefix + ":" + o.ns + ":events", "x"});
+    RealWait(milliseconds(50));
+  }
+  EXPECT_TRUE(returned.load()) << "no wake-up from the events channel within 30 s";
+  waiter.join();
+  ASSERT_TRUE(woke.ok()) << woke.status().ToString();
+  EXPECT_EQ(*woke, *v);
+  // A real change by another coordinator wakes it with the new version.
+  auto other = MustOpen(o);
+  ASSERT_NE(other, nullptr);
+  std::thread waiter2([&] { woke = c->WaitJobsChange(*v, seconds(120)); });
+  ASSERT_TRUE(other->SetPaused("job", true, "api").ok());
+  waiter2.join();
+  ASSERT_TRUE(woke.ok());
+  EXPECT_NE(*woke, *v);
+  EXPECT_EQ(*woke, *other->JobsVersion());
 }
 
 // --- Persistence check ---------------------------------------------------------------------

@@ -36,6 +36,13 @@ local function next_counter(key, field)
   redis.call('HSET', key, field, S(v))
   return v
 end
+-- Every definition or pause-state change: a new jobs version, announced on the events channel
+-- (nodes waiting in WaitJobsChange wake at once; a missed message is healed by their resync).
+local function bump_jobs_version()
+  local v = next_counter(GB .. ':meta', 'jobs_version')
+  redis.call('PUBLISH', GB .. ':events', S(v))
+  return v
+end
 local function jb_of(job) return GB .. ':{' .. job .. '}' end
 local function fid_of(ms, shard) return S(ms) .. ':' .. S(shard) end
 local function fire_key(job, ms, shard) return jb_of(job) .. ':fire:' .. fid_of(ms, shard) end
@@ -278,7 +285,7 @@ constexpr const char* kSetPausedBody = R"lua(
 local reason = ARGV[6]
 if ARGV[5] ~= '1' then reason = '' end
 redis.call('HSET', JB .. ':state', 'paused', ARGV[5], 'reason', reason)
-next_counter(GB .. ':meta', 'jobs_version')
+bump_jobs_version()
 return {'OK'}
 )lua";
 
@@ -388,7 +395,7 @@ else
   if ARGV[7] == '0' then return {'EXISTS'} end
   if ver ~= ARGV[7] then return {'PRECOND', ver} end
 end
-local v = next_counter(GB .. ':meta', 'jobs_version')
+local v = bump_jobs_version()
 redis.call('HSET', GB .. ':jobs', ARGV[5], S(v) .. '\n' .. ARGV[6])
 return {'OK', S(v)}
 )lua";
@@ -401,8 +408,17 @@ if not cur then return {'NOTFOUND'} end
 local ver = string.match(cur, '^(%d+)\n')
 if ARGV[6] ~= '-1' and ver ~= ARGV[6] then return {'PRECOND', ver} end
 redis.call('HDEL', GB .. ':jobs', ARGV[5])
-next_counter(GB .. ':meta', 'jobs_version')
+bump_jobs_version()
 return {'OK'}
+)lua";
+
+// KEYS[1] = global base. ARGV[5..]: keep, encoded record (without seq and time).
+// -> OK seq. Members are "<seq>\n<at ms>\n<record>", scored by seq.
+constexpr const char* kAppendAuditBody = R"lua(
+local seq = next_counter(GB .. ':meta', 'audit_seq')
+redis.call('ZADD', GB .. ':audit', seq, S(seq) .. '\n' .. S(NOW) .. '\n' .. ARGV[6])
+redis.call('ZREMRANGEBYRANK', GB .. ':audit', 0, -(tonumber(ARGV[5]) + 1))
+return {'OK', S(seq)}
 )lua";
 
 }  // namespace
@@ -457,6 +473,9 @@ std::string Source(Id id) {
       break;
     case kDeleteJob:
       body = kDeleteJobBody;
+      break;
+    case kAppendAudit:
+      body = kAppendAuditBody;
       break;
     case kCount:
       break;

@@ -34,6 +34,7 @@ enum Id {
   kListNodes,
   kPutJob,
   kDeleteJob,
+  kAppendAudit,
   kCount,
 };
 

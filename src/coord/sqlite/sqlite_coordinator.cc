@@ -88,6 +88,21 @@ INSERT INTO counters (name, value) VALUES ('jobs_version', 0);
 PRAGMA user_version = 1;
 )sql";
 
+// Schema version 2 adds the audit log (seq never reused: AUTOINCREMENT).
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms INTEGER NOT NULL,
+  who BLOB NOT NULL,
+  action BLOB NOT NULL,
+  target BLOB NOT NULL,
+  status INTEGER NOT NULL,
+  before_json BLOB NOT NULL,
+  after_json BLOB NOT NULL
+);
+PRAGMA user_version = 2;
+)sql";
+
 // The columns of a history record, in the order ReadRun expects.
 #define GNOMON_RUN_COLUMNS                                                              \
   "run_id, job_id, scheduled_ms, shard, shard_count, attempt, fencing_token, node_id, " \
@@ -160,11 +175,12 @@ class SqliteCoordinator::Db {
                                        std::to_string(v) + " is newer than this gnomon's (" +
                                        std::to_string(kSchemaVersion) + ")");
       }
-      if (v != 0) {
+      if (v != 0 && v != 1) {
         return InternalError("sqlite " + conn_->path() + ": unknown schema version " +
                              std::to_string(v));
       }
-      return conn_->Exec(kSchemaV1);
+      if (v == 0) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV1));
+      return conn_->Exec(kSchemaV2);
     });
   }
 
@@ -940,6 +956,67 @@ Result<int64_t> SqliteCoordinator::JobsVersion() {
   if (!row.ok()) return row.status();
   if (!*row) return InternalError("sqlite " + db_->conn().path() + ": jobs_version row missing");
   return s->Int(0);
+}
+
+// --- Audit log -------------------------------------------------------------------------------
+
+Result<int64_t> SqliteCoordinator::AppendAudit(const AuditRecord& record, int keep) {
+  if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t seq = 0;
+  GNOMON_RETURN_IF_ERROR(db_->conn().Transaction([&]() -> Status {
+    {
+      Result<Statement> s = db_->conn().Prepare(
+          "INSERT INTO audit (at_ms, who, action, target, status, before_json, after_json) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING seq");
+      if (!s.ok()) return s.status();
+      s->Bind(1, clock_.Now().unix_millis())
+          .BindBlob(2, record.who)
+          .BindBlob(3, record.action)
+          .BindBlob(4, record.target)
+          .Bind(5, int64_t{record.status})
+          .BindBlob(6, record.before_json)
+          .BindBlob(7, record.after_json);
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return InternalError("sqlite audit insert returned no seq");
+      seq = s->Int(0);
+    }
+    Result<Statement> s = db_->conn().Prepare("DELETE FROM audit WHERE seq <= ?1");
+    if (!s.ok()) return s.status();
+    s->Bind(1, seq - keep);
+    return s->Run();
+  }));
+  return seq;
+}
+
+Result<std::vector<AuditRecord>> SqliteCoordinator::ListAudit(int limit, int64_t before_seq) {
+  Result<int> page = coord::PageLimit(limit);
+  if (!page.ok()) return page.status();
+  if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Statement> s = db_->conn().Prepare(
+      "SELECT seq, at_ms, who, action, target, status, before_json, after_json FROM audit "
+      "WHERE ?1 = 0 OR seq < ?1 ORDER BY seq DESC LIMIT ?2");
+  if (!s.ok()) return s.status();
+  s->Bind(1, before_seq).Bind(2, int64_t{*page});
+  std::vector<AuditRecord> out;
+  for (;;) {
+    Result<bool> row = s->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    AuditRecord r;
+    r.seq = s->Int(0);
+    r.at = Instant::FromUnixMillis(s->Int(1));
+    r.who = s->Bytes(2);
+    r.action = s->Bytes(3);
+    r.target = s->Bytes(4);
+    r.status = static_cast<int>(s->Int(5));
+    r.before_json = s->Bytes(6);
+    r.after_json = s->Bytes(7);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace gnomon

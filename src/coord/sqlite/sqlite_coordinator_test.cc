@@ -189,6 +189,30 @@ TEST(SqliteCoordinatorTest, OpenSetsWalAndTheSchemaVersion) {
   ASSERT_NE(MustOpen(path, clock), nullptr);
 }
 
+// A version-1 file (before the audit log) is upgraded in place, keeping its data.
+TEST(SqliteCoordinatorTest, OpenUpgradesAVersion1File) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  {
+    auto c = MustOpen(path, clock);
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->PutJob("kept", "{}", 0).ok());
+  }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("DROP TABLE audit; PRAGMA user_version = 1"), SQLITE_OK);
+  }
+  auto c = MustOpen(path, clock);
+  ASSERT_NE(c, nullptr);
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryText("PRAGMA user_version"), "2");
+  EXPECT_EQ(c->ListJobs()->size(), 1u);
+  AuditRecord r;
+  r.who = "ops";
+  ASSERT_TRUE(c->AppendAudit(r, 10).ok());
+  EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
+}
+
 TEST(SqliteCoordinatorTest, OpenRefusesANewerSchema) {
   const std::string path = NewDbPath();
   FakeClock clock;

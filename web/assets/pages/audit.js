@@ -56,7 +56,7 @@ export async function render(root, ctx) {
     try {
       const data = await api('/audit', { query: { limit: 500 } });
       entries = data.entries;
-      note.textContent = data.note ? `Note: ${data.note}.` : '';
+      note.textContent = 'Every node\'s changes, kept in the backend (the newest 10,000).';
       status.replaceChildren();
       draw();
     } catch (e) {
