@@ -1,0 +1,361 @@
+#include "src/coord/etcd/etcd_client.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <array>
+
+namespace gnomon::coord {
+namespace {
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// gRPC status codes the gateway reports in "code".
+constexpr int kGrpcInvalidArgument = 3;
+constexpr int kGrpcDeadlineExceeded = 4;
+constexpr int kGrpcResourceExhausted = 8;
+constexpr int kGrpcUnavailable = 14;
+constexpr int kGrpcUnauthenticated = 16;
+
+Duration SteadyNow() { return SystemClock::Get().SteadyNow(); }
+
+void SetTimeouts(httplib::Client& client, Duration connect, Duration read) {
+  auto split = [](Duration d) {
+    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    return std::pair<time_t, time_t>(us / 1000000, us % 1000000);
+  };
+  auto [cs, cus] = split(connect);
+  auto [rs, rus] = split(read);
+  client.set_connection_timeout(cs, cus);
+  client.set_read_timeout(rs, rus);
+  client.set_write_timeout(rs, rus);
+}
+
+}  // namespace
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = (static_cast<uint8_t>(in[i]) << 16) |
+                       (static_cast<uint8_t>(in[i + 1]) << 8) | static_cast<uint8_t>(in[i + 2]);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    const uint32_t v = static_cast<uint8_t>(in[i]) << 16;
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    const uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view in) {
+  static const std::array<int, 256> kValue = [] {
+    std::array<int, 256> t{};
+    t.fill(-1);
+    for (int i = 0; i < 64; ++i) t[static_cast<uint8_t>(kB64[i])] = i;
+    return t;
+  }();
+  if (in.size() % 4 != 0) return InvalidArgumentError("base64: length is not a multiple of 4");
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = in[i + k];
+      if (c == '=' && i + 4 == in.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+      } else {
+        if (pad > 0) return InvalidArgumentError("base64: data after padding");
+        v[k] = kValue[static_cast<uint8_t>(c)];
+        if (v[k] < 0) return InvalidArgumentError("base64: invalid character");
+      }
+    }
+    const uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out += static_cast<char>((n >> 16) & 0xff);
+    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
+    if (pad < 1) out += static_cast<char>(n & 0xff);
+  }
+  return out;
+}
+
+EtcdClient::EtcdClient(EtcdClientOptions options)
+    : options_(std::move(options)), rng_(std::random_device{}()) {
+  for (const auto& [host, port] : options_.endpoints) {
+    Endpoint ep;
+    ep.host = host;
+    ep.port = port;
+    endpoints_.push_back(std::move(ep));
+  }
+}
+
+EtcdClient::~EtcdClient() = default;
+
+std::string EtcdClient::current_endpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (endpoints_.empty()) return "";
+  return endpoints_[current_].host + ":" + std::to_string(endpoints_[current_].port);
+}
+
+std::vector<size_t> EtcdClient::Plan() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Duration now = SteadyNow();
+  std::vector<size_t> plan;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const size_t ep = (current_ + i) % endpoints_.size();
+    if (endpoints_[ep].retry_at <= now) plan.push_back(ep);
+  }
+  return plan;
+}
+
+std::unique_ptr<httplib::Client> EtcdClient::Checkout(size_t ep, Duration read_timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = endpoints_[ep];
+  if (!e.idle.empty()) {
+    std::unique_ptr<httplib::Client> c = std::move(e.idle.back());
+    e.idle.pop_back();
+    return c;
+  }
+  auto c = std::make_unique<httplib::Client>(e.host, e.port);
+  c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);  // else Nagle + delayed ACK add ~40 ms to every request
+  SetTimeouts(*c, options_.connect_timeout, read_timeout);
+  return c;
+}
+
+void EtcdClient::Checkin(size_t ep, std::unique_ptr<httplib::Client> client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = endpoints_[ep];
+  if (e.idle.size() < static_cast<size_t>(std::max(1, options_.max_idle_connections))) {
+    e.idle.push_back(std::move(client));
+  }
+}
+
+void EtcdClient::MarkFailed(size_t ep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = endpoints_[ep];
+  e.idle.clear();  // their sockets may be dead too
+  e.failures = std::min(e.failures + 1, 30);
+  // Capped exponential backoff with jitter: a uniform wait in [cap/2, cap].
+  Duration cap = options_.backoff_min;
+  for (int i = 1; i < e.failures && cap < options_.backoff_max; ++i) cap *= 2;
+  cap = std::min(cap, options_.backoff_max);
+  const int64_t cap_ms = std::max<int64_t>(1, cap.count());
+  std::uniform_int_distribution<int64_t> jitter(cap_ms / 2, cap_ms);
+  e.retry_at = SteadyNow() + Duration(jitter(rng_));
+  if (current_ == ep) current_ = (ep + 1) % endpoints_.size();
+}
+
+void EtcdClient::MarkOk(size_t ep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  endpoints_[ep].failures = 0;
+  endpoints_[ep].retry_at = Duration(0);
+}
+
+Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const std::string& body,
+                                        const std::string& token, bool& fail_over) {
+  fail_over = false;
+  std::string where;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    where = endpoints_[ep].host + ":" + std::to_string(endpoints_[ep].port);
+  }
+  std::unique_ptr<httplib::Client> client = Checkout(ep, options_.io_timeout);
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", token);
+  httplib::Result res = client->Post(std::string(path), headers, body, "application/json");
+  if (!res) {
+    const httplib::Error err = res.error();
+    MarkFailed(ep);
+    // A refused connection costs nothing: try the next endpoint. A timeout already spent the
+    // call's budget: report it, the next call starts at the next endpoint.
+    fail_over = err == httplib::Error::Connection;
+    return UnavailableError("etcd " + where + " " + std::string(path) + ": " +
+                            httplib::to_string(err));
+  }
+  nlohmann::json reply = nlohmann::json::parse(res->body, nullptr, false);
+  if (res->status == 200 && !reply.is_discarded() && reply.is_object()) {
+    Checkin(ep, std::move(client));
+    MarkOk(ep);
+    return reply;
+  }
+  Checkin(ep, std::move(client));
+  int code = 0;
+  std::string message = "HTTP " + std::to_string(res->status);
+  if (!reply.is_discarded() && reply.is_object()) {
+    if (reply.contains("code") && reply["code"].is_number_integer())
+      code = reply["code"].get<int>();
+    if (reply.contains("message") && reply["message"].is_string()) {
+      message = reply["message"].get<std::string>();
+    }
+  }
+  const std::string what = "etcd " + where + " " + std::string(path) + ": " + message;
+  if (code == kGrpcUnauthenticated || message.find("auth token") != std::string::npos) {
+    return Status(StatusCode::kFailedPrecondition, what);  // Call refreshes the token
+  }
+  if (code == kGrpcUnavailable || code == kGrpcDeadlineExceeded) {
+    // No leader, leader changed, request timed out, member stopping: another member may do.
+    MarkFailed(ep);
+    fail_over = true;
+    return UnavailableError(what);
+  }
+  if (code == kGrpcResourceExhausted) return UnavailableError(what);  // quota: space exceeded
+  if (code == kGrpcInvalidArgument) return InvalidArgumentError(what);
+  return InternalError(what);
+}
+
+Result<std::string> EtcdClient::Token(bool refresh) {
+  if (options_.user.empty()) return std::string();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!refresh && !token_.empty()) return token_;
+  }
+  nlohmann::json req = {{"name", options_.user}, {"password", options_.password}};
+  std::string body;
+  try {
+    body = req.dump();
+  } catch (const std::exception&) {
+    return InvalidArgumentError("etcd: the user name or password is not valid UTF-8");
+  }
+  std::vector<size_t> plan = Plan();
+  Status last = UnavailableError("etcd: every endpoint is backing off after failures");
+  for (size_t ep : plan) {
+    bool fail_over = false;
+    Result<nlohmann::json> r = Post(ep, "/v3/auth/authenticate", body, "", fail_over);
+    if (r.ok()) {
+      if (!r->contains("token") || !(*r)["token"].is_string()) {
+        return InternalError("etcd: authenticate answered no token");
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      token_ = (*r)["token"].get<std::string>();
+      return token_;
+    }
+    if (r.status().code() == StatusCode::kInvalidArgument ||
+        r.status().code() == StatusCode::kFailedPrecondition) {
+      // The message is etcd's ("authentication failed, invalid user ID or password"): it never
+      // contains the password.
+      return UnavailableError("etcd: authentication as user \"" + options_.user +
+                              "\" failed: " + r.status().message());
+    }
+    last = r.status();
+    if (!fail_over) break;
+  }
+  return last;
+}
+
+Result<nlohmann::json> EtcdClient::Call(std::string_view path, const nlohmann::json& body) {
+  std::string text;
+  try {
+    text = body.dump();
+  } catch (const std::exception& e) {
+    return InternalError(std::string("etcd: cannot encode request: ") + e.what());
+  }
+  Result<std::string> token = Token(false);
+  if (!token.ok()) return token.status();
+  bool refreshed = false;
+  std::vector<size_t> plan = Plan();
+  if (plan.empty()) return UnavailableError("etcd: every endpoint is backing off after failures");
+  Status last = UnavailableError("etcd: no endpoint");
+  for (size_t i = 0; i < plan.size(); ++i) {
+    bool fail_over = false;
+    Result<nlohmann::json> r = Post(plan[i], path, text, *token, fail_over);
+    if (r.ok()) return r;
+    if (r.status().code() == StatusCode::kFailedPrecondition && !options_.user.empty() &&
+        !refreshed) {
+      refreshed = true;
+      token = Token(true);
+      if (!token.ok()) return token.status();
+      --i;  // the same endpoint again, with the new token
+      continue;
+    }
+    if (!fail_over) return r.status();
+    last = r.status();
+  }
+  return last;
+}
+
+Status EtcdClient::Watch(const nlohmann::json& create_request, Duration timeout,
+                         const std::function<bool(const nlohmann::json&)>& on_message) {
+  std::string body;
+  try {
+    body = nlohmann::json{{"create_request", create_request}}.dump();
+  } catch (const std::exception& e) {
+    return InternalError(std::string("etcd: cannot encode watch: ") + e.what());
+  }
+  Result<std::string> token = Token(false);
+  if (!token.ok()) return token.status();
+  std::vector<size_t> plan = Plan();
+  if (plan.empty()) return UnavailableError("etcd: every endpoint is backing off after failures");
+  for (size_t ep : plan) {
+    std::string host;
+    int port = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      host = endpoints_[ep].host;
+      port = endpoints_[ep].port;
+    }
+    httplib::Client client(host, port);
+    client.set_tcp_nodelay(true);
+    SetTimeouts(client, options_.connect_timeout, timeout);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v3/watch";
+    req.body = body;
+    req.set_header("Content-Type", "application/json");
+    if (!token->empty()) req.set_header("Authorization", *token);
+    std::string buffer;
+    bool stopped = false;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      buffer.append(data, n);
+      // The gateway streams one JSON message per line.
+      size_t nl;
+      while ((nl = buffer.find('\n')) != std::string::npos) {
+        nlohmann::json msg = nlohmann::json::parse(buffer.substr(0, nl), nullptr, false);
+        buffer.erase(0, nl + 1);
+        if (msg.is_discarded() || !msg.is_object()) continue;
+        if (!msg.contains("result") || !msg["result"].is_object()) {
+          stopped = true;  // an error message: stop; the caller re-reads
+          return false;
+        }
+        bool go_on = false;
+        try {
+          go_on = on_message(msg["result"]);
+        } catch (const std::exception&) {
+          go_on = false;
+        }
+        if (!go_on) {
+          stopped = true;
+          return false;
+        }
+      }
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    client.send(req, res, err);
+    if (stopped || err == httplib::Error::Read || err == httplib::Error::Success) {
+      return Status::Ok();  // stopped, timed out quietly, or the server ended the stream
+    }
+    if (err != httplib::Error::Connection) {
+      return UnavailableError("etcd " + host + ":" + std::to_string(port) +
+                              " /v3/watch: " + httplib::to_string(err));
+    }
+    MarkFailed(ep);
+  }
+  return UnavailableError("etcd: no endpoint accepted the watch");
+}
+
+}  // namespace gnomon::coord

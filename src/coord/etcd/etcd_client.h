@@ -1,0 +1,97 @@
+// EtcdClient: etcd's v3 JSON gateway over HTTP/1.1 (internal to the etcd backend). Endpoint
+// failover, a pool of keep-alive connections per endpoint, reconnect backoff, authentication
+// tokens, and the mapping of transport and gateway errors to Status. cpp-httplib and
+// nlohmann-json exceptions stop here. See include/gnomon/etcd_coordinator.h, "Connections".
+//
+// Thread safety: every method is safe to call from many threads at once.
+#ifndef GNOMON_SRC_COORD_ETCD_ETCD_CLIENT_H_
+#define GNOMON_SRC_COORD_ETCD_ETCD_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+namespace httplib {
+class Client;
+}  // namespace httplib
+
+namespace gnomon::coord {
+
+std::string Base64Encode(std::string_view in);
+// InvalidArgument when `in` is not standard padded base64.
+Result<std::string> Base64Decode(std::string_view in);
+
+struct EtcdClientOptions {
+  std::vector<std::pair<std::string, int>> endpoints;  // (host, port), at least one
+  std::string user;                                    // empty = no authentication
+  std::string password;
+  Duration connect_timeout = std::chrono::seconds(2);
+  Duration io_timeout = std::chrono::seconds(2);
+  Duration backoff_min = std::chrono::seconds(1);
+  Duration backoff_max = std::chrono::seconds(32);
+  int max_idle_connections = 8;
+};
+
+class EtcdClient {
+ public:
+  explicit EtcdClient(EtcdClientOptions options);
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  // POSTs `body` to `path` ("/v3/kv/txn", ...) and returns the parsed response. Errors:
+  // Unavailable (no endpoint reachable, timeouts, no leader, quota), InvalidArgument (the
+  // gateway refused the request), Internal (a malformed response).
+  Result<nlohmann::json> Call(std::string_view path, const nlohmann::json& body);
+
+  // Opens /v3/watch with `create_request` and calls `on_message` with each streamed message
+  // (the "result" object) until it returns false or no data came for `timeout`. Ok in both
+  // cases; Unavailable when no endpoint accepted the stream.
+  Status Watch(const nlohmann::json& create_request, Duration timeout,
+               const std::function<bool(const nlohmann::json&)>& on_message);
+
+  // "host:port" of the endpoint calls go to first (for messages and tests).
+  std::string current_endpoint();
+
+ private:
+  struct Endpoint {
+    std::string host;
+    int port = 0;
+    int failures = 0;
+    Duration retry_at{0};  // SystemClock steady time before which the endpoint is skipped
+    std::vector<std::unique_ptr<httplib::Client>> idle;
+  };
+  // The order to try endpoints in for one call (current first, backing-off ones left out).
+  std::vector<size_t> Plan();
+  std::unique_ptr<httplib::Client> Checkout(size_t ep, Duration read_timeout);
+  void Checkin(size_t ep, std::unique_ptr<httplib::Client> client);
+  void MarkFailed(size_t ep);
+  void MarkOk(size_t ep);
+  // The auth token (authenticating when there is none); "" without a user.
+  Result<std::string> Token(bool refresh);
+  // One POST on endpoint `ep`. `fail_over` is set when the next endpoint may be tried at once
+  // (connection refused, member unavailable). FailedPrecondition = the auth token was refused.
+  Result<nlohmann::json> Post(size_t ep, std::string_view path, const std::string& body,
+                              const std::string& token, bool& fail_over);
+
+  const EtcdClientOptions options_;
+  std::mutex mu_;  // guards everything below
+  std::vector<Endpoint> endpoints_;
+  size_t current_ = 0;
+  std::string token_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace gnomon::coord
+
+#endif  // GNOMON_SRC_COORD_ETCD_ETCD_CLIENT_H_

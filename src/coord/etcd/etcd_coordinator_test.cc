@@ -1,0 +1,309 @@
+// EtcdCoordinator against a real etcd that this binary starts itself on free loopback ports
+// (ctest label "integration"): the Coordinator conformance suite plus etcd-specific tests. Every
+// test skips when /usr/bin/etcd is missing.
+#include "gnomon/etcd_coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "src/coord/coordinator_conformance.h"
+#include "src/coord/etcd/etcd_client.h"
+#include "src/coord/etcd/etcd_test_util.h"
+
+namespace gnomon::testing {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using R = ClaimOutcome::Result;
+
+#define SKIP_WITHOUT_ETCD()                                              \
+  do {                                                                   \
+    if (!HaveEtcd()) GTEST_SKIP() << kEtcdBinary << " is not installed"; \
+  } while (false)
+
+// The server the tests share (each test uses its own key prefix), started on first use and
+// killed (its directory removed) when the test program ends.
+struct SharedEtcd {
+  TempDir dir;
+  std::unique_ptr<EtcdMember> member;
+};
+std::unique_ptr<SharedEtcd>& SharedSlot() {
+  static auto* slot = new std::unique_ptr<SharedEtcd>();
+  return *slot;
+}
+EtcdMember* SharedServer() {
+  std::unique_ptr<SharedEtcd>& slot = SharedSlot();
+  if (!slot) {
+    slot = std::make_unique<SharedEtcd>();
+    slot->member = std::make_unique<EtcdMember>("default", slot->dir.path());
+    EXPECT_TRUE(slot->member->Spawn()) << "etcd did not start";
+    EXPECT_TRUE(slot->member->WaitHealthy()) << "etcd did not become healthy";
+  }
+  return slot->member.get();
+}
+
+class SharedServerEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { SharedSlot().reset(); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedServerEnvironment);
+
+std::string UniquePrefix() {
+  static std::atomic<int> n{0};
+  return "t" + std::to_string(getpid()) + "-" + std::to_string(n.fetch_add(1)) + "/";
+}
+
+EtcdOptions OptionsFor(int port, Clock* clock) {
+  EtcdOptions o;
+  o.endpoints = {{"127.0.0.1", port}};
+  o.prefix = UniquePrefix();
+  o.clock = clock;
+  return o;
+}
+
+std::unique_ptr<EtcdCoordinator> OpenOrFail(const EtcdOptions& o) {
+  Result<std::unique_ptr<EtcdCoordinator>> c = EtcdCoordinator::Open(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return nullptr;
+  return std::move(*c);
+}
+
+std::vector<CoordinatorFactory> EtcdFactories() {
+  if (!HaveEtcd()) return {};  // nothing to run against: the suite is not instantiated
+  return {{"Etcd", [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
+             return OpenOrFail(OptionsFor(SharedServer()->client_port(), clock));
+           }}};
+}
+
+// Not GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE: its Values() cannot be empty when etcd is
+// missing; ValuesIn of an empty vector leaves the suite uninstantiated (allowed below).
+INSTANTIATE_TEST_SUITE_P(Etcd, CoordinatorConformanceTest, ::testing::ValuesIn(EtcdFactories()),
+                         CoordinatorFactoryName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CoordinatorConformanceTest);
+
+FireKey Fire(const std::string& job, Instant at) {
+  FireKey f;
+  f.job_id = job;
+  f.scheduled_at = at;
+  return f;
+}
+
+ClaimRequest Req(const FireKey& fire, const std::string& node,
+                 OverlapPolicy overlap = OverlapPolicy::kAllow) {
+  ClaimRequest r;
+  r.fire = fire;
+  r.node_id = node;
+  r.overlap = overlap;
+  return r;
+}
+
+// --- ParseEtcdUrl ------------------------------------------------------------------------------
+
+TEST(ParseEtcdUrlTest, AcceptsEndpointsCredentialsAndPrefix) {
+  Result<EtcdOptions> o = ParseEtcdUrl("etcd://h1:2379,h2:2380,h3/prod/gnomon");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(o->endpoints.size(), 3u);
+  EXPECT_EQ(o->endpoints[0], (std::pair<std::string, int>("h1", 2379)));
+  EXPECT_EQ(o->endpoints[1], (std::pair<std::string, int>("h2", 2380)));
+  EXPECT_EQ(o->endpoints[2], (std::pair<std::string, int>("h3", 2379)));
+  EXPECT_EQ(o->prefix, "prod/gnomon/");
+  EXPECT_TRUE(o->user.empty());
+
+  o = ParseEtcdUrl("etcd://gnomon:p%40ss%3Aw@10.0.0.1:2379");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->user, "gnomon");
+  EXPECT_EQ(o->password, "p@ss:w");
+  EXPECT_EQ(o->prefix, "gnomon/default/");  // the default is kept
+  ASSERT_EQ(o->endpoints.size(), 1u);
+  EXPECT_EQ(o->endpoints[0].first, "10.0.0.1");
+
+  EtcdOptions base;
+  base.io_timeout = seconds(1);
+  o = ParseEtcdUrl("etcd://localhost/p/", base);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->io_timeout, seconds(1));
+  EXPECT_EQ(o->prefix, "p/");
+}
+
+TEST(ParseEtcdUrlTest, RejectsMalformedUrlsWithoutLeakingThePassword) {
+  for (const char* url : {"redis://h:1", "etcd://", "etcd://:2379", "etcd://h:0", "etcd://h:65536",
+                          "etcd://h:x", "etcd://h1,,h2", "etcd://h/", "etcd://u:pw@h/with space",
+                          "etcd://:secret@h", "etcd://u:se%zzcret@h", "etcd://u:secret@h:99999"}) {
+    Result<EtcdOptions> o = ParseEtcdUrl(url);
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << url;
+    EXPECT_EQ(o.status().message().find("secret"), std::string::npos) << o.status().ToString();
+  }
+}
+
+TEST(EtcdCoordinatorTest, OpenRejectsBadOptions) {
+  EtcdOptions o;
+  o.endpoints.clear();
+  EXPECT_EQ(EtcdCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
+  o = EtcdOptions();
+  o.prefix = "has space";
+  EXPECT_EQ(EtcdCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
+  o = EtcdOptions();
+  o.reconnect_backoff_max = milliseconds(1);
+  EXPECT_EQ(EtcdCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// --- Against the server ------------------------------------------------------------------------
+
+TEST(EtcdCoordinatorTest, JobIdsThatArePrefixesOfOthersAreIsolated) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  auto c = OpenOrFail(OptionsFor(SharedServer()->client_port(), &clock));
+  ASSERT_NE(c, nullptr);
+  const Instant t0 = clock.Now();
+  // A live run of j10 does not count as an overlap of j1.
+  ASSERT_EQ(c->Claim(Req(Fire("j10", t0 - minutes(1)), "n"))->result, R::kClaimed);
+  EXPECT_EQ(c->Claim(Req(Fire("j1", t0), "n", OverlapPolicy::kForbid))->result, R::kClaimed);
+  Result<RunPage> j1 = c->ListRuns(RunQuery{.job_id = "j1"});
+  ASSERT_TRUE(j1.ok()) << j1.status().ToString();
+  ASSERT_EQ(j1->runs.size(), 1u);
+  EXPECT_EQ(j1->runs[0].job_id, "j1");
+  ASSERT_TRUE(c->SetPaused("j1", true, "api").ok());
+  EXPECT_FALSE(c->GetJobState("j10")->paused);
+  ASSERT_TRUE(c->PruneHistory("j1", 1, hours(1)).ok());
+  EXPECT_EQ(c->ListRuns(RunQuery{.job_id = "j10"})->runs.size(), 1u);
+}
+
+TEST(EtcdCoordinatorTest, PrefixesThatArePrefixesOfOthersAreIsolated) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  EtcdOptions a = OptionsFor(SharedServer()->client_port(), &clock);
+  EtcdOptions b = a;
+  a.prefix = UniquePrefix() + "p1";  // gets its '/': "p1/" vs "p10/"
+  b.prefix = a.prefix + "0";
+  auto ca = OpenOrFail(a);
+  auto cb = OpenOrFail(b);
+  ASSERT_NE(ca, nullptr);
+  ASSERT_NE(cb, nullptr);
+  ASSERT_TRUE(cb->PutJob("job", "{}", 0).ok());
+  ASSERT_TRUE(cb->RecordSkipped(Fire("job", clock.Now()), "n", "misfire").ok());
+  EXPECT_TRUE(ca->ListJobs()->empty());
+  EXPECT_TRUE(ca->ListRuns(RunQuery{})->runs.empty());
+  EXPECT_EQ(ca->Claim(Req(Fire("job", clock.Now()), "n"))->result, R::kClaimed);
+}
+
+TEST(EtcdCoordinatorTest, FailsOverToTheNextEndpoint) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
+  const int dead = FreePort();  // nothing listens there
+  o.endpoints = {{"127.0.0.1", dead}, {"127.0.0.1", SharedServer()->client_port()}};
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    Result<ClaimOutcome> out = c->Claim(Req(Fire("j", clock.Now() - seconds(i)), "n"));
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->result, R::kClaimed);
+  }
+}
+
+TEST(EtcdCoordinatorTest, UnreachableClusterIsUnavailableWithoutBlocking) {
+  SKIP_WITHOUT_ETCD();
+  EtcdOptions o;
+  o.endpoints = {{"127.0.0.1", FreePort()}, {"127.0.0.1", FreePort()}};
+  o.password = "secret-pw";
+  o.user = "u";
+  const Duration start = SystemClock::Get().SteadyNow();
+  Result<std::unique_ptr<EtcdCoordinator>> c = EtcdCoordinator::Open(o);
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(c.status().message().find("secret-pw"), std::string::npos);
+  EXPECT_LT(SystemClock::Get().SteadyNow() - start, seconds(2));
+}
+
+TEST(EtcdCoordinatorTest, HistoryIsBoundedPerJobAndInTotalButKeepsRunningRecords) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
+  o.max_records_per_job = 5;
+  o.max_records_total = 8;
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  const Instant base = clock.Now() - hours(1);
+  // The oldest fire of "a" stays running: it is never trimmed.
+  Result<ClaimOutcome> running = c->Claim(Req(Fire("a", base), "n"));
+  ASSERT_TRUE(running.ok() && running->result == R::kClaimed);
+  for (int i = 1; i <= 12; ++i) {
+    ASSERT_TRUE(c->RecordSkipped(Fire("a", base + seconds(i)), "n", "misfire").ok());
+  }
+  Result<RunPage> a = c->ListRuns(RunQuery{.job_id = "a", .limit = 100});
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->runs.size(), 5u);
+  EXPECT_EQ(a->runs.front().scheduled_at, base + seconds(12));
+  EXPECT_EQ(a->runs.back().scheduled_at, base);  // the running one
+  for (int i = 1; i <= 6; ++i) {
+    ASSERT_TRUE(c->RecordSkipped(Fire("b", base + seconds(i)), "n", "misfire").ok());
+  }
+  Result<RunPage> all = c->ListRuns(RunQuery{.limit = 100});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->runs.size(), 8u);
+  EXPECT_EQ(all->runs.back().scheduled_at, base);  // still there
+  // A trimmed fire still cannot be claimed twice.
+  EXPECT_EQ(c->Claim(Req(Fire("a", base + seconds(1)), "n"))->result, R::kAlreadyClaimed);
+}
+
+TEST(EtcdCoordinatorTest, AChangeByAnotherNodeWakesAWaiter) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
+  auto waiter = OpenOrFail(o);
+  auto writer = OpenOrFail(o);
+  ASSERT_NE(waiter, nullptr);
+  ASSERT_NE(writer, nullptr);
+  const int64_t v0 = *waiter->JobsVersion();
+  Result<int64_t> woke = InternalError("not run");
+  const Duration start = SystemClock::Get().SteadyNow();
+  std::thread t([&] { woke = waiter->WaitJobsChange(v0, seconds(30)); });
+  RealWait(milliseconds(200));
+  ASSERT_TRUE(writer->PutJob("j", "{}", 0).ok());
+  t.join();
+  ASSERT_TRUE(woke.ok()) << woke.status().ToString();
+  EXPECT_EQ(*woke, *writer->JobsVersion());
+  EXPECT_LT(SystemClock::Get().SteadyNow() - start, seconds(10));
+}
+
+TEST(EtcdCoordinatorTest, AuthenticatesAndNeverLeaksThePassword) {
+  SKIP_WITHOUT_ETCD();
+  TempDir dir;
+  EtcdMember member("auth", dir.path());
+  ASSERT_TRUE(member.Spawn());
+  ASSERT_TRUE(member.WaitHealthy());
+  {
+    coord::EtcdClientOptions co;
+    co.endpoints = {{"127.0.0.1", member.client_port()}};
+    coord::EtcdClient raw(co);
+    ASSERT_TRUE(raw.Call("/v3/auth/role/add", {{"name", "root"}}).ok());
+    ASSERT_TRUE(raw.Call("/v3/auth/user/add", {{"name", "root"}, {"password", "s3cret"}}).ok());
+    ASSERT_TRUE(raw.Call("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}}).ok());
+    ASSERT_TRUE(raw.Call("/v3/auth/enable", nlohmann::json::object()).ok());
+  }
+  FakeClock clock;
+  EtcdOptions o = OptionsFor(member.client_port(), &clock);
+  o.user = "root";
+  o.password = "wrong-s3cret";
+  Result<std::unique_ptr<EtcdCoordinator>> refused = EtcdCoordinator::Open(o);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().message().find("s3cret"), std::string::npos)
+      << refused.status().ToString();
+  o.password = "s3cret";
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Claim(Req(Fire("j", clock.Now()), "n"))->result, R::kClaimed);
+  // Without credentials the same server refuses.
+  o.user.clear();
+  o.password.clear();
+  Result<std::unique_ptr<EtcdCoordinator>> anonymous = EtcdCoordinator::Open(o);
+  EXPECT_FALSE(anonymous.ok());
+}
+
+}  // namespace
+}  // namespace gnomon::testing
