@@ -11,7 +11,9 @@ packages=(
   libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libhiredis-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers and tools the tests start
-  redis-server faketime iproute2 iptables procps curl python3
+  redis-server etcd-server etcd-client faketime iproute2 iptables procps curl python3
+  # the HTTP API load benchmark (bench/api_load.sh, run by `make bench`)
+  wrk
   # the dashboard's browser tests (tests/e2e): Debian's chromium, driven by npm playwright-core
   chromium nodejs
 )
@@ -38,5 +40,8 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # A package's service may have been started by the install; the tests start their own.
 if [[ " ${missing[*]} " == *" redis-server "* ]] && command -v service >/dev/null; then
   $SUDO service redis-server stop >/dev/null 2>&1 || true
+fi
+if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v service >/dev/null; then
+  $SUDO service etcd stop >/dev/null 2>&1 || true
 fi
 echo "install-deps: done"

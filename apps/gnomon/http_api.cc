@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <charconv>
@@ -55,6 +56,10 @@ constexpr size_t kMaxRunIdLength = 160;
 // Largest page of runs and default.
 constexpr int kMaxRunsLimit = 1000;
 constexpr int kDefaultRunsLimit = 50;
+// Largest page of jobs and default; longest `q` filter of the job list.
+constexpr int kMaxJobsLimit = 1000;
+constexpr int kDefaultJobsLimit = 100;
+constexpr size_t kMaxJobsQuery = 128;
 // Cron preview: most fires.
 constexpr int kMaxPreviewFires = 100;
 
@@ -278,22 +283,48 @@ Result<std::map<std::string, std::string>> Params(const Request& req,
   return out;
 }
 
+// The `limit` parameter of a paged list (when present in `params`): decimal digits, at least 1;
+// values above `max` are taken as `max`. Leaves `*limit` unchanged when absent.
+std::optional<Response> ParseLimit(const std::map<std::string, std::string>& params, int max,
+                                   int* limit) {
+  auto it = params.find("limit");
+  if (it == params.end()) return std::nullopt;
+  const std::string& s = it->second;
+  const bool digits = !s.empty() && s.size() <= 64 &&
+                      std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) return InvalidParam("limit", "\"" + Shown(s) + "\" is not a positive integer");
+  std::optional<int64_t> n = ParsePositive(s);
+  if (n && *n == 0) return InvalidParam("limit", "must be at least 1");
+  *limit = !n || *n > max ? max : static_cast<int>(*n);
+  return std::nullopt;
+}
+
+// Whether `needle` occurs in `hay`, ignoring ASCII case.
+bool ContainsIgnoringCase(std::string_view hay, std::string_view needle) {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  return std::search(hay.begin(), hay.end(), needle.begin(), needle.end(),
+                     [&](char a, char b) { return lower(a) == lower(b); }) != hay.end();
+}
+
 json RunJson(const RunRecord& r, bool with_output) {
-  json j = {{"run_id", r.run_id},
-            {"job_id", r.job_id},
-            {"scheduled_at", r.scheduled_at.ToRfc3339()},
-            {"shard", r.shard},
-            {"shard_count", r.shard_count},
-            {"attempt", r.attempt},
-            {"fencing_token", r.fencing_token},
-            {"node_id", r.node_id},
-            {"started_at", r.started_at.ToRfc3339()},
-            {"finished_at",
-             r.outcome == RunOutcome::kRunning ? json(nullptr) : json(r.finished_at.ToRfc3339())},
-            {"outcome", std::string(ToString(r.outcome))},
-            {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
-            {"error", r.error},
-            {"skip_reason", r.skip_reason}};
+  // Key by key, not from an initializer list (which builds a [key, value] array per member and
+  // copies it): lists of runs are the API's hottest path.
+  json j(json::value_t::object);
+  j["run_id"] = r.run_id;
+  j["job_id"] = r.job_id;
+  j["scheduled_at"] = r.scheduled_at.ToRfc3339();
+  j["shard"] = r.shard;
+  j["shard_count"] = r.shard_count;
+  j["attempt"] = r.attempt;
+  j["fencing_token"] = r.fencing_token;
+  j["node_id"] = r.node_id;
+  j["started_at"] = r.started_at.ToRfc3339();
+  j["finished_at"] =
+      r.outcome == RunOutcome::kRunning ? json(nullptr) : json(r.finished_at.ToRfc3339());
+  j["outcome"] = ToString(r.outcome);
+  j["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
+  j["error"] = r.error;
+  j["skip_reason"] = r.skip_reason;
   if (with_output) j["output"] = r.output;
   return j;
 }
@@ -392,7 +423,40 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
   std::vector<std::jthread> threads_;  // last: joined before the rest is destroyed
 };
 
+// httplib::Server listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+// libcpp-httplib). When more clients connect at once (keep-alive connections are closed after
+// keep_alive_max_count requests, and their clients reconnect together), the kernel drops the
+// excess handshakes and those requests wait for a TCP retransmission: 1 s and more. Calling
+// listen() again on the bound socket sets a larger backlog.
+class Server final : public httplib::Server {
+ public:
+  bool SetListenBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+};
+
 }  // namespace
+
+// A copy of the scheduler's jobs, shared by the requests that list them (HttpApi::JobsNow).
+// Each job's JSON is rendered once per copy, by the first request that shows it: the list's cost
+// is then in copying text, not in building and serialising JSON trees.
+struct HttpApi::JobsSnapshot {
+  struct Entry {
+    JobView view;
+    std::optional<int64_t> version;  // a dynamic job's backend version; nullopt for config jobs
+
+    // JobViewJson(view, version) as text. Thread-safe.
+    const std::string& Rendered() const {
+      std::call_once(rendered_once_, [this] { rendered_ = DumpJson(JobViewJson(view, version)); });
+      return rendered_;
+    }
+
+   private:
+    mutable std::once_flag rendered_once_;
+    mutable std::string rendered_;
+  };
+  std::vector<Entry> jobs;  // sorted by id
+  uint64_t changes = 0;     // HttpApi::job_changes_ when the copy began
+  Duration taken_at{0};     // the clock's SteadyNow() then
+};
 
 // One request in flight: what Dispatch and the audit log need.
 struct HttpApi::Call {
@@ -508,6 +572,38 @@ Instant HttpApi::Now() const {
   return options_.clock != nullptr ? options_.clock->Now() : SystemClock::Get().Now();
 }
 
+std::shared_ptr<const HttpApi::JobsSnapshot> HttpApi::JobsNow() {
+  const Clock& clock = options_.clock != nullptr ? *options_.clock : SystemClock::Get();
+  std::lock_guard<std::mutex> lock(snapshot_mu_);
+  // Read before the copy: a change made while copying makes the next request copy again.
+  const uint64_t changes = job_changes_.load();
+  const Duration now = clock.SteadyNow();
+  if (snapshot_ != nullptr && snapshot_->changes == changes &&
+      now - snapshot_->taken_at < options_.job_list_max_age) {
+    return snapshot_;
+  }
+  std::vector<JobView> views = scheduler_.Jobs();
+  auto by_id = [](const JobView& a, const JobView& b) { return a.spec.id < b.spec.id; };
+  if (!std::is_sorted(views.begin(), views.end(), by_id)) {
+    std::sort(views.begin(), views.end(), by_id);
+  }
+  auto fresh = std::make_shared<JobsSnapshot>();
+  fresh->changes = changes;
+  fresh->taken_at = now;
+  fresh->jobs = std::vector<JobsSnapshot::Entry>(views.size());
+  {
+    std::lock_guard<std::mutex> sync_lock(sync_mu_);
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (auto d = dynamic_.find(views[i].spec.id); d != dynamic_.end()) {
+        fresh->jobs[i].version = d->second.version;
+      }
+      fresh->jobs[i].view = std::move(views[i]);
+    }
+  }
+  snapshot_ = std::move(fresh);
+  return snapshot_;
+}
+
 // ---------------------------------------------------------------------------------- server --
 
 Status HttpApi::Start() {
@@ -525,8 +621,9 @@ Status HttpApi::Start() {
         "http api: max_body_bytes, threads and max_json_depth must be >= 1");
   }
   try {
-    server_ = std::make_unique<httplib::Server>();
-    httplib::Server& s = *server_;
+    auto server = std::make_unique<Server>();
+    Server& s = *server;
+    server_ = std::move(server);
     const int threads = options_.threads;
     const int queued = options_.max_queued_connections;
     s.new_task_queue = [threads, queued] { return new BoundedTaskQueue(threads, queued); };
@@ -537,6 +634,10 @@ Status HttpApi::Start() {
     s.set_keep_alive_timeout(std::max<time_t>(1, secs(options_.keep_alive_timeout)));
     s.set_keep_alive_max_count(static_cast<size_t>(std::max(1, options_.keep_alive_max_count)));
     s.set_payload_max_length(options_.max_body_bytes);
+    // httplib writes a response's headers and body with separate send()s; with Nagle's
+    // algorithm the body then waits for the client's delayed ACK of the headers, about 40 ms on
+    // Linux for every request after the first on a keep-alive connection.
+    s.set_tcp_nodelay(true);
 
     auto convert = [](const httplib::Request& in) {
       Request r;
@@ -644,6 +745,10 @@ Status HttpApi::Start() {
       server_.reset();
       return UnavailableError("listen: cannot bind " + Shown(options_.listen));
     }
+    if (!s.SetListenBacklog(std::max(1, options_.listen_backlog))) {
+      server_.reset();
+      return UnavailableError("listen: cannot listen on " + Shown(options_.listen));
+    }
     port_ = port;
   } catch (const std::exception& e) {
     server_.reset();
@@ -746,7 +851,10 @@ Response HttpApi::Handle(const Request& request) {
     Call call{request, SplitPath(request.path)};
     if (std::optional<Response> rejected = Admit(call)) return std::move(*rejected);
     Response response = Dispatch(call);
-    if (!call.action.empty()) Record(call, response);
+    if (!call.action.empty()) {
+      ++job_changes_;  // whatever the outcome: the job list is copied again
+      Record(call, response);
+    }
     return response;
   } catch (const std::exception& e) {
     return Error(500, "internal", std::string("internal error: ") + e.what());
@@ -833,6 +941,7 @@ Status HttpApi::SyncDynamicJobs() {
     it = dynamic_.erase(it);
   }
   if (first.ok()) synced_jobs_version_ = *jobs_version;
+  ++job_changes_;  // after the scheduler has the changes: the job list is copied again
   return first;
 }
 
@@ -921,8 +1030,13 @@ const char kOpenApi[] = R"json({
   "/api/v1/openapi.json": {"get": {"summary": "This document", "security": [],
     "responses": {"200": {"description": "OpenAPI 3 document"}}}},
   "/api/v1/jobs": {
-   "get": {"summary": "List jobs; role read",
-    "responses": {"200": {"description": "{jobs: [Job]}"}}},
+   "get": {"summary": "List jobs, sorted by id, a page at a time; role read",
+    "parameters": [
+     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+     {"name": "cursor", "in": "query", "description": "the previous page's next_cursor (opaque)", "schema": {"type": "string"}},
+     {"name": "q", "in": "query", "description": "only jobs whose id contains this (ASCII case ignored)", "schema": {"type": "string", "maxLength": 128}}],
+    "responses": {"200": {"description": "{jobs: [Job], next_cursor} (next_cursor empty on the last page)"},
+     "400": {"$ref": "#/components/responses/Error"}}},
    "post": {"summary": "Create a dynamic job; role admin",
     "requestBody": {"required": true, "content": {"application/json": {"schema":
       {"$ref": "#/components/schemas/JobSpec"}}}},
@@ -1002,7 +1116,7 @@ Response HttpApi::Dispatch(Call& call) {
       return Json(200, {{"status", "ready"}, {"backend_time", now->ToRfc3339()}});
     }
     case Route::kMetrics: {
-      metrics_.SetJobs(static_cast<int64_t>(scheduler_.Jobs().size()));
+      metrics_.SetJobs(static_cast<int64_t>(JobsNow()->jobs.size()));
       if (Result<std::vector<NodeInfo>> nodes = coordinator_.ListNodes(); nodes.ok()) {
         metrics_.SetNodesAlive(static_cast<int64_t>(nodes->size()));
         std::vector<std::pair<std::string, Duration>> skews;
@@ -1060,16 +1174,7 @@ Response HttpApi::Dispatch(Call& call) {
       if (q.scheduled_from && q.scheduled_until && *q.scheduled_from > *q.scheduled_until) {
         return InvalidParam("from", "is after until");
       }
-      if (auto it = p->find("limit"); it != p->end()) {
-        const std::string& s = it->second;
-        const bool digits =
-            !s.empty() && s.size() <= 64 &&
-            std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-        if (!digits) return InvalidParam("limit", "\"" + Shown(s) + "\" is not a positive integer");
-        std::optional<int64_t> n = ParsePositive(s);
-        if (n && *n == 0) return InvalidParam("limit", "must be at least 1");
-        q.limit = !n || *n > kMaxRunsLimit ? kMaxRunsLimit : static_cast<int>(*n);
-      }
+      if (std::optional<Response> bad = ParseLimit(*p, kMaxRunsLimit, &q.limit)) return *bad;
       if (auto it = p->find("cursor"); it != p->end()) {
         if (it->second.size() > 512) return InvalidParam("cursor", "is too long");
         q.cursor = it->second;
@@ -1081,11 +1186,13 @@ Response HttpApi::Dispatch(Call& call) {
         }
         return FromStatus(page.status());
       }
-      json runs = json::array();
+      json out(json::value_t::object);
+      json& runs = out["runs"] = json::array();
       for (const RunRecord& r : page->runs) {
         if (call.who.Allows(r.job_id)) runs.push_back(RunJson(r, false));
       }
-      return Json(200, {{"runs", std::move(runs)}, {"next_cursor", page->next_cursor}});
+      out["next_cursor"] = std::move(page->next_cursor);
+      return Json(200, out);
     }
     case Route::kRun: {
       const std::string& run_id = seg[3];
@@ -1210,19 +1317,55 @@ Response HttpApi::Dispatch(Call& call) {
 
   // ------------------------------------------------------------------------------ jobs --
   if (call.route == Route::kJobs && method == "GET") {
-    std::map<std::string, int64_t> versions;
-    {
-      std::lock_guard<std::mutex> lock(sync_mu_);
-      for (const auto& [id, d] : dynamic_) versions[id] = d.version;
+    // Keyset pagination by id: a page holds the first `limit` jobs (of those the token may see
+    // and `q` matches) whose id sorts after the cursor, the previous page's last id. Jobs added
+    // or removed meanwhile cause neither duplicates nor gaps among the others.
+    Result<std::map<std::string, std::string>> p = Params(req, {"limit", "cursor", "q"});
+    if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+    int limit = kDefaultJobsLimit;
+    if (std::optional<Response> bad = ParseLimit(*p, kMaxJobsLimit, &limit)) return *bad;
+    std::string cursor;
+    if (auto it = p->find("cursor"); it != p->end() && !it->second.empty()) {
+      if (!IsValidJobId(it->second)) {
+        return InvalidParam("cursor", "\"" + Shown(it->second) +
+                                          "\" is not a cursor of this list (use next_cursor)");
+      }
+      cursor = it->second;
     }
-    json list = json::array();
-    for (const JobView& v : scheduler_.Jobs()) {
-      if (!call.who.Allows(v.spec.id)) continue;
-      auto it = versions.find(v.spec.id);
-      list.push_back(
-          JobViewJson(v, it == versions.end() ? std::nullopt : std::optional<int64_t>(it->second)));
+    std::string needle;
+    if (auto it = p->find("q"); it != p->end()) {
+      if (it->second.size() > kMaxJobsQuery) {
+        return InvalidParam("q", "is longer than " + std::to_string(kMaxJobsQuery) + " bytes");
+      }
+      needle = it->second;
     }
-    return Json(200, {{"jobs", std::move(list)}});
+    const std::shared_ptr<const JobsSnapshot> snapshot = JobsNow();
+    const std::vector<JobsSnapshot::Entry>& all = snapshot->jobs;
+    auto it = all.begin();
+    if (!cursor.empty()) {
+      it = std::upper_bound(
+          all.begin(), all.end(), cursor,
+          [](const std::string& c, const JobsSnapshot::Entry& e) { return c < e.view.spec.id; });
+    }
+    Response r;
+    r.body = "{\"jobs\":[";
+    int shown = 0;
+    std::string next_cursor;
+    std::string_view last;
+    for (; it != all.end(); ++it) {
+      const std::string& id = it->view.spec.id;
+      if (!call.who.Allows(id)) continue;
+      if (!needle.empty() && !ContainsIgnoringCase(id, needle)) continue;
+      if (shown == limit) {
+        next_cursor = last;  // one more exists
+        break;
+      }
+      if (shown++ > 0) r.body += ',';
+      r.body += it->Rendered();
+      last = id;
+    }
+    r.body += "],\"next_cursor\":" + DumpJson(json(next_cursor)) + "}";
+    return r;
   }
 
   // Everything else names one job: in the path, or (create) in the body. Mutations are audited

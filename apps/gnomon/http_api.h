@@ -85,11 +85,17 @@ struct HttpApiOptions {
   size_t max_body_bytes = 1024 * 1024;
   // Deepest JSON nesting accepted in a body. Default 64.
   int max_json_depth = 64;
-  // Worker threads serving connections. Default 8.
-  int threads = 8;
+  // Worker threads serving connections. A connection holds its worker while it is kept alive
+  // (up to keep_alive_timeout idle, keep_alive_max_count requests), so this is also how many
+  // keep-alive clients are served at once: the others wait in the queue. Default 64.
+  int threads = 64;
   // Accepted connections waiting for a worker; when full, accepting pauses (the kernel backlog
   // then refuses). Default 64.
   int max_queued_connections = 64;
+  // Connections the kernel completes and queues for accept() beyond those; when full, new ones
+  // are dropped and their clients retry after a second or more. Capped by the kernel
+  // (net.core.somaxconn). Default 512.
+  int listen_backlog = 512;
   // Socket read and write timeouts (slow clients). Default 5 s each.
   Duration read_timeout = std::chrono::seconds(5);
   Duration write_timeout = std::chrono::seconds(5);
@@ -97,6 +103,12 @@ struct HttpApiOptions {
   // connection. Defaults 2 s, 100.
   Duration keep_alive_timeout = std::chrono::seconds(2);
   int keep_alive_max_count = 100;
+  // How old the job list (GET /api/v1/jobs, and gnomon_jobs in /metrics) may be: the scheduler's
+  // jobs are copied at most once per this interval and the copy is shared by the requests
+  // meanwhile (copying 10,000 jobs takes milliseconds under the scheduler's lock). Changes made
+  // through this API, and those applied by SyncDynamicJobs, show at once; next_fire, paused and
+  // running may lag by up to this. 0 = a fresh copy for every request. Default 1 s.
+  Duration job_list_max_age = std::chrono::seconds(1);
   // Reported in gnomon_build_info and the OpenAPI document. Default "0.1.0".
   std::string version = "0.1.0";
   // Applied under the keys of a job created through the API (e.g. ServeConfig::defaults).
@@ -163,6 +175,7 @@ class HttpApi {
   // Forward declared for http_api.cc.
   struct Principal;
   struct Call;
+  struct JobsSnapshot;
 
  private:
   // Routing, authentication and authorisation without the body: nullopt = admitted, else the
@@ -172,6 +185,9 @@ class HttpApi {
   Response Dispatch(Call& call);
   void Record(const Call& call, const Response& response);
   Instant Now() const;
+  // The scheduler's jobs sorted by id, at most job_list_max_age old and taken after the last
+  // change through this object (see HttpApiOptions::job_list_max_age).
+  std::shared_ptr<const JobsSnapshot> JobsNow();
 
   Scheduler& scheduler_;
   Coordinator& coordinator_;
@@ -187,6 +203,14 @@ class HttpApi {
   };
   std::map<std::string, Dynamic> dynamic_;
   std::optional<int64_t> synced_jobs_version_;
+
+  // The last copy of the scheduler's jobs; snapshot_mu_ is held while a copy is taken, so
+  // concurrent requests wait for one copy instead of each making their own.
+  std::mutex snapshot_mu_;
+  std::shared_ptr<const JobsSnapshot> snapshot_;  // guarded by snapshot_mu_
+  // Counts changes to the job set made through this object (mutating calls, SyncDynamicJobs); a
+  // snapshot taken before the latest one is not served.
+  std::atomic<uint64_t> job_changes_{0};
 
   // Records the backend could not take yet (it was unreachable), oldest first; retried before
   // the next record is written. Bounded by audit_keep (the oldest are dropped, and counted).

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -214,6 +215,135 @@ TEST_F(HttpApiTest, JobsLifecycle) {
   EXPECT_TRUE(a["entries"][1]["before"].is_object());
   EXPECT_TRUE(a["entries"][1]["after"].is_null());
   EXPECT_EQ(audit->body.find(kAdmin), std::string::npos);
+}
+
+// The job list is paged by id: limit (default 100, capped at 1000), cursor = next_cursor, q
+// filters ids; pages cover every visible job exactly once, in id order.
+TEST_F(HttpApiTest, JobListIsPagedById) {
+  StartWithTokens();
+  // 250 jobs besides "cfg"; ids created out of order.
+  for (int i = 249; i >= 0; --i) {
+    JobSpec j;
+    j.id = (i % 2 == 0 ? "billing.j" : "ops.j") + std::to_string(1000 + i);
+    j.schedule = "0 * * * *";
+    j.command = "true";
+    ASSERT_TRUE(scheduler_->AddJob(j).ok());
+  }
+  auto ids_of = [](const json& page) {
+    std::vector<std::string> ids;
+    for (const json& j : page["jobs"]) ids.push_back(j["id"]);
+    return ids;
+  };
+  // Default page: the first 100 ids, and a cursor.
+  auto first = client_->Get("/api/v1/jobs", Auth(kRead));
+  ASSERT_EQ(first->status, 200) << first->body;
+  json f = Body(first);
+  ASSERT_EQ(f["jobs"].size(), 100u);
+  EXPECT_EQ(f["jobs"][0]["id"], "billing.j1000");
+  EXPECT_EQ(f["next_cursor"], f["jobs"][99]["id"]);
+
+  // Walking the pages visits all 251 jobs once, sorted.
+  for (int limit : {1, 7, 100, 251, 1000}) {
+    std::vector<std::string> seen;
+    std::string cursor;
+    int pages = 0;
+    do {
+      std::string path = "/api/v1/jobs?limit=" + std::to_string(limit);
+      if (!cursor.empty()) path += "&cursor=" + httplib::detail::encode_query_param(cursor);
+      auto r = client_->Get(path, Auth(kRead));
+      ASSERT_EQ(r->status, 200) << path << ": " << r->body;
+      json page = Body(r);
+      ASSERT_LE(page["jobs"].size(), static_cast<size_t>(limit));
+      for (const std::string& id : ids_of(page)) seen.push_back(id);
+      cursor = page["next_cursor"];
+      ASSERT_LT(++pages, 300);
+    } while (!cursor.empty());
+    EXPECT_EQ(seen.size(), 251u) << "limit " << limit;
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end())) << "limit " << limit;
+    EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end()) << "limit " << limit;
+    EXPECT_EQ(pages, (251 + limit - 1) / limit) << "limit " << limit;  // no empty last page
+  }
+  // An empty cursor is the first page, as in /api/v1/runs.
+  EXPECT_EQ(Body(client_->Get("/api/v1/jobs?cursor=", Auth(kRead)))["jobs"][0]["id"],
+            "billing.j1000");
+  // Above the maximum is the maximum.
+  EXPECT_EQ(Body(client_->Get("/api/v1/jobs?limit=100000", Auth(kRead)))["jobs"].size(), 251u);
+
+  // A cursor is a position, not an id that must exist: a job deleted meanwhile does not break
+  // the walk.
+  auto after = Body(client_->Get("/api/v1/jobs?limit=2&cursor=billing.j1001", Auth(kRead)));
+  EXPECT_EQ(ids_of(after), (std::vector<std::string>{"billing.j1002", "billing.j1004"}));
+
+  // q: a case-insensitive substring of the id; paged the same way.
+  auto q1 = Body(client_->Get("/api/v1/jobs?q=J124&limit=3", Auth(kRead)));
+  EXPECT_EQ(ids_of(q1),
+            (std::vector<std::string>{"billing.j1240", "billing.j1242", "billing.j1244"}));
+  auto q2 = Body(client_->Get(
+      "/api/v1/jobs?q=J124&limit=100&cursor=" + q1["next_cursor"].get<std::string>(), Auth(kRead)));
+  EXPECT_EQ(q2["jobs"].size(), 7u);
+  EXPECT_EQ(q2["next_cursor"], "");
+  EXPECT_EQ(Body(client_->Get("/api/v1/jobs?q=nothing-like-it", Auth(kRead)))["jobs"].size(), 0u);
+
+  // A namespaced token pages through its own jobs only.
+  std::vector<std::string> billing;
+  std::string cursor;
+  do {
+    json page = Body(client_->Get(
+        "/api/v1/jobs?limit=50" + (cursor.empty() ? "" : "&cursor=" + cursor), Auth(kBilling)));
+    for (const std::string& id : ids_of(page)) billing.push_back(id);
+    cursor = page["next_cursor"];
+  } while (!cursor.empty());
+  EXPECT_EQ(billing.size(), 125u);
+  for (const std::string& id : billing) EXPECT_EQ(id.rfind("billing.", 0), 0u) << id;
+
+  // Bad parameters are 400s naming the parameter.
+  for (const auto& [query, name] : std::vector<std::pair<std::string, std::string>>{
+           {"limit=0", "limit"},
+           {"limit=-1", "limit"},
+           {"limit=ten", "limit"},
+           {"limit=", "limit"},
+           {"cursor=a%2Fb", "cursor"},
+           {"cursor=" + std::string(200, 'x'), "cursor"},
+           {"q=" + std::string(129, 'x'), "q"},
+           {"limit=1&limit=2", "limit"},
+           {"page=2", "page"}}) {
+    auto bad = client_->Get("/api/v1/jobs?" + query, Auth(kRead));
+    ASSERT_EQ(bad->status, 400) << query;
+    json e = Body(bad)["error"];
+    EXPECT_EQ(e["code"], "invalid_argument") << query;
+    EXPECT_THAT(e["message"].get<std::string>(), HasSubstr(name)) << query;
+  }
+}
+
+// The job list serves a copy of the scheduler's jobs for up to job_list_max_age (default 1 s, on
+// the API's clock); a change made through the API shows at once.
+TEST_F(HttpApiTest, JobListCopyIsRefreshedByAgeAndByApiChanges) {
+  StartWithTokens();
+  auto listed = [&] {
+    json page = Body(client_->Get("/api/v1/jobs", Auth(kRead)));
+    return page["jobs"].size();
+  };
+  auto gauge = [&] {
+    const std::string body = client_->Get("/metrics", Auth(kRead))->body;
+    const size_t at = body.find("\ngnomon_jobs ");
+    return at == std::string::npos ? std::string()
+                                   : body.substr(at + 13, body.find('\n', at + 1) - at - 13);
+  };
+  EXPECT_EQ(listed(), 1u);
+  JobSpec direct;
+  direct.id = "direct";
+  direct.schedule = "0 * * * *";
+  direct.command = "true";
+  ASSERT_TRUE(scheduler_->AddJob(direct).ok());
+  EXPECT_EQ(listed(), 1u);  // the shared copy, not yet 1 s old
+  EXPECT_EQ(gauge(), "1");
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(listed(), 2u);
+  EXPECT_EQ(gauge(), "2");
+  ASSERT_EQ(Create(kJob)->status, 201);
+  EXPECT_EQ(listed(), 3u);  // at once
+  EXPECT_EQ(client_->Delete("/api/v1/jobs/dyn", Auth(kAdmin))->status, 204);
+  EXPECT_EQ(listed(), 2u);
 }
 
 // The audit log lives in the backend: what one node recorded, another serves; pages by seq.

@@ -174,6 +174,12 @@ class Coordinator {
   virtual Status RecordSkipped(const FireKey& fire, const std::string& node_id,
                                const std::string& reason) = 0;
 
+  // Whether each fire has a record (claimed, running, done or skipped): one answer per fire, in
+  // order. Sharded ownership uses it to take over, in one call, the fires whose owner did not
+  // claim them. The default asks GetRun per fire (a pruned fire's answer may then be false,
+  // which only costs a refused Claim); backends answer from their fire markers in one round trip.
+  virtual Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires);
+
   // --- Checkpoints ---------------------------------------------------------------------------
   // Saves the fire's checkpoint value (fenced on `claim`).
   virtual Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) = 0;
@@ -222,6 +228,21 @@ class Coordinator {
   // 1000 by implementations).
   virtual Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) = 0;
 };
+
+inline Result<std::vector<bool>> Coordinator::FiresRecorded(const std::vector<FireKey>& fires) {
+  std::vector<bool> out;
+  out.reserve(fires.size());
+  for (const FireKey& f : fires) {
+    Result<std::vector<RunRecord>> run = GetRun(f.RunId());
+    if (!run.ok() && run.status().code() != StatusCode::kNotFound) return run.status();
+    bool recorded = false;
+    if (run.ok()) {
+      for (const RunRecord& r : *run) recorded = recorded || r.shard == f.shard;
+    }
+    out.push_back(recorded);
+  }
+  return out;
+}
 
 inline Result<int64_t> Coordinator::WaitJobsChange(int64_t since, Duration timeout) {
   SystemClock& clock = SystemClock::Get();

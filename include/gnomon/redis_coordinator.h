@@ -192,6 +192,7 @@ class RedisCoordinator final : public Coordinator {
   // subscriber-only connection; polls while that connection is down.
   Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override;
 
+  Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
   Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override;
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 

@@ -49,6 +49,14 @@ struct SchedulerOptions {
   // How often the backend's JobsVersion is polled; when it changed, pause states are re-read, so
   // a pause or resume on one node reaches every node within this. Default 500 ms.
   Duration state_poll_interval = std::chrono::milliseconds(500);
+  // Sharded ownership (docs/architecture.md): every node ranks the live nodes (heartbeats, read
+  // every housekeeping pass) for each job shard by rendezvous hashing. The top-ranked node claims
+  // a fire at its instant; the node of rank r checks at instant + r * takeover_delay whether the
+  // fire has a record (one batched FiresRecorded call for all fires due then) and claims it if
+  // not. Claims remain the only authority: nodes that disagree on the live set cost a refused
+  // claim, never a duplicate run. Duration(0) = every node claims every fire at its instant.
+  // Default 500 ms.
+  Duration takeover_delay = std::chrono::milliseconds(500);
   // Receives events (logs, metrics, alerts). Not owned; may be null.
   Observer* observer = nullptr;
   // Admission control (e.g. namespace quotas), asked after a fire is claimed and before its first
@@ -107,6 +115,8 @@ class Scheduler {
   std::optional<JobView> GetJob(const std::string& job_id) const;
   // Attempts running on this node.
   int running() const;
+  // The live nodes sharded ownership ranks, as this node last read them (housekeeping).
+  std::vector<std::string> LiveNodes() const;
 
  private:
   class Impl;

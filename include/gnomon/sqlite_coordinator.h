@@ -85,6 +85,7 @@ class SqliteCoordinator final : public Coordinator {
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
 
+  Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
   Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override;
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 

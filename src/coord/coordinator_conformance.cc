@@ -1283,6 +1283,32 @@ TEST_P(CoordinatorConformanceTest, ConcurrentCreatesHaveOneWinner) {
   EXPECT_EQ(coord_->ListJobs()->size(), 1u);
 }
 
+TEST_P(CoordinatorConformanceTest, FiresRecordedTellsClaimedAndSkippedFires) {
+  const Instant t = clock_.Now() - std::chrono::seconds(10);
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("own", t), "n"));
+  ASSERT_OK(coord_->Report(c, RecordOf(c, RunOutcome::kSucceeded, t, t), true));
+  CLAIM_OR_FAIL(running, *coord_, Req(Fire("own", t + std::chrono::seconds(1)), "n"));
+  (void)running;
+  ASSERT_OK(coord_->RecordSkipped(Fire("own", t + std::chrono::seconds(2)), "n", "misfire"));
+  CLAIM_OR_FAIL(shard1, *coord_, Req(Fire("sh", t, 1, 3), "n"));
+  (void)shard1;
+  Result<std::vector<bool>> got = coord_->FiresRecorded({
+      Fire("own", t),                            // done
+      Fire("own", t + std::chrono::seconds(1)),  // running
+      Fire("own", t + std::chrono::seconds(2)),  // skipped
+      Fire("own", t + std::chrono::seconds(3)),  // never claimed
+      Fire("own1", t),                           // another job (prefix of none)
+      Fire("sh", t, 1, 3),                       // the claimed shard
+      Fire("sh", t, 0, 3),                       // its sibling
+  });
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, (std::vector<bool>{true, true, true, false, false, true, false}));
+  Result<std::vector<bool>> none = coord_->FiresRecorded({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_CODE(coord_->FiresRecorded({Fire("bad id", t)}).status(), StatusCode::kInvalidArgument);
+}
+
 TEST_P(CoordinatorConformanceTest, WaitJobsChangeReturnsAfterAChange) {
   const int64_t v0 = Version(*coord_);
   // Nothing changes: it returns the same version once the timeout passes (real time, short).

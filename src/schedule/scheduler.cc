@@ -12,6 +12,7 @@
 #include <set>
 
 #include "gnomon/cron.h"
+#include "src/schedule/rendezvous.h"
 #include "src/schedule/worker_pool.h"
 
 namespace gnomon {
@@ -226,13 +227,13 @@ class Scheduler::Impl {
   }
 
   // --------------------------------------------------------------------------------- loop --
-  enum class TimerKind { kFire, kClaimRetry, kHousekeeping, kStatePoll };
+  enum class TimerKind { kFire, kClaimRetry, kTakeover, kHousekeeping, kStatePoll };
   struct Timer {
     Instant due;
     TimerKind kind;
     std::string job_id;
     uint64_t gen;
-    FireKey fire;  // kClaimRetry
+    FireKey fire;  // kClaimRetry, kTakeover
     bool operator>(const Timer& o) const { return due > o.due; }
   };
 
@@ -266,6 +267,17 @@ class Scheduler::Impl {
       pool_->Submit([this] { RefreshJobStates(); });
       return;
     }
+    if (t.kind == TimerKind::kTakeover) {
+      // Every takeover due now goes in one batch: one FiresRecorded call for all of them.
+      std::vector<FireKey> batch{t.fire};
+      while (!timers_.empty() && timers_.top().kind == TimerKind::kTakeover &&
+             timers_.top().due <= now) {
+        batch.push_back(timers_.top().fire);
+        timers_.pop();
+      }
+      pool_->Submit([this, batch = std::move(batch)] { TakeOver(batch); });
+      return;
+    }
     auto it = jobs_.find(t.job_id);
     if (it == jobs_.end()) return;
     JobEntry& e = it->second;
@@ -288,8 +300,37 @@ class Scheduler::Impl {
       if (missed.size() + on_time.size() > kMaxMisfires) break;
     }
     ApplyMisfirePolicyLocked(e, missed, now);
-    for (Instant f : on_time) SubmitShards(e.spec, f);
+    for (Instant f : on_time) SubmitOwnedLocked(e.spec, f);
     ScheduleNextLocked(t.job_id, e);
+  }
+
+  // An on-time fire: claimed now by its owner; the other nodes check after their rank's delay.
+  void SubmitOwnedLocked(const JobSpec& spec, Instant scheduled_at) {
+    for (int s = 0; s < spec.shards; ++s) {
+      const FireKey fire{spec.id, scheduled_at, s, spec.shards};
+      const int rank = options_.takeover_delay > Duration(0)
+                           ? internal::RendezvousRank(live_nodes_, options_.node_id, spec.id, s)
+                           : 0;
+      if (rank == 0) {
+        SubmitFire(spec, fire);
+      } else {
+        timers_.push(Timer{scheduled_at + options_.takeover_delay * rank, TimerKind::kTakeover,
+                           spec.id, 0, fire});
+      }
+    }
+  }
+
+  // Fires of other owners, checked after this node's takeover delay: those still without a record
+  // (the owner is gone, or slow) are claimed here. If the check fails, every one is claimed (the
+  // claims decide).
+  void TakeOver(const std::vector<FireKey>& fires) {
+    Result<std::vector<bool>> recorded = coord_.FiresRecorded(fires);
+    for (size_t i = 0; i < fires.size(); ++i) {
+      if (recorded.ok() && i < recorded->size() && (*recorded)[i]) continue;
+      std::optional<JobSpec> spec = Spec(fires[i].job_id);
+      if (!spec || spec->shards != fires[i].shard_count) continue;  // removed or changed since
+      SubmitFire(*spec, fires[i]);
+    }
   }
 
   // Missed fires: within catchup_window, per policy; older ones are recorded as skipped.
@@ -766,6 +807,13 @@ class Scheduler::Impl {
     if (Status s = coord_.Heartbeat(node, options_.housekeeping_interval * 3); !s.ok()) {
       Emit(SchedulerEvent::Kind::kError, FireKey{}, "heartbeat: " + s.ToString());
     }
+    // The live set that sharded ownership ranks (kept when the backend cannot be read).
+    if (Result<std::vector<NodeInfo>> nodes = coord_.ListNodes(); nodes.ok()) {
+      std::vector<std::string> ids;
+      for (const NodeInfo& n : *nodes) ids.push_back(n.node_id);
+      std::lock_guard<std::mutex> lock(mu_);
+      live_nodes_ = std::move(ids);
+    }
     ResolveLostRuns();
     RetryFailedClaims();
     // Pruning is heavier than the rest: at most once a minute.
@@ -906,6 +954,11 @@ class Scheduler::Impl {
     return static_cast<int>(active_.size());
   }
 
+  std::vector<std::string> LiveNodes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_nodes_;
+  }
+
  private:
   static JobView View(const JobEntry& e) {
     return JobView{e.spec, e.next, e.paused, e.pause_reason, e.running};
@@ -977,6 +1030,7 @@ class Scheduler::Impl {
   std::condition_variable cv_;
   std::map<std::string, JobEntry> jobs_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::vector<std::string> live_nodes_;  // guarded by mu_: node ids with a live heartbeat
   bool started_ = false;
   bool stopping_ = false;
   bool wake_ = false;
@@ -1022,5 +1076,6 @@ void Scheduler::Stop() { impl_->Stop(); }
 std::vector<JobView> Scheduler::Jobs() const { return impl_->Jobs(); }
 std::optional<JobView> Scheduler::GetJob(const std::string& id) const { return impl_->GetJob(id); }
 int Scheduler::running() const { return impl_->running(); }
+std::vector<std::string> Scheduler::LiveNodes() const { return impl_->LiveNodes(); }
 
 }  // namespace gnomon

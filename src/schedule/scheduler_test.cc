@@ -13,6 +13,7 @@
 #include "gnomon/testing/forwarding_coordinator.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
+#include "src/schedule/rendezvous.h"
 
 namespace gnomon {
 namespace {
@@ -22,6 +23,7 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::FakeClock;
 using testing::MemoryCoordinator;
+using testing::RecordedAttempt;
 using testing::RecordingExecutor;
 using testing::RecordingObserver;
 using Kind = SchedulerEvent::Kind;
@@ -165,6 +167,115 @@ TEST_F(SchedulerTest, ThreeNodesRunEachFireOnce) {
   EXPECT_EQ(a.observer.Count(Kind::kClaimed) + b.observer.Count(Kind::kClaimed) +
                 c.observer.Count(Kind::kClaimed),
             22);
+}
+
+// Waits (real time, bounded) until every node's live set has `n` nodes.
+bool AwaitLiveSets(const std::vector<Node*>& nodes, size_t n) {
+  for (int i = 0; i < 400; ++i) {
+    bool all = true;
+    for (Node* node : nodes) all = all && node->scheduler->LiveNodes().size() == n;
+    if (all) return true;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::unique_lock<std::mutex> lock(mu);
+    SystemClock::Get().WaitFor(lock, cv, milliseconds(25), [] { return false; });
+  }
+  return false;
+}
+
+// Sharded ownership: with agreed live sets, each fire is claimed once, by its rendezvous owner;
+// a stopped owner's fires are taken over by the next-ranked node after takeover_delay.
+TEST_F(SchedulerTest, ShardedOwnershipClaimsOncePerFireAndTakesOver) {
+  SchedulerOptions o;
+  o.takeover_delay = milliseconds(500);
+  o.housekeeping_interval = seconds(3);  // heartbeats live 9 s
+  Node a("a", coord_, exec_, clock_, o), b("b", coord_, exec_, clock_, o),
+      c("c", coord_, exec_, clock_, o);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back("own-" + std::to_string(i));
+  for (Node* n : {&a, &b, &c}) {
+    for (const std::string& id : ids) {
+      ASSERT_TRUE(n->scheduler->AddJob(Job(id, "*/10 * * * * *")).ok());
+    }
+    ASSERT_TRUE(n->scheduler->Start().ok());
+  }
+  // Time moves in 500 ms steps, so every node's housekeeping (every 3 s) keeps its heartbeat
+  // live and re-reads the others' before any of them expires.
+  // Heartbeats are liveness on the clock: a node whose housekeeping has not run for 9 s of fake
+  // time is rightly taken for dead. So time moves in 500 ms steps, and after each one the test
+  // waits (bounded, real time) until every running node's heartbeat is from its latest pass.
+  std::set<std::string> running = {"a", "b", "c"};
+  auto settle = [&] {
+    for (int i = 0; i < 400; ++i) {
+      int fresh = 0;
+      const Result<std::vector<NodeInfo>> nodes = coord_.ListNodes();
+      for (const NodeInfo& n : *nodes) {
+        fresh += running.count(n.node_id) && n.last_heartbeat >= clock_.Now() - milliseconds(3500);
+      }
+      if (fresh == static_cast<int>(running.size())) return;
+      std::mutex mu;
+      std::condition_variable cv;
+      std::unique_lock<std::mutex> lock(mu);
+      SystemClock::Get().WaitFor(lock, cv, milliseconds(5), [] { return false; });
+    }
+  };
+  auto step_to = [&](Instant t) {
+    while (clock_.Now() < t) {
+      clock_.Advance(std::min<Duration>(milliseconds(500), t - clock_.Now()));
+      settle();
+    }
+  };
+  step_to(kStart + seconds(9));
+  ASSERT_TRUE(AwaitLiveSets({&a, &b, &c}, 3));
+  const std::vector<std::string> all = {"a", "b", "c"};
+  auto claims = [&] {
+    int n = 0;
+    for (Node* node : {&a, &b, &c}) {
+      n += node->observer.Count(Kind::kClaimed) + node->observer.Count(Kind::kClaimLost);
+    }
+    return n;
+  };
+  // Three rounds; each time the backups check after 500 ms and 1 s and find the owner's claim.
+  for (int round = 1; round <= 3; ++round) {
+    step_to(kStart + seconds(10 * round));
+    ASSERT_TRUE(exec_.AwaitFinished(12 * round)) << "round " << round;
+  }
+  step_to(kStart + seconds(32));
+  ASSERT_TRUE(exec_.AwaitFinished(36));
+  for (const RecordedAttempt& at : exec_.attempts()) {
+    EXPECT_EQ(at.node_id, internal::RendezvousOwner(all, at.job_id, 0)) << at.run_id;
+  }
+  EXPECT_EQ(claims(), 36) << "one claim per fire in steady state";
+
+  // c stops (at +38 s); its heartbeat is still live (past +44 s), so a and b keep ranking it
+  // first for its jobs: they take its fires over after 500 ms (rank 1) and run each once.
+  step_to(kStart + seconds(38));
+  c.scheduler->Stop();
+  running.erase("c");
+  int owned_by_c = 0;
+  for (const std::string& id : ids) owned_by_c += internal::RendezvousOwner(all, id, 0) == "c";
+  ASSERT_GT(owned_by_c, 0);
+  step_to(kStart + seconds(40));
+  for (int i = 0; i < 4 && exec_.attempts().size() < 48u; ++i) {
+    exec_.AwaitFinished(48, milliseconds(300));
+    clock_.Advance(milliseconds(500));
+    settle();
+  }
+  ASSERT_TRUE(exec_.AwaitFinished(48));
+  a.scheduler->Stop();
+  b.scheduler->Stop();
+  std::map<std::string, int> per_fire;
+  for (const RecordedAttempt& at : exec_.attempts()) ++per_fire[at.run_id];
+  ASSERT_EQ(per_fire.size(), 48u);
+  for (const auto& [run, count] : per_fire) EXPECT_EQ(count, 1) << run;
+  for (const std::string& id : ids) {
+    const RunRecord last = History(coord_, id).back();
+    ASSERT_EQ(last.scheduled_at, kStart + seconds(40));
+    if (internal::RendezvousOwner(all, id, 0) != "c") continue;
+    const std::string next = internal::RendezvousOwner({"a", "b"}, id, 0);
+    EXPECT_EQ(last.node_id, next) << id << " taken over by the rank-1 node";
+    EXPECT_GE(last.started_at - last.scheduled_at, milliseconds(500)) << id;
+  }
 }
 
 TEST_F(SchedulerTest, EarlyFireGuardUsesTheBackendClock) {

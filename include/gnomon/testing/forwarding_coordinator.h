@@ -61,6 +61,9 @@ class ForwardingCoordinator : public Coordinator {
   }
   Result<std::vector<StoredJob>> ListJobs() override { return t_.ListJobs(); }
   Result<int64_t> JobsVersion() override { return t_.JobsVersion(); }
+  Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override {
+    return t_.FiresRecorded(fires);
+  }
   Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override {
     return t_.WaitJobsChange(since, timeout);
   }

@@ -64,6 +64,7 @@ class MemoryCoordinator final : public Coordinator {
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
   Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override;
+  Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
 
   Result<int64_t> AppendAudit(const AuditRecord& record, int keep) override;
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;

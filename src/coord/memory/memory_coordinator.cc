@@ -419,6 +419,15 @@ Result<int64_t> MemoryCoordinator::WaitJobsChange(int64_t since, Duration timeou
   return jobs_version_;
 }
 
+Result<std::vector<bool>> MemoryCoordinator::FiresRecorded(const std::vector<FireKey>& fires) {
+  for (const FireKey& f : fires) GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(f));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<bool> out;
+  out.reserve(fires.size());
+  for (const FireKey& f : fires) out.push_back(fires_.count(IdOf(f)) > 0);
+  return out;
+}
+
 Result<int64_t> MemoryCoordinator::AppendAudit(const AuditRecord& record, int keep) {
   if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
   std::lock_guard<std::mutex> lock(mu_);

@@ -845,6 +845,31 @@ Result<int64_t> RedisCoordinator::WaitJobsChange(int64_t since, Duration timeout
   return JobsVersion();
 }
 
+// --- Ownership takeover ------------------------------------------------------------------------
+
+Result<std::vector<bool>> RedisCoordinator::FiresRecorded(const std::vector<FireKey>& fires) {
+  std::vector<bool> out;
+  out.reserve(fires.size());
+  // Bounded script calls: a takeover batch may be large.
+  constexpr size_t kBatch = 512;
+  for (size_t begin = 0; begin < fires.size(); begin += kBatch) {
+    const size_t end = std::min(fires.size(), begin + kBatch);
+    std::vector<std::string> args = CommonArgs();
+    for (size_t i = begin; i < end; ++i) {
+      GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fires[i]));
+      args.insert(args.end(),
+                  {fires[i].job_id, Ms(fires[i].scheduled_at), std::to_string(fires[i].shard)});
+    }
+    Result<RedisReply> r = conn_->Eval(scripts::kFiresRecorded, {base_, base_}, args);
+    if (!r.ok()) return r.status();
+    if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != end - begin + 1) {
+      return Malformed("fires recorded");
+    }
+    for (size_t i = 1; i < r->elements.size(); ++i) out.push_back(r->elements[i].integer != 0);
+  }
+  return out;
+}
+
 // --- Audit log ---------------------------------------------------------------------------------
 
 Result<int64_t> RedisCoordinator::AppendAudit(const AuditRecord& record, int keep) {

@@ -421,6 +421,15 @@ redis.call('ZREMRANGEBYRANK', GB .. ':audit', 0, -(tonumber(ARGV[5]) + 1))
 return {'OK', S(seq)}
 )lua";
 
+// KEYS[1] = global base. ARGV[5..]: triples job, ms, shard. -> OK, then 1/0 per fire.
+constexpr const char* kFiresRecordedBody = R"lua(
+local out = {'OK'}
+for i = 5, #ARGV, 3 do
+  out[#out + 1] = redis.call('EXISTS', fire_key(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])))
+end
+return out
+)lua";
+
 }  // namespace
 
 std::string Source(Id id) {
@@ -476,6 +485,9 @@ std::string Source(Id id) {
       break;
     case kAppendAudit:
       body = kAppendAuditBody;
+      break;
+    case kFiresRecorded:
+      body = kFiresRecordedBody;
       break;
     case kCount:
       break;

@@ -35,6 +35,7 @@ enum Id {
   kPutJob,
   kDeleteJob,
   kAppendAudit,
+  kFiresRecorded,
   kCount,
 };
 

@@ -713,13 +713,19 @@ Result<RunPage> SqliteCoordinator::ListRuns(const RunQuery& query) {
   // Keyset pagination in the listing order (scheduled desc, job, shard, attempt desc): a page
   // starts strictly after the cursor's record, so records written meanwhile cause neither
   // duplicates nor gaps.
+  // One job's runs say `job_id = ?1`, so SQLite searches the primary key (job_id, scheduled_ms,
+  // ...); in the `?1 IS NULL OR job_id = ?1` form it would walk the whole history by time.
+#define GNOMON_LIST_RUNS_REST                                                       \
+  " AND (?2 IS NULL OR outcome = ?2) "                                              \
+  "AND (?3 IS NULL OR scheduled_ms >= ?3) AND (?4 IS NULL OR scheduled_ms < ?4) "   \
+  "AND (?5 IS NULL OR scheduled_ms < ?5 OR (scheduled_ms = ?5 AND (job_id > ?6 OR " \
+  "(job_id = ?6 AND (shard > ?7 OR (shard = ?7 AND attempt < ?8)))))) "             \
+  "ORDER BY scheduled_ms DESC, job_id ASC, shard ASC, attempt DESC LIMIT ?9"
   Result<Statement> s = db_->conn().Prepare(
-      "SELECT " GNOMON_RUN_COLUMNS
-      " FROM runs WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR outcome = ?2) "
-      "AND (?3 IS NULL OR scheduled_ms >= ?3) AND (?4 IS NULL OR scheduled_ms < ?4) "
-      "AND (?5 IS NULL OR scheduled_ms < ?5 OR (scheduled_ms = ?5 AND (job_id > ?6 OR "
-      "(job_id = ?6 AND (shard > ?7 OR (shard = ?7 AND attempt < ?8)))))) "
-      "ORDER BY scheduled_ms DESC, job_id ASC, shard ASC, attempt DESC LIMIT ?9");
+      query.job_id.empty()
+          ? "SELECT " GNOMON_RUN_COLUMNS " FROM runs WHERE ?1 IS NULL" GNOMON_LIST_RUNS_REST
+          : "SELECT " GNOMON_RUN_COLUMNS " FROM runs WHERE job_id = ?1" GNOMON_LIST_RUNS_REST);
+#undef GNOMON_LIST_RUNS_REST
   if (!s.ok()) return s.status();
   if (query.job_id.empty()) {
     s->BindNull(1);
@@ -956,6 +962,25 @@ Result<int64_t> SqliteCoordinator::JobsVersion() {
   if (!row.ok()) return row.status();
   if (!*row) return InternalError("sqlite " + db_->conn().path() + ": jobs_version row missing");
   return s->Int(0);
+}
+
+// --- Ownership takeover ----------------------------------------------------------------------
+
+Result<std::vector<bool>> SqliteCoordinator::FiresRecorded(const std::vector<FireKey>& fires) {
+  for (const FireKey& f : fires) GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(f));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<bool> out;
+  out.reserve(fires.size());
+  GNOMON_RETURN_IF_ERROR(db_->conn().Transaction([&]() -> Status {
+    out.clear();
+    for (const FireKey& f : fires) {
+      Result<std::optional<FireRow>> row = db_->LoadFire(f);
+      if (!row.ok()) return row.status();
+      out.push_back(row->has_value());
+    }
+    return Status::Ok();
+  }));
+  return out;
 }
 
 // --- Audit log -------------------------------------------------------------------------------

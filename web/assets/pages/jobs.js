@@ -1,5 +1,7 @@
 // Jobs: every job with its schedule and reading, zone, next fire, last outcome, a paused switch
-// and a trigger button; a filter box narrows the list as you type.
+// and a trigger button; a filter box narrows the loaded list as you type. The API pages the list
+// by id (GET /jobs?limit=&cursor=): the first PAGE jobs load, "Load more" follows next_cursor,
+// and the periodic refresh reloads as many jobs as are shown.
 import { api, enc } from '../api.js';
 import {
   clear, emptyRow, formatDuration, h, jobLink, mono, notice, outcomeBadge, pageHeader, relative,
@@ -17,6 +19,21 @@ async function lastRuns() {
     if (e.status === 401) throw e;
     return new Map(); // optional decoration
   }
+}
+
+// Jobs per request of the list (the API's maximum is 1000).
+const PAGE = 200;
+
+// At least `want` jobs from the start of the list (all when fewer), following the cursor.
+async function loadJobs(want) {
+  let jobs = [];
+  let cursor = '';
+  do {
+    const page = await api('/jobs', { query: { limit: Math.min(1000, want - jobs.length), cursor } });
+    jobs = jobs.concat(page.jobs);
+    cursor = page.next_cursor;
+  } while (cursor && jobs.length < want);
+  return { jobs, cursor };
 }
 
 function pausedToggle(job, refresh) {
@@ -76,13 +93,17 @@ export async function render(root, ctx) {
     'aria-label': 'Filter jobs', value: ctx.query.get('q') || '',
   });
   const status = h('div');
+  const more = h('button', { type: 'button', class: 'btn', hidden: true }, 'Load more');
   let jobs = [];
+  let cursor = '';
   let last = new Map();
 
   function draw() {
     const shown = jobs.filter((j) => matches(j, search.value.trim()));
-    count.textContent = shown.length === jobs.length ? `${jobs.length} jobs`
-      : `${shown.length} of ${jobs.length} jobs`;
+    const total = cursor ? `${jobs.length}+` : `${jobs.length}`;
+    count.textContent = shown.length === jobs.length ? `${total} jobs`
+      : `${shown.length} of ${total} jobs`;
+    more.hidden = !cursor;
     clear(tbody, shown.length ? shown.map((job) => row(job)) : emptyRow(7,
       jobs.length ? 'No job matches the filter.' : h('span', {}, 'No jobs yet. ',
         h('a', { href: '#/playground' }, 'Create one from the cron playground'), '.')));
@@ -111,8 +132,8 @@ export async function render(root, ctx) {
 
   async function refresh() {
     try {
-      const [list, runs] = await Promise.all([api('/jobs'), lastRuns()]);
-      jobs = list.jobs.sort((a, b) => a.id.localeCompare(b.id));
+      const [list, runs] = await Promise.all([loadJobs(Math.max(PAGE, jobs.length)), lastRuns()]);
+      ({ jobs, cursor } = list); // sorted by id by the API
       last = runs;
       status.replaceChildren();
       draw();
@@ -122,6 +143,19 @@ export async function render(root, ctx) {
     }
   }
 
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const page = await api('/jobs', { query: { limit: PAGE, cursor } });
+      jobs = jobs.concat(page.jobs);
+      cursor = page.next_cursor;
+      draw();
+    } catch (e) {
+      if (e.status !== 401) status.replaceChildren(notice('error', e.message));
+    } finally {
+      more.disabled = false;
+    }
+  });
   search.addEventListener('input', draw);
   root.append(
     pageHeader('Jobs', 'Every job the cluster knows, its schedule and what happened last.',
@@ -134,7 +168,8 @@ export async function render(root, ctx) {
         h('th', { scope: 'col', class: 'hide-sm' }, 'Zone'), h('th', { scope: 'col' }, 'Next fire'),
         h('th', { scope: 'col' }, 'Last run'), h('th', { scope: 'col' }, 'State'),
         h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
-      tbody)));
+      tbody)),
+    h('div', { class: 'more' }, more));
   await refresh();
   ctx.every(5000, refresh);
 }
