@@ -17,6 +17,7 @@
 #include "apps/gnomon/logger.h"
 #include "apps/gnomon/metrics.h"
 #include "gnomon/composite_executor.h"
+#include "gnomon/etcd_coordinator.h"
 #include "gnomon/http_executor.h"
 #include "gnomon/in_process_executor.h"
 #include "gnomon/process_executor.h"
@@ -94,10 +95,17 @@ Result<std::unique_ptr<Coordinator>> OpenBackend(const ServeConfig& config, Logg
     log.Info("backend_opened", {{"backend", RedactUrl(config.backend)}});
     return std::unique_ptr<Coordinator>(std::move(*redis));
   }
+  if (url->scheme == "etcd") {
+    Result<EtcdOptions> options = ParseEtcdUrl(config.backend);
+    if (!options.ok()) return options.status().WithPrefix("--backend");
+    Result<std::unique_ptr<EtcdCoordinator>> etcd = EtcdCoordinator::Open(*options);
+    if (!etcd.ok()) return etcd.status();
+    log.Info("backend_opened", {{"backend", RedactUrl(config.backend)}});
+    return std::unique_ptr<Coordinator>(std::move(*etcd));
+  }
   if (url->scheme != "sqlite") {
-    return InvalidArgumentError("--backend " + RedactUrl(config.backend) + ": the " + url->scheme +
-                                " backend is not available in this build yet (use sqlite:// or "
-                                "redis://)");
+    return InvalidArgumentError("--backend " + RedactUrl(config.backend) + ": unknown scheme " +
+                                url->scheme);
   }
   const std::filesystem::path path(url->path);
   std::error_code ec;

@@ -30,3 +30,32 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def start_etcd(workdir, name="etcd0"):
+    """A single-member etcd (Debian's /usr/bin/etcd) on free loopback ports, its data in `workdir`
+    (or /dev/shm when present: fsync-bound etcd is slow on some disks). Returns (process, url).
+    The caller kills the process."""
+    import subprocess
+    import urllib.request
+    client, peer = free_port(), free_port()
+    data_root = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
+    data = os.path.join(data_root, "gnomon-etcd-%d-%d" % (os.getpid(), client))
+    log = open(os.path.join(workdir, name + ".log"), "w")
+    peer_url = "http://127.0.0.1:%d" % peer
+    client_url = "http://127.0.0.1:%d" % client
+    proc = subprocess.Popen(
+        ["/usr/bin/etcd", "--name", name, "--data-dir", data,
+         "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+         "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+         "--initial-cluster", "%s=%s" % (name, peer_url), "--initial-cluster-state", "new"],
+        stdout=log, stderr=subprocess.STDOUT)
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(client_url + "/health", timeout=1) as r:
+                return b'"true"' in r.read()
+        except OSError:
+            return False
+    wait_for(healthy, 30, "etcd to be healthy")
+    return proc, "etcd://127.0.0.1:%d" % client

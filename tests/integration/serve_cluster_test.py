@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 
-from harness import free_port, read_records, wait_for
+from harness import free_port, read_records, start_etcd, wait_for
 
 GNOMON = os.environ.get("GNOMON_BIN", "build/dev/apps/gnomon/gnomon")
 
@@ -298,6 +298,122 @@ class RedisServeCluster(unittest.TestCase):
         wait_for(lambda: "backend_unsafe" in self.log("allowed"), 30, "the unsafe warning")
         p.send_signal(signal.SIGTERM)
         self.assertEqual(p.wait(timeout=30), 0)
+
+
+class EtcdServeCluster(unittest.TestCase):
+    """The same guarantees with `--backend etcd://` on a real etcd started here."""
+
+    def setUp(self):
+        if not os.path.exists("/usr/bin/etcd"):
+            self.skipTest("etcd is not installed")
+        self.dir = tempfile.mkdtemp(prefix="gnomon-etcd-")
+        self.out = os.path.join(self.dir, "runs.jsonl")
+        self.procs = []
+        etcd, self.backend = start_etcd(self.dir)
+        self.procs.append(etcd)
+
+    def tearDown(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def serve(self, node, *extra):
+        log = open(os.path.join(self.dir, node + ".log"), "w")
+        p = subprocess.Popen([GNOMON, "serve", "--backend", self.backend, "--node-id", node,
+                              "--listen", "127.0.0.1:0", *extra],
+                             stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def test_three_nodes_run_each_fire_once_on_etcd(self):
+        jobs = os.path.join(self.dir, "jobs.toml")
+        with open(jobs, "w") as f:
+            f.write('[[job]]\nid = "every-second"\nschedule = "* * * * * *"\n'
+                    "command = '''%s'''\n" % RECORD.replace("{out}", self.out))
+        nodes = [self.serve(n, "--jobs", jobs) for n in ("e1", "e2", "e3")]
+        wait_for(lambda: len(read_records(self.out)) >= 8, 40, "8 runs")
+        for p in nodes:
+            p.send_signal(signal.SIGTERM)
+        for p in nodes:
+            self.assertEqual(p.wait(timeout=30), 0)
+        check_each_fire_once(self, read_records(self.out))
+
+
+class MembershipChanges(unittest.TestCase):
+    """Sharded ownership while nodes join and are killed every few seconds (Redis backend): no
+    fire runs twice (first attempts) and no second of any job goes without a run."""
+
+    def setUp(self):
+        if not os.path.exists("/usr/bin/redis-server"):
+            self.skipTest("redis-server is not installed")
+        self.dir = tempfile.mkdtemp(prefix="gnomon-members-")
+        self.out = os.path.join(self.dir, "runs.jsonl")
+        self.procs = []
+        self.port = free_port()
+        self.procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--dir", self.dir], stdout=subprocess.DEVNULL))
+        wait_for(lambda: subprocess.run(["redis-cli", "-p", str(self.port), "ping"],
+                                        capture_output=True, text=True).stdout.strip() == "PONG",
+                 30, "redis-server")
+
+    def tearDown(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def serve(self, node, jobs, config):
+        log = open(os.path.join(self.dir, node + ".log"), "w")
+        p = subprocess.Popen([GNOMON, "serve", "--config", config, "--node-id", node,
+                              "--jobs", jobs, "--listen", "127.0.0.1:0"],
+                             stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def test_join_and_kill_keep_every_fire_once(self):
+        config = os.path.join(self.dir, "gnomon.toml")
+        with open(config, "w") as f:
+            f.write('backend = "redis://127.0.0.1:%d"\n[scheduler]\nheartbeat_interval = "1s"\n'
+                    'lease_ttl = "3s"\n' % self.port)
+        jobs = os.path.join(self.dir, "jobs.toml")
+        with open(jobs, "w") as f:
+            for i in range(12):
+                f.write('[[job]]\nid = "m%02d"\nschedule = "* * * * * *"\noverlap = "allow"\n'
+                        'on_lost = "rerun"\n' % i)
+                f.write("command = '''%s'''\n" % RECORD.replace("{out}", self.out))
+        live = {}
+        for n in ("m1", "m2", "m3"):
+            live[n] = self.serve(n, jobs, config)
+        wait_for(lambda: len(read_records(self.out)) >= 24, 40, "the first runs")
+        first = time.time()
+        # Every 2.5 s: kill -9 the oldest node and start a new one (ids never reused).
+        for k in range(6):
+            time.sleep(2.5)
+            victim = sorted(live)[0]
+            live.pop(victim).kill()
+            name = "n%d" % k
+            live[name] = self.serve(name, jobs, config)
+        time.sleep(4)
+        last = time.time()
+        for p in live.values():
+            p.send_signal(signal.SIGTERM)
+        for p in live.values():
+            p.wait(timeout=30)
+        records = read_records(self.out)
+        firsts = [r["run"] for r in records if r["attempt"] == 1]
+        dups = sorted({r for r in firsts if firsts.count(r) > 1})
+        self.assertFalse(dups, "fires run twice: %s" % dups)
+        by_job = {}
+        for r in records:
+            by_job.setdefault(r["job"], set()).add(parse_rfc3339_ms(r["scheduled"]) // 1000)
+        self.assertEqual(len(by_job), 12)
+        want = set(range(int(first) + 1, int(last) - 1))
+        for job, seconds in sorted(by_job.items()):
+            missing = sorted(want - seconds)
+            self.assertFalse(missing, "%s: seconds without a run: %s" % (job, missing))
+        self.assertGreaterEqual(len({r["node"] for r in records}), 6, "new nodes took work")
 
 
 class ServeHttpApi(unittest.TestCase):
