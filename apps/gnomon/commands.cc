@@ -13,6 +13,7 @@ int RunMain(int argc, char** argv) {
   int exit_code = kExitOk;
   AddCronCommand(app, &exit_code);
   AddServeCommand(app, &exit_code);
+  AddWorkerCommand(app, &exit_code);
   AddJobCommand(app, &exit_code);
   try {
     app.parse(argc, argv);

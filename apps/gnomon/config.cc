@@ -197,7 +197,7 @@ Status MergeStringMap(const Reporter& r, const toml::node& n, std::string_view f
 }
 
 // ---------------------------------------------------------------------------------------------
-// Job keys (PRODUCT.md "Jobs file" plus kill_grace, history_keep, history_max_age)
+// Job keys (PRODUCT.md "Jobs file" plus kill_grace, history_keep, history_max_age, queue)
 
 Status SetHttp(const Reporter& r, const toml::node& n, JobSpec& job) {
   const auto* t = n.as_table();
@@ -262,6 +262,7 @@ const JobKey kJobKeys[] = {
     {"kill_grace", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "kill_grace", &j.kill_grace); }},
     {"history_keep", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "history_keep", &j.history_keep); }},
     {"history_max_age", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "history_max_age", &j.history_max_age); }},
+    {"queue", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "queue", &j.queue); }},
 };
 // clang-format on
 

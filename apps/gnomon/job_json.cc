@@ -181,6 +181,7 @@ const JobKey kJobKeys[] = {
     {"kill_grace", [](const json& v, JobSpec& j) { return GetDuration(v, "kill_grace", &j.kill_grace); }},
     {"history_keep", [](const json& v, JobSpec& j) { return GetInt(v, "history_keep", &j.history_keep); }},
     {"history_max_age", [](const json& v, JobSpec& j) { return GetDuration(v, "history_max_age", &j.history_max_age); }},
+    {"queue", [](const json& v, JobSpec& j) { return GetString(v, "queue", &j.queue); }},
 };
 // clang-format on
 
@@ -301,6 +302,7 @@ json JobSpecToJson(const JobSpec& job) {
   j["kill_grace"] = FormatDuration(job.kill_grace);
   j["history_keep"] = job.history_keep;
   j["history_max_age"] = FormatDuration(job.history_max_age);
+  j["queue"] = job.queue;
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -16,12 +17,14 @@
 #include "apps/gnomon/http_api.h"
 #include "apps/gnomon/logger.h"
 #include "apps/gnomon/metrics.h"
+#include "apps/gnomon/queue_payload.h"
 #include "gnomon/composite_executor.h"
 #include "gnomon/etcd_coordinator.h"
 #include "gnomon/http_executor.h"
 #include "gnomon/in_process_executor.h"
 #include "gnomon/process_executor.h"
 #include "gnomon/redis_coordinator.h"
+#include "gnomon/redis_queue.h"
 #include "gnomon/scheduler.h"
 #include "gnomon/sqlite_coordinator.h"
 
@@ -35,6 +38,15 @@ struct ServeArgs {
   std::string listen;
   std::vector<std::string> jobs;
   std::vector<std::string> crontabs;
+  std::string mode = "all";  // all | schedule (queue mode: workers run the fires)
+};
+
+struct WorkerArgs {
+  std::string config;
+  std::string backend;
+  std::string node_id;
+  int concurrency = 4;
+  std::vector<std::string> tags = {"default"};
 };
 
 std::string DefaultNodeId() {
@@ -65,23 +77,32 @@ Result<ServeConfig> Load(const ServeArgs& args) {
   return config;
 }
 
+// The Redis options of a redis:// or redis+sentinel:// backend URL.
+Result<RedisOptions> RedisOptionsFor(const ServeConfig& config) {
+  Result<BackendUrl> url = ParseBackendUrl(config.backend);
+  if (!url.ok()) return url.status().WithPrefix("--backend");
+  RedisOptions base;
+  base.allow_unsafe = config.allow_unsafe_backend;
+  if (url->scheme == "redis") return ParseRedisUrl(config.backend, base);
+  if (url->scheme != "redis+sentinel") {
+    return InvalidArgumentError("--backend " + RedactUrl(config.backend) +
+                                ": queue mode needs a Redis backend (redis:// or "
+                                "redis+sentinel://)");
+  }
+  // redis+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
+  for (const HostPort& h : url->hosts) base.sentinels.emplace_back(h.host, h.port);
+  base.sentinel_master = url->master;
+  base.user = url->user;
+  base.password = url->password;
+  base.db = url->db;
+  return base;
+}
+
 Result<std::unique_ptr<Coordinator>> OpenBackend(const ServeConfig& config, Logger& log) {
   Result<BackendUrl> url = ParseBackendUrl(config.backend);
   if (!url.ok()) return url.status().WithPrefix("--backend");
   if (url->scheme == "redis" || url->scheme == "redis+sentinel") {
-    RedisOptions base;
-    base.allow_unsafe = config.allow_unsafe_backend;
-    Result<RedisOptions> options = base;
-    if (url->scheme == "redis") {
-      options = ParseRedisUrl(config.backend, base);
-    } else {
-      // redis+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
-      for (const HostPort& h : url->hosts) options->sentinels.emplace_back(h.host, h.port);
-      options->sentinel_master = url->master;
-      options->user = url->user;
-      options->password = url->password;
-      options->db = url->db;
-    }
+    Result<RedisOptions> options = RedisOptionsFor(config);
     if (!options.ok()) return options.status().WithPrefix("--backend");
     Result<std::unique_ptr<RedisCoordinator>> redis = RedisCoordinator::Open(*options);
     if (!redis.ok()) return redis.status();
@@ -195,6 +216,24 @@ int RunServe(const ServeArgs& args) {
     return kExitUsage;
   }
   SchedulerOptions scheduler_options = SchedulerOptionsFor(*config, &observer);
+  // Queue mode: claimed fires go to the Redis stream of their `queue` tag; workers run them.
+  std::unique_ptr<RedisQueue> queue;
+  if (args.mode == "schedule") {
+    Result<RedisOptions> redis = RedisOptionsFor(*config);
+    Result<std::unique_ptr<RedisQueue>> opened =
+        redis.ok() ? RedisQueue::Open(*redis) : Result<std::unique_ptr<RedisQueue>>(redis.status());
+    if (!opened.ok()) {
+      std::cerr << "gnomon serve: --mode schedule: " << opened.status().message() << "\n";
+      return opened.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+    queue = std::move(*opened);
+    scheduler_options.dispatch = [&queue](const JobSpec& job, const Claim& claim) {
+      return queue->Publish(job.queue, EncodeQueuedFire(job, claim));
+    };
+  } else if (args.mode != "all") {
+    std::cerr << "gnomon serve: --mode \"" << args.mode << "\": expected all or schedule\n";
+    return kExitUsage;
+  }
   if (!config->quotas.empty()) {
     scheduler_options.admit = [&quotas](const JobSpec& job, const Claim& claim) {
       return quotas->Admit(job, claim);
@@ -230,7 +269,8 @@ int RunServe(const ServeArgs& args) {
                               {"api", "http://" + bound + "/api/v1/jobs"},
                               {"metrics", "http://" + bound + "/metrics"}});
   log.Info("started", {{"jobs", std::to_string(config->jobs.size())},
-                       {"backend", RedactUrl(config->backend)}});
+                       {"backend", RedactUrl(config->backend)},
+                       {"mode", args.mode}});
   for (const JobView& j : scheduler.Jobs()) {
     log.Log(LogLevel::kInfo, "job_loaded", j.spec.id, "",
             {{"schedule", j.spec.schedule},
@@ -297,7 +337,186 @@ int RunServe(const ServeArgs& args) {
   return kExitOk;
 }
 
+// `gnomon worker`: takes queued fires (queue mode) from the Redis streams of its tags and runs
+// them with the engine's lease watchdog, timeouts, retries and fenced reports (Scheduler::
+// RunClaim). An entry is acknowledged (and deleted) once its fire's outcome is reported, or at
+// once when its claim is stale (the renew is refused: the fire was resolved elsewhere). While a
+// run lasts its entry is touched every lease_ttl/3, so only a dead worker's entries are
+// reclaimed by the others (after 2 x lease_ttl).
+int RunWorker(const WorkerArgs& args) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServeArgs serve_args;
+  serve_args.config = args.config;
+  serve_args.backend = args.backend;
+  serve_args.node_id = args.node_id;
+  Result<ServeConfig> config = Load(serve_args);
+  if (!config.ok()) {
+    std::cerr << "gnomon worker: " << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (args.concurrency < 1 || args.concurrency > 10000) {
+    std::cerr << "gnomon worker: --concurrency " << args.concurrency
+              << " is out of range 1-10000\n";
+    return kExitUsage;
+  }
+  for (const std::string& tag : args.tags) {
+    JobSpec probe;
+    probe.id = "probe";
+    probe.schedule = "@daily";
+    probe.command = "true";
+    probe.queue = tag;
+    if (Status s = ValidateJobSpec(probe); !s.ok()) {
+      std::cerr << "gnomon worker: --tags \"" << tag << "\": must match [A-Za-z0-9_.-]{1,64}\n";
+      return kExitUsage;
+    }
+  }
+  Logger log(config->log_format, config->log_level, config->node_id);
+  Result<RedisOptions> redis = RedisOptionsFor(*config);
+  if (!redis.ok()) {
+    std::cerr << "gnomon worker: " << redis.status().message() << "\n";
+    return kExitUsage;
+  }
+  Result<std::unique_ptr<Coordinator>> coord = OpenBackend(*config, log);
+  Result<std::unique_ptr<RedisQueue>> queue =
+      coord.ok() ? RedisQueue::Open(*redis) : Result<std::unique_ptr<RedisQueue>>(coord.status());
+  if (!queue.ok()) {
+    log.Error("backend_failed", {{"error", queue.status().message()}});
+    std::cerr << "gnomon worker: " << queue.status().message() << "\n";
+    return kExitFailure;
+  }
+  ProcessExecutor process;
+  HttpExecutor http;
+  InProcessExecutor in_process;
+  CompositeExecutor executor({&process, &http, &in_process});
+  LogObserver log_observer(log);
+  SchedulerOptions options = SchedulerOptionsFor(*config, &log_observer);
+  options.worker_threads = args.concurrency;
+  options.heartbeat = false;
+  Scheduler scheduler(options, **coord, executor, SystemClock::Get());
+  if (Status s = scheduler.Start(); !s.ok()) {
+    std::cerr << "gnomon worker: " << s.message() << "\n";
+    return kExitFailure;
+  }
+  std::string tags;
+  for (const std::string& t : args.tags) tags += (tags.empty() ? "" : ",") + t;
+  log.Info("worker_started", {{"backend", RedactUrl(config->backend)},
+                              {"tags", tags},
+                              {"concurrency", std::to_string(args.concurrency)}});
+
+  const Duration ttl = config->scheduler.lease_ttl;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::map<std::string, QueueEntry> inflight;  // by entry id; guarded by mu
+  std::thread taker([&] {
+    Duration last_touch = SystemClock::Get().SteadyNow();
+    while (true) {
+      int free = 0;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        SystemClock::Get().WaitFor(lock, cv, std::chrono::milliseconds(200), [&] {
+          return stopping || static_cast<int>(inflight.size()) < args.concurrency;
+        });
+        if (stopping) return;
+        free = args.concurrency - static_cast<int>(inflight.size());
+        if (SystemClock::Get().SteadyNow() - last_touch >= ttl / 3) {
+          std::vector<QueueEntry> mine;
+          for (const auto& [id, e] : inflight) mine.push_back(e);
+          lock.unlock();
+          if (Status t = (*queue)->Touch(mine, config->node_id); !t.ok()) {
+            log.Error("queue_touch_failed", {{"error", t.message()}});
+          }
+          last_touch = SystemClock::Get().SteadyNow();
+        }
+      }
+      if (free <= 0) continue;
+      Result<std::vector<QueueEntry>> taken =
+          (*queue)->Take(args.tags, config->node_id, free, std::chrono::seconds(1), 2 * ttl);
+      if (!taken.ok()) {
+        log.Error("queue_take_failed", {{"error", taken.status().message()}});
+        std::unique_lock<std::mutex> lock(mu);
+        SystemClock::Get().WaitFor(lock, cv, std::chrono::seconds(1), [&] { return stopping; });
+        continue;
+      }
+      for (QueueEntry& e : *taken) {
+        Result<QueuedFire> fire = DecodeQueuedFire(e.payload);
+        if (!fire.ok()) {
+          log.Error("queue_entry_invalid", {{"entry", e.id}, {"error", fire.status().message()}});
+          (void)(*queue)->Done(e);
+          continue;
+        }
+        const std::string run_id = fire->claim.fire.RunId();
+        const Duration renew_sent = SystemClock::Get().SteadyNow();
+        Status renewed = (**coord).Renew(fire->claim, ttl);
+        if (renewed.code() == StatusCode::kUnavailable) {
+          // The backend is unreachable: leave the entry pending; it is retried or reclaimed.
+          log.Error("queue_renew_failed", {{"entry", e.id}, {"error", renewed.message()}});
+          continue;
+        }
+        if (!renewed.ok()) {
+          // Stale: resolved elsewhere (lost run handled, or a second delivery): never run twice.
+          log.Log(LogLevel::kInfo, "queue_entry_stale", fire->job.id, run_id,
+                  {{"entry", e.id},
+                   {"reclaimed", e.reclaimed ? "true" : "false"},
+                   {"detail", renewed.message()}});
+          (void)(*queue)->Done(e);
+          continue;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          inflight[e.id] = e;
+        }
+        Status started = scheduler.RunClaim(fire->job, fire->claim, renew_sent, [&, e] {
+          if (Status d = (*queue)->Done(e); !d.ok()) {
+            log.Error("queue_ack_failed", {{"entry", e.id}, {"error", d.message()}});
+          }
+          std::lock_guard<std::mutex> lock(mu);
+          inflight.erase(e.id);
+          cv.notify_all();
+        });
+        if (!started.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          inflight.erase(e.id);  // stopping: left pending for another worker
+        }
+      }
+    }
+  });
+  while (true) {
+    const int sig = sigwaitinfo(&signals, nullptr);
+    if (sig < 0) continue;
+    log.Info("stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  taker.join();
+  scheduler.Stop();  // runs finish (or are cancelled after shutdown_grace) and are reported
+  log.Info("stopped");
+  return kExitOk;
+}
+
 }  // namespace
+
+void AddWorkerCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<WorkerArgs>();
+  CLI::App* worker =
+      app.add_subcommand("worker", "Run queued fires (queue mode: gnomon serve --mode schedule)");
+  worker->add_option("--config", args->config, "Config file (TOML): backend, [scheduler], logs");
+  worker->add_option("--backend", args->backend,
+                     "Redis backend URL (redis:// or redis+sentinel://)");
+  worker->add_option("--node-id", args->node_id, "This worker's id (default <hostname>-<pid>)");
+  worker->add_option("--concurrency", args->concurrency, "Runs at once (default 4)");
+  worker->add_option("--tags", args->tags, "Queue tags to take (default: default)")->delimiter(',');
+  worker->callback([args, exit_code] { *exit_code = RunWorker(*args); });
+}
 
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ServeArgs>();
@@ -309,6 +528,9 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   serve->add_option("--listen", args->listen, "HTTP listen address (default 127.0.0.1:8080)");
   serve->add_option("--jobs", args->jobs, "Jobs file (TOML); may be repeated");
   serve->add_option("--crontab", args->crontabs, "Import a standard crontab file; may be repeated");
+  serve->add_option("--mode", args->mode,
+                    "all (default: claim and run) or schedule (queue mode: claim and publish to "
+                    "Redis streams for `gnomon worker`)");
   serve->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

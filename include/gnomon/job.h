@@ -60,6 +60,9 @@ struct JobSpec {
   Duration kill_grace = std::chrono::seconds(10);         // SIGTERM -> SIGKILL delay
   int history_keep = 100;                                 // history: last N records per job
   Duration history_max_age = std::chrono::hours(24 * 7);  // history: max age
+  // Queue mode: the worker tag whose stream its fires are published to ([A-Za-z0-9_.-]{1,64});
+  // `gnomon worker --tags` picks the tags a worker takes. Ignored when fires run locally.
+  std::string queue = "default";
 
   // Where the definition came from ("jobs.toml:12", "api"); config-file jobs are read-only in
   // the API.

@@ -142,6 +142,8 @@ struct RedisOptions {
 // replaced. InvalidArgument (with the password redacted) when malformed.
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base = {});
 
+class RedisQueue;
+
 class RedisCoordinator final : public Coordinator {
  public:
   // Connects, authenticates, selects the database, checks persistence (see the file comment)
@@ -197,6 +199,7 @@ class RedisCoordinator final : public Coordinator {
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 
  private:
+  friend class RedisQueue;  // connects with the same options
   static coord::RedisConnectionConfig ConnectionConfigOf(const RedisOptions& options);
   RedisCoordinator(const RedisOptions& options, std::unique_ptr<coord::RedisConnection> conn);
 

@@ -57,6 +57,15 @@ struct SchedulerOptions {
   // claim, never a duplicate run. Duration(0) = every node claims every fire at its instant.
   // Default 500 ms.
   Duration takeover_delay = std::chrono::milliseconds(500);
+  // Queue mode (`gnomon serve --mode schedule`): when set, a claimed fire (or a lost run's rerun
+  // claim) is handed to this function instead of being run here; it publishes the claim for a
+  // worker, which renews, runs and reports it (Scheduler::RunClaim). This node then neither
+  // renews nor reports it. A non-OK answer records the attempt as failed ("dispatch: ...").
+  // Called on worker threads. Default: none (run locally).
+  std::function<Status(const JobSpec& job, const Claim& claim)> dispatch;
+  // Heartbeat into the backend's live set (and read it for ownership). Queue workers set false:
+  // they run what they are handed and own no fires. Default true.
+  bool heartbeat = true;
   // Receives events (logs, metrics, alerts). Not owned; may be null.
   Observer* observer = nullptr;
   // Admission control (e.g. namespace quotas), asked after a fire is claimed and before its first
@@ -104,6 +113,14 @@ class Scheduler {
   // Fires the job now (a fire at the current instant, ms precision), through a normal claim.
   // Returns the run id.
   Result<std::string> TriggerNow(const std::string& job_id);
+
+  // Queue workers: runs a claim handed over by a scheduling node (renew it first: `renew_sent` is
+  // the monotonic time, SteadyNow() of the scheduler's clock, when that successful renew was
+  // sent), with this scheduler's lease watchdog, timeout, retries and fenced reports, on the
+  // worker pool. `done` is called once the attempt(s) are over and the final outcome was reported
+  // (or could not be). FailedPrecondition when not running.
+  Status RunClaim(const JobSpec& job, const Claim& claim, Duration renew_sent,
+                  std::function<void()> done);
 
   // Starts the threads. REQUIRES: not started.
   Status Start();

@@ -1,5 +1,7 @@
 #include "gnomon/job.h"
 
+#include <algorithm>
+
 #include "gnomon/cron.h"
 
 namespace gnomon {
@@ -139,6 +141,14 @@ Status ValidateJobSpec(const JobSpec& job) {
       CheckDuration(job, "kill_grace", job.kill_grace, Duration(0), std::chrono::hours(1)));
   GNOMON_RETURN_IF_ERROR(CheckDuration(job, "history_max_age", job.history_max_age,
                                        std::chrono::minutes(1), std::chrono::hours(24 * 3660)));
+  if (job.queue.empty() || job.queue.size() > 64 ||
+      !std::all_of(job.queue.begin(), job.queue.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+      })) {
+    return FieldError(job, "queue",
+                      "\"" + job.queue.substr(0, 64) + "\" must match [A-Za-z0-9_.-]{1,64}");
+  }
   if (job.shards < 1 || job.shards > 1024) {
     return FieldError(job, "shards", std::to_string(job.shards) + " is out of range 1-1024");
   }

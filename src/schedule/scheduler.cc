@@ -502,6 +502,18 @@ class Scheduler::Impl {
         }
       }
     }
+    if (options_.dispatch) {
+      // Queue mode: a worker runs it (and renews and reports it from now on).
+      if (Status d = options_.dispatch(spec, claim); !d.ok()) {
+        Emit(SchedulerEvent::Kind::kError, fire, "dispatch: " + d.ToString());
+        RunRecord failed = BaseRecord(fire, claim);
+        failed.outcome = RunOutcome::kFailed;
+        failed.error = "dispatch: " + d.message();
+        failed.finished_at = Now();
+        (void)coord_.Report(claim, failed, true);
+      }
+      return;
+    }
     // Kill a self-fenced process before the lease can end.
     spec.kill_grace = std::min(spec.kill_grace, margin_ / 2);
 
@@ -804,6 +816,10 @@ class Scheduler::Impl {
     const Duration skew = MeasureSkew();
     NodeInfo node{options_.node_id, options_.host, options_.version, started_at_, {},
                   running(),        skew};
+    if (!options_.heartbeat) {
+      // A queue worker: no heartbeat, no live set, no lost-run scan (it knows no jobs).
+      return;
+    }
     if (Status s = coord_.Heartbeat(node, options_.housekeeping_interval * 3); !s.ok()) {
       Emit(SchedulerEvent::Kind::kError, FireKey{}, "heartbeat: " + s.ToString());
     }
@@ -920,6 +936,19 @@ class Scheduler::Impl {
       it->second.paused = false;
       it->second.pause_reason.clear();
     }
+    return Status::Ok();
+  }
+
+  Status RunClaim(const JobSpec& spec, const Claim& claim, Duration renew_sent,
+                  std::function<void()> done) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
+    }
+    pool_->Submit([this, spec, claim, renew_sent, done = std::move(done)] {
+      RunFire(spec, claim.fire, claim, renew_sent);
+      if (done) done();
+    });
     return Status::Ok();
   }
 
@@ -1077,5 +1106,9 @@ std::vector<JobView> Scheduler::Jobs() const { return impl_->Jobs(); }
 std::optional<JobView> Scheduler::GetJob(const std::string& id) const { return impl_->GetJob(id); }
 int Scheduler::running() const { return impl_->running(); }
 std::vector<std::string> Scheduler::LiveNodes() const { return impl_->LiveNodes(); }
+Status Scheduler::RunClaim(const JobSpec& job, const Claim& claim, Duration renew_sent,
+                           std::function<void()> done) {
+  return impl_->RunClaim(job, claim, renew_sent, std::move(done));
+}
 
 }  // namespace gnomon

@@ -416,6 +416,100 @@ class MembershipChanges(unittest.TestCase):
         self.assertGreaterEqual(len({r["node"] for r in records}), 6, "new nodes took work")
 
 
+class QueueMode(unittest.TestCase):
+    """Queue mode: `serve --mode schedule` publishes claimed fires to Redis streams and
+    `gnomon worker` processes run them. RELIABILITY.md F12: a worker killed -9 while it holds
+    entries; every fire completes once, the dead worker's entries are reclaimed and dropped (their
+    claims are stale), and the streams end empty."""
+
+    def setUp(self):
+        if not os.path.exists("/usr/bin/redis-server"):
+            self.skipTest("redis-server is not installed")
+        self.dir = tempfile.mkdtemp(prefix="gnomon-queue-")
+        self.out = os.path.join(self.dir, "runs.jsonl")
+        self.procs = []
+        self.port = free_port()
+        self.procs.append(subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--dir", self.dir], stdout=subprocess.DEVNULL))
+        wait_for(lambda: self.redis("ping") == "PONG", 30, "redis-server")
+
+    def tearDown(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def redis(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True,
+                              text=True).stdout.strip()
+
+    def spawn(self, name, *args):
+        log = open(os.path.join(self.dir, name + ".log"), "w")
+        p = subprocess.Popen([GNOMON, *args], stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.dir, name + ".log")) as f:
+            return f.read()
+
+    def test_workers_run_every_fire_once_and_a_killed_workers_entries_are_reclaimed(self):
+        config = os.path.join(self.dir, "gnomon.toml")
+        with open(config, "w") as f:
+            f.write('backend = "redis://127.0.0.1:%d"\n[scheduler]\nheartbeat_interval = "500ms"\n'
+                    'lease_ttl = "3s"\nshutdown_grace = "2s"\n' % self.port)
+        jobs = os.path.join(self.dir, "jobs.toml")
+        record = RECORD.replace("{out}", self.out)
+        with open(jobs, "w") as f:
+            f.write('[[job]]\nid = "tick"\nschedule = "* * * * * *"\noverlap = "allow"\n'
+                    "command = '''%s'''\n" % record)
+            f.write('\n[[job]]\nid = "long"\nschedule = "*/6 * * * * *"\non_lost = "rerun"\n'
+                    "command = '''%s; sleep 4'''\n" % record)
+        for n in ("s1", "s2"):
+            self.spawn(n, "serve", "--config", config, "--node-id", n, "--jobs", jobs,
+                       "--listen", "127.0.0.1:0", "--mode", "schedule")
+        workers = {w: self.spawn(w, "worker", "--config", config, "--node-id", w,
+                                 "--concurrency", "4") for w in ("w1", "w2")}
+        wait_for(lambda: len(read_records(self.out)) >= 5, 40, "queued runs")
+        first = time.time()
+        # Kill the worker running the next "long" fire, mid-run.
+        def long_run():
+            return [r for r in read_records(self.out)
+                    if r["job"] == "long" and r["attempt"] == 1 and r["started"] / 1000 > first]
+        wait_for(long_run, 20, "a long run after the start")
+        victim = long_run()[0]
+        self.assertIn(victim["node"], workers)
+        workers.pop(victim["node"]).kill()
+        # The lease (3 s) expires, a scheduler re-runs it (on_lost = rerun): attempt 2 on w-other.
+        def rerun():
+            return [r for r in read_records(self.out)
+                    if r["run"] == victim["run"] and r["attempt"] == 2]
+        wait_for(rerun, 30, "attempt 2 of " + victim["run"])
+        self.assertNotEqual(rerun()[0]["node"], victim["node"])
+        # The dead worker's pending entries are reclaimed (after 2 x lease) and dropped.
+        wait_for(lambda: "queue_entry_stale" in "".join(self.log(w) for w in workers), 30,
+                 "the dead worker's entry to be reclaimed")
+        time.sleep(2)
+        last = time.time()
+        for p in self.procs[1:]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs[1:]:
+            p.wait(timeout=30)
+        records = read_records(self.out)
+        firsts = [r["run"] for r in records if r["attempt"] == 1]
+        dups = sorted({r for r in firsts if firsts.count(r) > 1})
+        self.assertFalse(dups, "fires run twice: %s" % dups)
+        ticks = {parse_rfc3339_ms(r["scheduled"]) // 1000 for r in records if r["job"] == "tick"}
+        missing = sorted(set(range(int(first) + 1, int(last) - 1)) - ticks)
+        self.assertFalse(missing, "seconds without a run: %s" % missing)
+        self.assertTrue(all(r["node"] in ("w1", "w2") for r in records), "only workers run")
+        # Nothing left behind: entries are deleted when done, none pending.
+        for key in ("gnomon:default:queue:default",):
+            self.assertEqual(self.redis("XLEN", key), "0")
+
+
 class ServeHttpApi(unittest.TestCase):
     """`gnomon serve` answers its HTTP API: tokens, a job created through the API runs on
     another node too (dynamic jobs are stored in the backend), trigger, runs, metrics."""

@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "gnomon/redis_queue.h"
 #include "src/coord/coordinator_conformance.h"
 
 extern char** environ;
@@ -380,6 +381,61 @@ TEST(RedisCoordinatorTest, WaitJobsChangeWakesOnTheEventsChannel) {
   ASSERT_TRUE(woke.ok());
   EXPECT_NE(*woke, *v);
   EXPECT_EQ(*woke, *other->JobsVersion());
+}
+
+// --- Queue (queue mode) ----------------------------------------------------------------------
+
+TEST(RedisQueueTest, PublishTakeTouchReclaimDone) {
+  SKIP_WITHOUT_REDIS();
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  Result<std::unique_ptr<RedisQueue>> q = RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  RedisQueue& queue = **q;
+  ASSERT_TRUE(queue.Publish("default", "one").ok());
+  ASSERT_TRUE(queue.Publish("default", "two").ok());
+  ASSERT_TRUE(queue.Publish("gpu", "three").ok());
+  EXPECT_EQ(queue.Publish("bad tag", "x").code(), StatusCode::kInvalidArgument);
+
+  // Entries published before any worker are delivered (the group starts at id 0).
+  Result<std::vector<QueueEntry>> a = queue.Take({"default"}, "w1", 10, milliseconds(10), hours(1));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[0].payload, "one");
+  EXPECT_EQ((*a)[1].payload, "two");
+  EXPECT_EQ((*a)[0].tag, "default");
+  EXPECT_FALSE((*a)[0].reclaimed);
+  // Delivered once: another consumer gets nothing new from that tag, but the gpu entry.
+  Result<std::vector<QueueEntry>> b =
+      queue.Take({"default", "gpu"}, "w2", 10, milliseconds(10), hours(1));
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->size(), 1u);
+  EXPECT_EQ((*b)[0].payload, "three");
+  EXPECT_EQ((*b)[0].tag, "gpu");
+  EXPECT_EQ(*queue.Pending("default"), 2);
+
+  // w1 finishes "one": acknowledged and deleted. "two" stays pending; after its idle time it is
+  // reclaimed by w2 unless w1 touches it.
+  ASSERT_TRUE(queue.Done((*a)[0]).ok());
+  EXPECT_EQ(*queue.Length("default"), 1);
+  RealWait(milliseconds(60));
+  ASSERT_TRUE(queue.Touch({(*a)[1]}, "w1").ok());
+  Result<std::vector<QueueEntry>> none =
+      queue.Take({"default"}, "w2", 10, milliseconds(10), milliseconds(50));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty()) << "a touched entry is not reclaimed";
+  RealWait(milliseconds(60));
+  Result<std::vector<QueueEntry>> reclaimed =
+      queue.Take({"default"}, "w2", 10, milliseconds(10), milliseconds(50));
+  ASSERT_TRUE(reclaimed.ok());
+  ASSERT_EQ(reclaimed->size(), 1u);
+  EXPECT_EQ((*reclaimed)[0].payload, "two");
+  EXPECT_TRUE((*reclaimed)[0].reclaimed);
+  ASSERT_TRUE(queue.Done((*reclaimed)[0]).ok());
+  ASSERT_TRUE(queue.Done((*b)[0]).ok());
+  // Nothing is trimmed while pending; everything done is deleted: the streams end empty.
+  EXPECT_EQ(*queue.Length("default"), 0);
+  EXPECT_EQ(*queue.Length("gpu"), 0);
+  EXPECT_EQ(*queue.Pending("default"), 0);
 }
 
 // --- Persistence check ---------------------------------------------------------------------
