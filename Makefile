@@ -4,7 +4,7 @@ BUILD := build/$(PRESET)
 GNOMON := $(BUILD)/apps/gnomon/gnomon
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test test-asan test-tsan run bench fuzz format format-check clean chaos
+.PHONY: all deps configure build test test-asan test-tsan run bench fuzz format format-check clean chaos screenshots
 
 all: build
 
@@ -54,3 +54,9 @@ clean:
 chaos:
 	@$(MAKE) --no-print-directory build PRESET=dev
 	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3
+	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3 --backend etcd
+
+screenshots:
+	@$(MAKE) --no-print-directory build PRESET=dev
+	@cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error && \
+	  GNOMON_BIN=$(CURDIR)/build/dev/apps/gnomon/gnomon node screenshots.mjs $(CURDIR)/docs/img
