@@ -55,6 +55,22 @@ TEST(CliTest, InvalidExpressionExits2WithTheMessageOnStderr) {
   EXPECT_NE(r.err.find("hour: 25 is out of range 0-23 (column 5)"), std::string::npos) << r.err;
 }
 
+TEST(CliTest, CheckpointSetPrintsTheMarkerInsideARunOnly) {
+  unsetenv("GNOMON_RUN_ID");
+  CliRun outside = Gnomon("checkpoint set step-3");
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_EQ(outside.out, "");
+  EXPECT_NE(outside.err.find("not inside a gnomon run"), std::string::npos) << outside.err;
+  setenv("GNOMON_RUN_ID", "batch@1796000000000", 1);  // as the process executor sets it
+  CliRun inside = Gnomon("checkpoint set 'step 3'");
+  CliRun two_lines = Gnomon("checkpoint set \"$(printf 'a\\nb')\"");
+  unsetenv("GNOMON_RUN_ID");
+  EXPECT_EQ(inside.exit_code, 0) << inside.err;
+  EXPECT_EQ(inside.out, "::gnomon-checkpoint step 3\n");
+  EXPECT_EQ(two_lines.exit_code, 2);
+  EXPECT_NE(two_lines.err.find("one line"), std::string::npos) << two_lines.err;
+}
+
 TEST(CliTest, InvalidZoneExits2) {
   CliRun r = Gnomon("cron next '* * * * *' --tz Mars/Olympus");
   EXPECT_EQ(r.exit_code, 2);

@@ -15,6 +15,7 @@ int RunMain(int argc, char** argv) {
   AddServeCommand(app, &exit_code);
   AddWorkerCommand(app, &exit_code);
   AddJobCommand(app, &exit_code);
+  AddCheckpointCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,8 @@ void AddCronCommand(CLI::App& app, int* exit_code);
 void AddJobCommand(CLI::App& app, int* exit_code);
 // `gnomon serve`.
 void AddServeCommand(CLI::App& app, int* exit_code);
+// `gnomon checkpoint set VALUE` (inside a run).
+void AddCheckpointCommand(CLI::App& app, int* exit_code);
 // `gnomon worker` (queue mode).
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 

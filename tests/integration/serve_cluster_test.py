@@ -202,6 +202,45 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         wait_for(lambda: not orphans(), 20, "the dead holder's run to die (orphans: %s)" % orphans())
 
 
+    def test_killed_run_resumes_from_its_checkpoint_on_another_node(self):
+        # A batch job saves its progress (`gnomon checkpoint set`); its node is killed -9 mid-way;
+        # attempt 2 (on_lost = rerun) on the other node starts from the last saved step.
+        config = self.write_jobs("gnomon.toml", (
+            '[scheduler]\nlease_ttl = "3s"\nheartbeat_interval = "500ms"\n'
+            'shutdown_grace = "1s"\n'))
+        at = time.gmtime(time.time() + 3)
+        schedule = "%d %d %d * * *" % (at.tm_sec, at.tm_min, at.tm_hour)
+        steps = os.path.join(self.dir, "steps.jsonl")
+        script = (
+            'start=${GNOMON_CHECKPOINT:-0}; i=$start; '
+            'while [ $i -lt 12 ]; do i=$((i+1)); '
+            'printf \'{"step":%d,"attempt":%s,"node":"%s","from":"%s"}\\n\' $i "$GNOMON_ATTEMPT" '
+            '"$GNOMON_NODE_ID" "$GNOMON_CHECKPOINT" >> ' + steps + '; '
+            + GNOMON + ' checkpoint set $i; sleep 0.4; done')
+        jobs = self.write_jobs("jobs.toml", (
+            '[[job]]\nid = "batch"\nschedule = "%s"\non_lost = "rerun"\ncommand = \'\'\'%s\'\'\'\n'
+            % (schedule, script)))
+        a = self.start("a", jobs, ["--config", config])
+        b = self.start("b", jobs, ["--config", config])
+        wait_for(lambda: len(read_records(steps)) >= 4, 30, "four steps of attempt 1")
+        first = read_records(steps)[0]
+        holder = a if first["node"] == "a" else b
+        holder.kill()
+        holder.wait()
+        killed_after = max(r["step"] for r in read_records(steps))
+        wait_for(lambda: any(r["attempt"] == 2 and r["step"] == 12 for r in read_records(steps)),
+                 40, "attempt 2 to finish")
+        second = [r for r in read_records(steps) if r["attempt"] == 2]
+        self.assertNotEqual(second[0]["node"], first["node"])
+        resumed_from = int(second[0]["from"])
+        # It resumes from a saved step: at least the one before the kill was saved (a step's line
+        # is written before its checkpoint), never from the start.
+        self.assertGreaterEqual(resumed_from, killed_after - 1)
+        self.assertLessEqual(resumed_from, killed_after)
+        self.assertEqual(second[0]["step"], resumed_from + 1)
+        self.assertEqual([r["step"] for r in second], list(range(resumed_from + 1, 13)))
+
+
 class RedisServeCluster(unittest.TestCase):
     """The same guarantees with `--backend redis://` on a real redis-server started here."""
 
