@@ -149,6 +149,9 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 kill -0 "$serve_pid" 2>/dev/null || { echo "api_load: gnomon serve died during the load" >&2; cat "$work/serve.log" >&2; exit 1; }
+# It counts runnable threads, the server's 64 workers and wrk's included: it shows the load
+# beside the benchmark only when read before it.
+echo "api_load: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- report --------------------------------------------------------------------------------------
 python3 - "$work/results" "${names[@]}" <<'EOF'

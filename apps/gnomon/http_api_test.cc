@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "apps/gnomon/job_json.h"
 #include "apps/gnomon/web_assets.h"
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/forwarding_coordinator.h"
@@ -698,6 +699,162 @@ TEST(HttpApiBindTest, ATakenPortIsAnError) {
   const Status s = second.Start();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   first.Stop();
+}
+
+}  // namespace
+}  // namespace gnomon::app
+
+namespace gnomon::app {
+namespace {
+
+using json = nlohmann::json;
+
+// The run rendering before AppendRunJson: the reference the hand-written JSON must equal byte
+// for byte.
+json ReferenceRunJson(const RunRecord& r, bool with_output) {
+  json j(json::value_t::object);
+  j["run_id"] = r.run_id;
+  j["job_id"] = r.job_id;
+  j["scheduled_at"] = r.scheduled_at.ToRfc3339();
+  j["shard"] = r.shard;
+  j["shard_count"] = r.shard_count;
+  j["attempt"] = r.attempt;
+  j["fencing_token"] = r.fencing_token;
+  j["node_id"] = r.node_id;
+  j["started_at"] = r.started_at.ToRfc3339();
+  j["finished_at"] =
+      r.outcome == RunOutcome::kRunning ? json(nullptr) : json(r.finished_at.ToRfc3339());
+  j["outcome"] = ToString(r.outcome);
+  j["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
+  j["error"] = r.error;
+  j["skip_reason"] = r.skip_reason;
+  if (with_output) j["output"] = r.output;
+  return j;
+}
+
+std::string Rfc3339Json(Instant t) {
+  std::string out;
+  AppendRfc3339Json(out, t);
+  return out;
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out;
+  AppendJsonString(out, s);
+  return out;
+}
+
+TEST(RunJsonTest, Rfc3339MatchesInstantToRfc3339) {
+  auto expect_same = [](int64_t ms) {
+    const Instant t = Instant::FromUnixMillis(ms);
+    ASSERT_EQ(Rfc3339Json(t), "\"" + t.ToRfc3339() + "\"") << ms;
+  };
+  constexpr int64_t kDay = 86400000;
+  constexpr int64_t kYear0 = -62167219200000;     // 0000-01-01T00:00:00.000Z
+  constexpr int64_t kYear9999 = 253402300799999;  // 9999-12-31T23:59:59.999Z
+  // Around the epoch, each side of the four-digit-year range (and past it, the fallback),
+  // century and leap days: 1900 (not leap), 2000 (leap), 2100 (not leap), 1600 (leap).
+  for (int64_t edge :
+       {int64_t{0}, kYear0, kYear9999, int64_t{951782400000} /* 2000-02-29 */,
+        int64_t{-2203891200000} /* 1900-03-01 */, int64_t{4107542400000} /* 2100-03-01 */,
+        int64_t{-11670912000000} /* 1600-02-29 */, int64_t{1795989000000} /* 2026-11-29 */}) {
+    for (int64_t d = -2000; d <= 2000; ++d) expect_same(edge + d);
+    for (int64_t d = -3; d <= 3; ++d) expect_same(edge + d * kDay);
+  }
+  expect_same(kYear0 - 1);  // year -1
+  expect_same(kYear9999 + 1);
+  expect_same(kYear0 - 400 * 365 * kDay);
+  expect_same(kYear9999 + 400 * 365 * kDay);
+  // Every day from 1600 to 2500, at a varying time of day; then random instants over the range.
+  uint64_t x = 0x9e3779b97f4a7c15;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int64_t day = -11676096000000; day < 16725225600000; day += kDay) {
+    expect_same(day + static_cast<int64_t>(next() % kDay));
+  }
+  for (int i = 0; i < 200000; ++i) {
+    expect_same(kYear0 + static_cast<int64_t>(next() % static_cast<uint64_t>(kYear9999 - kYear0)));
+  }
+}
+
+TEST(RunJsonTest, StringsMatchNlohmannDump) {
+  auto expect_same = [](const std::string& s) {
+    ASSERT_EQ(JsonString(s), json(s).dump(-1, ' ', false, json::error_handler_t::replace))
+        << json(s).dump(-1, ' ', true, json::error_handler_t::replace);
+  };
+  for (int c = 0; c < 256; ++c) {
+    expect_same(std::string(1, static_cast<char>(c)));
+    expect_same("a" + std::string(1, static_cast<char>(c)) + "b");
+  }
+  expect_same("");
+  expect_same("plain text, no escapes: /path/to/x.sh --flag=1");
+  expect_same("quote \" backslash \\ tab \t newline \n cr \r nul " + std::string(1, '\0') + " end");
+  expect_same("\x7f del");
+  expect_same("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");  // valid UTF-8
+  expect_same("bad \xff\xfe, cut \xe2\x82, overlong \xc0\xaf, surrogate \xed\xa0\x80");
+  expect_same("\"\\\"\\");
+  uint64_t x = 42;
+  for (int i = 0; i < 20000; ++i) {
+    x = x * 6364136223846793005 + 1442695040888963407;
+    std::string s(static_cast<size_t>(x >> 59), ' ');
+    for (char& c : s) {
+      x = x * 6364136223846793005 + 1442695040888963407;
+      // Mostly ASCII with some control characters; one string in 8 gets high bytes.
+      const unsigned r = static_cast<unsigned>(x >> 33);
+      c = static_cast<char>(i % 8 == 0 ? r & 0xff : r % 0x80);
+    }
+    expect_same(s);
+  }
+}
+
+TEST(RunJsonTest, RunMatchesTheJsonTreeRendering) {
+  RunRecord base;
+  base.run_id = "billing.report@1795989000000";
+  base.job_id = "billing.report";
+  base.scheduled_at = Instant::FromUnixMillis(1795989000000);
+  base.shard = 2;
+  base.shard_count = 4;
+  base.attempt = 3;
+  base.fencing_token = int64_t{1} << 40;
+  base.node_id = "node-a";
+  base.started_at = Instant::FromUnixMillis(1795989000012);
+  base.finished_at = Instant::FromUnixMillis(1795989061999);
+  base.outcome = RunOutcome::kFailed;
+  base.exit_code = -9;
+  base.error = "exit status 1: \"quoted\"\n\tand tabbed \\ back";
+  base.output = "line 1\nline 2 caf\xc3\xa9 \xff";
+  std::vector<RunRecord> records{base};
+  RunRecord running = base;
+  running.outcome = RunOutcome::kRunning;
+  running.exit_code.reset();
+  running.error.clear();
+  running.output.clear();
+  records.push_back(running);
+  RunRecord skipped = base;
+  skipped.outcome = RunOutcome::kSkipped;
+  skipped.fencing_token = 0;
+  skipped.exit_code.reset();
+  skipped.skip_reason = "overlap";
+  skipped.started_at = Instant::FromUnixMillis(-1);
+  records.push_back(skipped);
+  for (RunOutcome o :
+       {RunOutcome::kSucceeded, RunOutcome::kTimedOut, RunOutcome::kLost, RunOutcome::kCancelled}) {
+    RunRecord r = base;
+    r.outcome = o;
+    r.exit_code = 0;
+    records.push_back(r);
+  }
+  for (const RunRecord& r : records) {
+    for (bool with_output : {false, true}) {
+      std::string out;
+      AppendRunJson(out, r, with_output);
+      EXPECT_EQ(out, DumpJson(ReferenceRunJson(r, with_output))) << ToString(r.outcome);
+    }
+  }
 }
 
 }  // namespace

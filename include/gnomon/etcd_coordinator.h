@@ -48,7 +48,7 @@
 // oldest finished records are deleted (running ones never). PruneHistory applies the per-job
 // retention (keep_last fires, max_age); fire markers go only with max_age. The audit log keeps
 // the newest `keep` records (trimmed in the append's own txn). etcd itself keeps every old
-// revision until compacted: run etcd with --auto-compaction-retention (docs/etcd-notes.md).
+// revision until compacted: run etcd with --auto-compaction-retention (docs/operations.md, "etcd").
 //
 // Fencing tokens. token = max(the job's last token + 1, the etcd revision the claim read + 1).
 // The txn that issues it compares the job's state key, so tokens strictly increase per job; the
@@ -57,15 +57,26 @@
 // fsync), so tokens never go backwards across restarts. Job-definition versions are the def
 // key's mod_revision, so a re-created job never reuses a version.
 //
-// Time. etcd has no clock API, and its lease TTLs count down on the leader in real time. So the
-// backend clock is EtcdOptions::clock (default: this host's SystemClock): lease expiry, the
-// early-fire guard, heartbeat expiry, audit `at` and max_age are computed from it and stored as
-// unix-ms deadlines in the values; expiry is decided by whoever reads them. REQUIRES: the hosts'
-// clocks agree within well under skew_tolerance and the lease margin (run NTP): a host whose
-// clock runs ahead may declare a lease expired early or claim a fire early by its own skew.
-// (Unlike Redis, which reads the server's TIME.) No etcd leases are attached: a key of a dead
-// holder stays until ResolveLost handles it, exactly like the other backends. The conformance
-// suite passes its FakeClock as EtcdOptions::clock.
+// Time. etcd has no clock API, and its lease TTLs count down on the leader in real time. So
+// lease expiry, the early-fire guard, heartbeat expiry, audit `at` and max_age are computed by
+// the client from the backend clock and stored as unix-ms deadlines in the values; expiry is
+// decided by whoever reads them. The backend clock is an estimate of the etcd member's wall
+// clock, not this host's: every gateway response carries an HTTP `Date` header (the member's
+// clock, whole seconds), and a response sent at local steady time s and received at r bounds the
+// offset (member clock - local steady clock) to [Date - r, Date + 1 s - s]. The client keeps the
+// intersection of these intervals (each widened by 100 ppm of its age for drift) and reads the
+// midpoint. Open() calibrates it with about 20-40 cheap probes (a serializable count of the key
+// P clock) timed around the member's predicted second boundary: two sweeps, 1-2 s, leaving an
+// uncertainty of about the round trip (a few ms on a LAN; ClockUncertainty()). A thread keeps it
+// calibrated: it sweeps again when drift has widened the interval to 4 times that, or at once
+// when a response contradicts it (a clock was stepped; the estimate restarts from that
+// response). So a node whose own clock is wrong by any amount neither claims early nor expires
+// leases early: guarantee 3 holds against the member's clock, as with Redis's TIME. REQUIRES:
+// the members' clocks agree (run NTP on the etcd hosts; responses from members whose clocks
+// disagree by more than the round trip restart the estimate). No etcd leases are attached: a
+// key of a dead holder stays until ResolveLost handles it, exactly like the other backends. With
+// EtcdOptions::clock set (the conformance suite passes its FakeClock) that clock is used as is
+// and nothing is calibrated.
 //
 // Connections. A pool of keep-alive HTTP connections per endpoint (one request per connection
 // at a time, so callers on many threads run in parallel). A call goes to the current endpoint;
@@ -75,10 +86,16 @@
 // io_timeout) or a broken connection returns Unavailable and moves the next call to the next
 // endpoint, so no call blocks much longer than one timeout. A failed endpoint is skipped for a
 // capped exponential backoff with jitter (a wait in [cap/2, cap], cap doubling from
-// reconnect_backoff_min to reconnect_backoff_max); when every endpoint is backing off, calls
-// return Unavailable at once. With user/password, a token from /v3/auth/authenticate is sent in
-// the Authorization header and renewed when etcd rejects it. The password never appears in a
-// Status message.
+// reconnect_backoff_min to reconnect_backoff_max; requests that fail together count once). When
+// every endpoint is backing off, one call at a time, at most every 200 ms, probes the endpoint
+// due soonest and the other calls return Unavailable at once: a cluster that comes back is used
+// within 200 ms (or as soon as a frozen one answers the probe it holds), whatever the backoff.
+// A claim whose txn got no answer (a timeout: it may be applied, even seconds later by a frozen
+// member that resumes) is remembered; when this node claims that fire again and finds its own
+// claim applied and still open, it adopts it (fresh lease, same token) instead of reporting
+// AlreadyClaimed, so the fire still runs once rather than being left for ResolveLost. With
+// user/password, a token from /v3/auth/authenticate is sent in the Authorization header and renewed
+// when etcd rejects it. The password never appears in a Status message.
 //
 // Thread safety: safe to call from many threads at once. Do not keep one across fork().
 #ifndef GNOMON_ETCD_COORDINATOR_H_
@@ -127,12 +144,12 @@ struct EtcdOptions {
   // Must be >= 1.
   int max_records_per_job = 10000;
   // History records kept across all jobs at most. Default 100000. Must be >= 1. etcd keeps its
-  // whole key space in memory-mapped bbolt (default quota 2 GiB): see docs/etcd-notes.md.
+  // whole key space in memory-mapped bbolt (default quota 2 GiB): see docs/operations.md, "etcd".
   int max_records_total = 100000;
   // Idle connections kept per endpoint. Default 8. Must be >= 1.
   int max_idle_connections = 8;
-  // The backend clock (see the file comment). Not owned; must outlive the coordinator.
-  // Default null = SystemClock::Get().
+  // The backend clock (see the file comment, "Time"). Not owned; must outlive the coordinator.
+  // Default null = the etcd member's clock, estimated from its responses' Date headers.
   Clock* clock = nullptr;
 };
 
@@ -143,7 +160,8 @@ Result<EtcdOptions> ParseEtcdUrl(std::string_view url, EtcdOptions base = {});
 
 class EtcdCoordinator final : public Coordinator {
  public:
-  // Validates the options, connects to the first reachable endpoint and authenticates.
+  // Validates the options, connects to the first reachable endpoint and authenticates; without
+  // EtcdOptions::clock, also calibrates the member clock estimate (1-2 s, at most 2.2 s).
   // Errors: InvalidArgument for bad options; Unavailable when no endpoint answers or the
   // credentials are refused.
   static Result<std::unique_ptr<EtcdCoordinator>> Open(const EtcdOptions& options);
@@ -151,8 +169,12 @@ class EtcdCoordinator final : public Coordinator {
   EtcdCoordinator(const EtcdCoordinator&) = delete;
   EtcdCoordinator& operator=(const EtcdCoordinator&) = delete;
 
-  // The backend clock: EtcdOptions::clock (see the file comment).
+  // The backend clock: the member clock estimate, or EtcdOptions::clock when set (see the
+  // file comment, "Time"). Never fails: it reads the estimate, sends nothing.
   Result<Instant> Now() override;
+  // The estimate's uncertainty (half-width of the interval the member's clock is in, for logs
+  // and metrics); nullopt with EtcdOptions::clock set.
+  std::optional<Duration> ClockUncertainty() const;
 
   Result<ClaimOutcome> Claim(const ClaimRequest& req) override;
   Status Renew(gnomon::Claim& claim, Duration ttl) override;

@@ -290,12 +290,19 @@ class Scheduler::Impl {
     // stalled, or its clock stepped forward).
     std::vector<Instant> missed;
     std::vector<Instant> on_time;
+    // With sharded ownership the other nodes take over a fire up to (nodes - 1) takeover delays
+    // after its instant: a late owner still claims within that, rather than recording a misfire
+    // for a fire a peer may be running (the claims decide who runs it).
+    const Duration grace =
+        options_.claim_grace +
+        options_.takeover_delay *
+            static_cast<int64_t>(live_nodes_.size() > 1 ? live_nodes_.size() - 1 : 0);
     for (std::optional<Instant> f = e.expr->Next(e.cursor); f && *f <= now; f = e.expr->Next(*f)) {
       if (missed.size() + on_time.size() == kMaxMisfires) {
         // A long stall of a high-frequency job: the latest fire stands for the rest.
         f = e.expr->Prev(now + Duration(1));
       }
-      (*f < now - options_.claim_grace ? missed : on_time).push_back(*f);
+      (*f < now - grace ? missed : on_time).push_back(*f);
       e.cursor = *f;
       if (missed.size() + on_time.size() > kMaxMisfires) break;
     }
@@ -351,6 +358,15 @@ class Scheduler::Impl {
     // them against each other.
     if (!run.empty()) {
       pool_->Submit([this, spec = e.spec, run] {
+        // once: the latest missed fire runs, unless a later fire of the job was claimed
+        // meanwhile (a peer ran it on time): then it is not the latest, and is recorded skipped.
+        if (spec.misfire == MisfirePolicy::kOnce) {
+          Result<JobState> st = coord_.GetJobState(spec.id);
+          if (st.ok() && st->last_scheduled && *st->last_scheduled > run.back()) {
+            SubmitSkipRecords(spec, run);
+            return;
+          }
+        }
         for (Instant f : run) {
           for (int s = 0; s < spec.shards; ++s) {
             RunFire(spec, FireKey{spec.id, f, s, spec.shards}, std::nullopt, clock_.SteadyNow());
@@ -832,12 +848,9 @@ class Scheduler::Impl {
     }
     ResolveLostRuns();
     RetryFailedClaims();
-    // Pruning is heavier than the rest: at most once a minute.
-    if (const Duration now = clock_.SteadyNow();
-        !last_prune_ || now - *last_prune_ >= std::chrono::minutes(1)) {
-      last_prune_ = now;
-      PruneHistory();
-    }
+    // Pruning is heavier than the rest: every job about once a minute, spread over the passes
+    // (a slice of the jobs per pass), so a node with many jobs never prunes them all at once.
+    PruneHistorySlice();
   }
 
   void ResolveLostRuns() {
@@ -899,17 +912,36 @@ class Scheduler::Impl {
         e.unrecorded.clear();
       }
       if (e.failed.empty()) continue;
+      // The misfire decision for a job's failed claims is its owner's alone (nodes come back
+      // from an outage at different moments, each with its own failed set: one decider keeps
+      // "once" once). The others keep theirs for when they become the owner.
+      if (options_.takeover_delay > Duration(0) &&
+          internal::RendezvousRank(live_nodes_, options_.node_id, id, 0) != 0) {
+        continue;
+      }
       std::vector<Instant> fires(e.failed.begin(), e.failed.end());
       e.failed.clear();
       ApplyMisfirePolicyLocked(e, fires, now);
     }
   }
 
-  void PruneHistory() {
+  void PruneHistorySlice() {
     std::vector<JobSpec> specs;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [id, e] : jobs_) specs.push_back(e.spec);
+      if (jobs_.empty()) return;
+      // Passes per minute (at least 1): each prunes its share, continuing after the last job.
+      const int64_t passes = std::max<int64_t>(
+          1, std::chrono::minutes(1) / std::max(options_.housekeeping_interval, Duration(1)));
+      const size_t slice =
+          static_cast<size_t>((static_cast<int64_t>(jobs_.size()) + passes - 1) / passes);
+      auto it = jobs_.upper_bound(prune_cursor_);
+      for (size_t n = 0; n < slice && n < jobs_.size(); ++n) {
+        if (it == jobs_.end()) it = jobs_.begin();
+        specs.push_back(it->second.spec);
+        prune_cursor_ = it->first;
+        ++it;
+      }
     }
     for (const JobSpec& s : specs) {
       (void)coord_.PruneHistory(s.id, s.history_keep, s.history_max_age);
@@ -1079,8 +1111,8 @@ class Scheduler::Impl {
 
   std::mutex housekeeping_mu_;
   std::mutex state_poll_mu_;
-  int64_t jobs_version_ = -1;           // guarded by state_poll_mu_
-  std::optional<Duration> last_prune_;  // steady; guarded by housekeeping_mu_
+  int64_t jobs_version_ = -1;  // guarded by state_poll_mu_
+  std::string prune_cursor_;   // the last job pruned; guarded by mu_
 
   std::unique_ptr<internal::WorkerPool> pool_;
   std::jthread loop_thread_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 
 namespace gnomon::coord {
 namespace {
@@ -16,6 +17,9 @@ constexpr int kGrpcDeadlineExceeded = 4;
 constexpr int kGrpcResourceExhausted = 8;
 constexpr int kGrpcUnavailable = 14;
 constexpr int kGrpcUnauthenticated = 16;
+
+// When every endpoint is backing off, a probe goes to one of them at most this often.
+constexpr Duration kProbeSpacing = std::chrono::milliseconds(200);
 
 Duration SteadyNow() { return SystemClock::Get().SteadyNow(); }
 
@@ -118,6 +122,25 @@ std::vector<size_t> EtcdClient::Plan() {
     const size_t ep = (current_ + i) % endpoints_.size();
     if (endpoints_[ep].retry_at <= now) plan.push_back(ep);
   }
+  if (!plan.empty()) return plan;
+  // Every endpoint is backing off. Failing every call until the backoff ends would hide a
+  // recovered cluster for up to reconnect_backoff_max (the backoff grows during an outage), so
+  // one call probes the endpoint due soonest. A probe of a dead endpoint costs a refused
+  // connection or one timeout of the one caller that sent it; the others fail at once.
+  size_t best = endpoints_.size();
+  for (size_t ep = 0; ep < endpoints_.size(); ++ep) {
+    const Endpoint& e = endpoints_[ep];
+    // A probe ends with MarkOk (probe_at = 0) or MarkFailed (failed_at = now); one that never
+    // reports (a watch) counts as in flight for one request's timeouts at most.
+    const bool in_flight = e.probe_at > e.failed_at &&
+                           now - e.probe_at < options_.connect_timeout + options_.io_timeout;
+    if (in_flight || now - e.probe_at < kProbeSpacing) continue;
+    if (best == endpoints_.size() || e.retry_at < endpoints_[best].retry_at) best = ep;
+  }
+  if (best != endpoints_.size()) {
+    endpoints_[best].probe_at = now;
+    plan.push_back(best);
+  }
   return plan;
 }
 
@@ -144,10 +167,17 @@ void EtcdClient::Checkin(size_t ep, std::unique_ptr<httplib::Client> client) {
   }
 }
 
-void EtcdClient::MarkFailed(size_t ep) {
+void EtcdClient::MarkFailed(size_t ep, Duration sent) {
   std::lock_guard<std::mutex> lock(mu_);
   Endpoint& e = endpoints_[ep];
   e.idle.clear();  // their sockets may be dead too
+  const Duration now = SteadyNow();
+  if (current_ == ep) current_ = (ep + 1) % endpoints_.size();
+  // Requests that were in flight together when the endpoint failed are one failure, not many
+  // (a frozen member times out every connection at once).
+  const bool again = sent < e.failed_at;
+  e.failed_at = now;
+  if (again) return;
   e.failures = std::min(e.failures + 1, 30);
   // Capped exponential backoff with jitter: a uniform wait in [cap/2, cap].
   Duration cap = options_.backoff_min;
@@ -155,18 +185,75 @@ void EtcdClient::MarkFailed(size_t ep) {
   cap = std::min(cap, options_.backoff_max);
   const int64_t cap_ms = std::max<int64_t>(1, cap.count());
   std::uniform_int_distribution<int64_t> jitter(cap_ms / 2, cap_ms);
-  e.retry_at = SteadyNow() + Duration(jitter(rng_));
-  if (current_ == ep) current_ = (ep + 1) % endpoints_.size();
+  e.retry_at = now + Duration(jitter(rng_));
 }
 
 void EtcdClient::MarkOk(size_t ep) {
   std::lock_guard<std::mutex> lock(mu_);
   endpoints_[ep].failures = 0;
   endpoints_[ep].retry_at = Duration(0);
+  endpoints_[ep].probe_at = Duration(0);
+}
+
+void EtcdClient::AddDateSample(Duration sent, Duration received, const std::string& date) {
+  std::optional<Instant> d = ParseHttpDate(date);
+  if (!d) return;
+  bool reset = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reset = !clock_.Add(sent, received, *d);
+  }
+  if (reset && options_.on_clock_reset) options_.on_clock_reset();
+}
+
+std::optional<ServerClock::Reading> EtcdClient::ServerNow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clock_.Read(SteadyNow());
+}
+
+Duration EtcdClient::ClockStaleAt(Duration limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clock_.WhenUncertaintyExceeds(limit);
+}
+
+Duration EtcdClient::ClockTarget() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return clock_.Target();
+}
+
+Status EtcdClient::CalibrateClock(std::string_view path, const nlohmann::json& probe,
+                                  Duration budget, std::stop_token stop) {
+  const Duration deadline = SteadyNow() + budget;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::stop_callback wake(stop, [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    cv.notify_all();
+  });
+  // At most 64 probes: two sweeps of 16 need ~34; the rest covers probes that came back slowly.
+  for (int probes = 0; probes < 64 && !stop.stop_requested(); ++probes) {
+    std::optional<Duration> at;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      at = clock_.NextProbe(SteadyNow());
+    }
+    if (!at || *at > deadline) return Status::Ok();
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      if (SystemClock::Get().WaitUntilSteady(lock, cv, *at,
+                                             [&] { return stop.stop_requested(); })) {
+        return Status::Ok();
+      }
+    }
+    Result<nlohmann::json> r = Call(path, probe);
+    if (!r.ok()) return r.status();
+  }
+  return Status::Ok();
 }
 
 Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const std::string& body,
-                                        const std::string& token, bool& fail_over) {
+                                        const std::string& token, bool& fail_over,
+                                        bool* maybe_applied) {
   fail_over = false;
   std::string where;
   {
@@ -176,16 +263,20 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
   std::unique_ptr<httplib::Client> client = Checkout(ep, options_.io_timeout);
   httplib::Headers headers;
   if (!token.empty()) headers.emplace("Authorization", token);
+  const Duration sent = SteadyNow();
   httplib::Result res = client->Post(std::string(path), headers, body, "application/json");
+  const Duration received = SteadyNow();
   if (!res) {
     const httplib::Error err = res.error();
-    MarkFailed(ep);
+    MarkFailed(ep, sent);
     // A refused connection costs nothing: try the next endpoint. A timeout already spent the
     // call's budget: report it, the next call starts at the next endpoint.
     fail_over = err == httplib::Error::Connection;
+    if (maybe_applied && !fail_over) *maybe_applied = true;
     return UnavailableError("etcd " + where + " " + std::string(path) + ": " +
                             httplib::to_string(err));
   }
+  AddDateSample(sent, received, res->get_header_value("Date"));
   nlohmann::json reply = nlohmann::json::parse(res->body, nullptr, false);
   if (res->status == 200 && !reply.is_discarded() && reply.is_object()) {
     Checkin(ep, std::move(client));
@@ -204,14 +295,19 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
   }
   const std::string what = "etcd " + where + " " + std::string(path) + ": " + message;
   if (code == kGrpcUnauthenticated || message.find("auth token") != std::string::npos) {
+    MarkOk(ep);
     return Status(StatusCode::kFailedPrecondition, what);  // Call refreshes the token
   }
   if (code == kGrpcUnavailable || code == kGrpcDeadlineExceeded) {
     // No leader, leader changed, request timed out, member stopping: another member may do.
-    MarkFailed(ep);
+    // ("request timed out" and "leader changed" may still be applied: the proposal can
+    // commit after the answer.)
+    MarkFailed(ep, sent);
+    if (maybe_applied) *maybe_applied = true;
     fail_over = true;
     return UnavailableError(what);
   }
+  MarkOk(ep);  // the member answers (and ends a probe)
   if (code == kGrpcResourceExhausted) return UnavailableError(what);  // quota: space exceeded
   if (code == kGrpcInvalidArgument) return InvalidArgumentError(what);
   return InternalError(what);
@@ -256,7 +352,8 @@ Result<std::string> EtcdClient::Token(bool refresh) {
   return last;
 }
 
-Result<nlohmann::json> EtcdClient::Call(std::string_view path, const nlohmann::json& body) {
+Result<nlohmann::json> EtcdClient::Call(std::string_view path, const nlohmann::json& body,
+                                        bool* maybe_applied) {
   std::string text;
   try {
     text = body.dump();
@@ -271,7 +368,7 @@ Result<nlohmann::json> EtcdClient::Call(std::string_view path, const nlohmann::j
   Status last = UnavailableError("etcd: no endpoint");
   for (size_t i = 0; i < plan.size(); ++i) {
     bool fail_over = false;
-    Result<nlohmann::json> r = Post(plan[i], path, text, *token, fail_over);
+    Result<nlohmann::json> r = Post(plan[i], path, text, *token, fail_over, maybe_applied);
     if (r.ok()) return r;
     if (r.status().code() == StatusCode::kFailedPrecondition && !options_.user.empty() &&
         !refreshed) {
@@ -353,7 +450,7 @@ Status EtcdClient::Watch(const nlohmann::json& create_request, Duration timeout,
       return UnavailableError("etcd " + host + ":" + std::to_string(port) +
                               " /v3/watch: " + httplib::to_string(err));
     }
-    MarkFailed(ep);
+    MarkFailed(ep, SteadyNow());
   }
   return UnavailableError("etcd: no endpoint accepted the watch");
 }

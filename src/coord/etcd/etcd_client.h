@@ -3,6 +3,9 @@
 // tokens, and the mapping of transport and gateway errors to Status. cpp-httplib and
 // nlohmann-json exceptions stop here. See include/gnomon/etcd_coordinator.h, "Connections".
 //
+// Every response's HTTP Date header feeds a ServerClock (server_clock.h): ServerNow() estimates
+// the answering member's wall clock, and CalibrateClock() sends probes timed to narrow it.
+//
 // Thread safety: every method is safe to call from many threads at once.
 #ifndef GNOMON_SRC_COORD_ETCD_ETCD_CLIENT_H_
 #define GNOMON_SRC_COORD_ETCD_ETCD_CLIENT_H_
@@ -12,7 +15,9 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +25,7 @@
 
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/coord/etcd/server_clock.h"
 
 namespace httplib {
 class Client;
@@ -40,6 +46,9 @@ struct EtcdClientOptions {
   Duration backoff_min = std::chrono::seconds(1);
   Duration backoff_max = std::chrono::seconds(32);
   int max_idle_connections = 8;
+  // Called (outside any lock) when a response contradicted the server clock estimate, which
+  // restarted from it (a clock was stepped): the owner recalibrates. May be empty.
+  std::function<void()> on_clock_reset;
 };
 
 class EtcdClient {
@@ -52,7 +61,11 @@ class EtcdClient {
   // POSTs `body` to `path` ("/v3/kv/txn", ...) and returns the parsed response. Errors:
   // Unavailable (no endpoint reachable, timeouts, no leader, quota), InvalidArgument (the
   // gateway refused the request), Internal (a malformed response).
-  Result<nlohmann::json> Call(std::string_view path, const nlohmann::json& body);
+  // `maybe_applied` (when not null) is set when the call failed but the request may still have
+  // been applied, now or later (it was sent and no answer came: a timeout, a broken connection,
+  // or a server that was frozen and resumes).
+  Result<nlohmann::json> Call(std::string_view path, const nlohmann::json& body,
+                              bool* maybe_applied = nullptr);
 
   // Opens /v3/watch with `create_request` and calls `on_message` with each streamed message
   // (the "result" object) until it returns false or no data came for `timeout`. Ok in both
@@ -63,26 +76,50 @@ class EtcdClient {
   // "host:port" of the endpoint calls go to first (for messages and tests).
   std::string current_endpoint();
 
+  // The server's wall clock now, estimated from the Date headers seen so far; nullopt before the
+  // first response.
+  std::optional<ServerClock::Reading> ServerNow();
+  // The steady time (SystemClock) at which the estimate's uncertainty will exceed `limit`.
+  Duration ClockStaleAt(Duration limit);
+  // The half-width the estimate calibrates to (ServerClock::Target()).
+  Duration ClockTarget();
+  // Sends `probe` (a cheap request to `path`) at the moments ServerClock::NextProbe picks until
+  // the estimate is calibrated, `budget` (monotonic) is spent or `stop` is requested. Ok in
+  // those cases; a failed probe's status otherwise.
+  Status CalibrateClock(std::string_view path, const nlohmann::json& probe, Duration budget,
+                        std::stop_token stop);
+
  private:
   struct Endpoint {
     std::string host;
     int port = 0;
     int failures = 0;
-    Duration retry_at{0};  // SystemClock steady time before which the endpoint is skipped
+    Duration retry_at{0};   // SystemClock steady time before which the endpoint is skipped
+    Duration failed_at{0};  // steady time of the last failure (in-flight ones count once)
+    Duration probe_at{0};   // steady time the last probe of a backing-off endpoint was sent
     std::vector<std::unique_ptr<httplib::Client>> idle;
   };
   // The order to try endpoints in for one call (current first, backing-off ones left out).
+  // When every endpoint is backing off, one call at a time (at most one per kProbeSpacing) probes
+  // the endpoint due soonest, so a recovered cluster is found at once, not after the backoff.
   std::vector<size_t> Plan();
   std::unique_ptr<httplib::Client> Checkout(size_t ep, Duration read_timeout);
   void Checkin(size_t ep, std::unique_ptr<httplib::Client> client);
-  void MarkFailed(size_t ep);
+  // `sent`: when the failed request was sent; requests sent before the endpoint's previous
+  // failure (in flight together) do not lengthen its backoff again.
+  void MarkFailed(size_t ep, Duration sent);
   void MarkOk(size_t ep);
   // The auth token (authenticating when there is none); "" without a user.
   Result<std::string> Token(bool refresh);
   // One POST on endpoint `ep`. `fail_over` is set when the next endpoint may be tried at once
   // (connection refused, member unavailable). FailedPrecondition = the auth token was refused.
+  // `maybe_applied` (when not null) is set when the request may have reached the server
+  // although the call failed (a timeout or a broken connection after sending).
   Result<nlohmann::json> Post(size_t ep, std::string_view path, const std::string& body,
-                              const std::string& token, bool& fail_over);
+                              const std::string& token, bool& fail_over,
+                              bool* maybe_applied = nullptr);
+  // Feeds a response's Date header to clock_.
+  void AddDateSample(Duration sent, Duration received, const std::string& date);
 
   const EtcdClientOptions options_;
   std::mutex mu_;  // guards everything below
@@ -90,6 +127,7 @@ class EtcdClient {
   size_t current_ = 0;
   std::string token_;
   std::mt19937_64 rng_;
+  ServerClock clock_;
 };
 
 }  // namespace gnomon::coord

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
+#include <stop_token>
+#include <thread>
 
 #include "src/coord/coordinator_util.h"
 #include "src/coord/etcd/etcd_client.h"
@@ -24,6 +28,13 @@ constexpr int64_t kBias = 5'000'000'000'000'000;
 constexpr size_t kDeleteBatch = 50;
 // Point reads per txn when fetching many keys.
 constexpr size_t kReadBatch = 100;
+// Time Open() may spend calibrating the server clock estimate (two sweeps take 1-2 s).
+constexpr Duration kOpenCalibrationBudget = std::chrono::milliseconds(2200);
+// Time one later recalibration may take, and the pause after one that failed or fell short.
+constexpr Duration kCalibrationBudget = std::chrono::seconds(3);
+constexpr Duration kCalibrationPause = std::chrono::seconds(1);
+// Claims whose answer was lost, remembered for adoption (see Claim).
+constexpr size_t kMaxUncertainClaims = 1000;
 
 std::string Pad(int64_t v, int width) {
   std::string s = std::to_string(v);
@@ -324,11 +335,84 @@ Status ValidateOptions(EtcdOptions& o) {
 
 class EtcdCoordinator::Impl {
  public:
-  Impl(const EtcdOptions& options, std::unique_ptr<coord::EtcdClient> client)
-      : options_(options),
-        clock_(options.clock ? *options.clock : SystemClock::Get()),
-        p_(options.prefix),
-        client_(std::move(client)) {}
+  Impl(const EtcdOptions& options, coord::EtcdClientOptions client_options)
+      : options_(options), p_(options.prefix) {
+    client_options.on_clock_reset = [this] {
+      std::lock_guard<std::mutex> lock(keeper_mu_);
+      clock_reset_ = true;
+      keeper_cv_.notify_all();
+    };
+    client_ = std::make_unique<coord::EtcdClient>(std::move(client_options));
+  }
+
+  // --- Time ----------------------------------------------------------------------------------
+  // The backend clock: EtcdOptions::clock when set, else the server clock estimate (this host's
+  // clock only before the first response carrying a Date header).
+  Instant Now() const {
+    if (options_.clock) return options_.clock->Now();
+    if (std::optional<coord::ServerClock::Reading> r = client_->ServerNow()) return r->now;
+    return SystemClock::Get().Now();
+  }
+  std::optional<Duration> ClockUncertainty() const {
+    if (options_.clock) return std::nullopt;
+    std::optional<coord::ServerClock::Reading> r = client_->ServerNow();
+    if (!r) return std::nullopt;
+    return r->uncertainty;
+  }
+  // A cheap request whose answer carries the member's Date: a serializable count of a key that
+  // never exists.
+  json ClockProbe() const {
+    return json{
+        {"key", coord::Base64Encode(p_ + "clock")}, {"serializable", true}, {"count_only", true}};
+  }
+  Status CalibrateClock(Duration budget, std::stop_token stop = {}) {
+    return client_->CalibrateClock("/v3/kv/range", ClockProbe(), budget, std::move(stop));
+  }
+  // Keeps the estimate calibrated: sweeps again when it was restarted (a clock step) or drift
+  // has widened it to 4 x its target.
+  void StartClockKeeper() {
+    keeper_ = std::jthread([this](std::stop_token stop) { KeepClock(stop); });
+  }
+  void KeepClock(std::stop_token stop) {
+    std::stop_callback wake(stop, [this] {
+      std::lock_guard<std::mutex> lock(keeper_mu_);
+      keeper_cv_.notify_all();
+    });
+    Duration not_before{0};
+    while (!stop.stop_requested()) {
+      {
+        std::unique_lock<std::mutex> lock(keeper_mu_);
+        // At most one calibration per kCalibrationPause, even if clocks keep stepping.
+        SystemClock::Get().WaitUntilSteady(lock, keeper_cv_, not_before,
+                                           [&] { return stop.stop_requested(); });
+        const Duration due = client_->ClockStaleAt(client_->ClockTarget() * 4);
+        SystemClock::Get().WaitUntilSteady(lock, keeper_cv_, due,
+                                           [&] { return stop.stop_requested() || clock_reset_; });
+        if (stop.stop_requested()) return;
+        clock_reset_ = false;
+      }
+      (void)CalibrateClock(kCalibrationBudget, stop);  // a failure: the next round retries
+      not_before = SystemClock::Get().SteadyNow() + kCalibrationPause;
+    }
+  }
+
+  // Claims whose commit got no answer (it may have been applied, or be applied later by a
+  // server that was frozen): fire marker key -> the token it carried.
+  void RememberUncertain(const std::string& fire_key, int64_t token) {
+    std::lock_guard<std::mutex> lock(uncertain_mu_);
+    if (uncertain_.size() >= kMaxUncertainClaims) uncertain_.erase(uncertain_.begin());
+    uncertain_[fire_key] = token;
+  }
+  std::optional<int64_t> Uncertain(const std::string& fire_key) {
+    std::lock_guard<std::mutex> lock(uncertain_mu_);
+    auto it = uncertain_.find(fire_key);
+    if (it == uncertain_.end()) return std::nullopt;
+    return it->second;
+  }
+  void ForgetUncertain(const std::string& fire_key) {
+    std::lock_guard<std::mutex> lock(uncertain_mu_);
+    uncertain_.erase(fire_key);
+  }
 
   // --- Keys ----------------------------------------------------------------------------------
   std::string StateKey(const std::string& job) const { return p_ + "state/" + job; }
@@ -357,12 +441,13 @@ class EtcdCoordinator::Impl {
   std::string AuditKey(int64_t seq) const { return p_ + "audit/" + Pad(seq, 20); }
 
   // --- Transport -----------------------------------------------------------------------------
-  Result<json> Txn(const json& compares, const json& success, const json& failure) {
+  Result<json> Txn(const json& compares, const json& success, const json& failure,
+                   bool* maybe_applied = nullptr) {
     json body = json::object();
     if (!compares.empty()) body["compare"] = compares;
     if (!success.empty()) body["success"] = success;
     if (!failure.empty()) body["failure"] = failure;
-    return client_->Call("/v3/kv/txn", body);
+    return client_->Call("/v3/kv/txn", body, maybe_applied);
   }
 
   // Reads `keys` and the keys under each of `prefixes` into `s` (a txn of ranges per
@@ -421,7 +506,9 @@ class EtcdCoordinator::Impl {
 
   // Commits `w` (plus the read-only `extra` ops) if every key of `s` still has the mod_revision
   // it was read at.
-  Result<Committed> Commit(const Snapshot& s, const Writes& w, const json& extra = json::array()) {
+  // `maybe_applied`: see EtcdClient::Call.
+  Result<Committed> Commit(const Snapshot& s, const Writes& w, const json& extra = json::array(),
+                           bool* maybe_applied = nullptr) {
     json compares = json::array();
     for (const auto& [key, kv] : s.kvs) {
       compares.push_back(json{{"key", coord::Base64Encode(key)},
@@ -432,7 +519,7 @@ class EtcdCoordinator::Impl {
     json ops = w.Ops();
     const size_t n_writes = ops.size();
     for (const json& op : extra) ops.push_back(op);
-    Result<json> r = Txn(compares, ops, json::array());
+    Result<json> r = Txn(compares, ops, json::array(), maybe_applied);
     if (!r.ok()) return r.status();
     Committed c;
     c.succeeded = r->value("succeeded", false);
@@ -560,8 +647,31 @@ class EtcdCoordinator::Impl {
       std::vector<std::string> prefixes;
       if (req.overlap != OverlapPolicy::kAllow) prefixes.push_back(live);
       GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk}, prefixes));
-      const Instant now = clock_.Now();
-      if (s.Has(fk)) return coord::MakeOutcome(R::kAlreadyClaimed, now);
+      const Instant now = Now();
+      if (s.Has(fk)) {
+        std::optional<int64_t> mine = Uncertain(fk);
+        if (!mine) return coord::MakeOutcome(R::kAlreadyClaimed, now);
+        // This node claimed the fire before but the answer was lost. If that claim was
+        // applied (late: a frozen server that resumed) and is still open, it is this node's:
+        // adopt it with a fresh lease rather than leave an orphan for ResolveLost.
+        FireRec f = DecodeFire(s.Value(fk));
+        if (f.tok != *mine || f.node != req.node_id || f.att != 1 || !f.open) {
+          ForgetUncertain(fk);
+          return coord::MakeOutcome(R::kAlreadyClaimed, now);
+        }
+        f.lease = (now + req.lease_ttl).unix_millis();
+        Writes w;
+        FireKey adopted = fire;
+        adopted.shard_count = f.sc;
+        PutFire(w, adopted, f);
+        Result<Committed> c = Commit(s, w);
+        if (!c.ok()) return c.status();
+        if (!c->succeeded) continue;
+        ForgetUncertain(fk);
+        ClaimOutcome out = coord::MakeOutcome(R::kClaimed, now);
+        out.claim = gnomon::Claim{adopted, 1, f.tok, req.node_id, now + req.lease_ttl};
+        return out;
+      }
       if (fire.scheduled_at > now + req.skew_tolerance) {
         return coord::MakeOutcome(R::kTooEarly, now);
       }
@@ -614,11 +724,14 @@ class EtcdCoordinator::Impl {
           claimed = true;
         }
       }
-      Result<Committed> c = Commit(s, w, CountOps(fire.job_id));
-      if (!c.ok()) return c.status();
+      bool maybe_applied = false;
+      Result<Committed> c = Commit(s, w, CountOps(fire.job_id), &maybe_applied);
+      if (!c.ok()) {
+        if (claimed && maybe_applied) RememberUncertain(fk, out.claim->fencing_token);
+        return c.status();
+      }
       if (!c->succeeded) continue;
       TrimAfter(fire.job_id, *c);
-      (void)claimed;
       return out;
     }
     return Contention("claim " + fire.RunId());
@@ -630,7 +743,7 @@ class EtcdCoordinator::Impl {
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
       GNOMON_RETURN_IF_ERROR(Read(s, {fk}));
-      const Instant now = clock_.Now();
+      const Instant now = Now();
       Result<FireRec> f = Fenced(s, claim, now);
       if (!f.ok()) return f.status();
       f->lease = (now + ttl).unix_millis();
@@ -652,7 +765,7 @@ class EtcdCoordinator::Impl {
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
       GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk, RunKey(claim.fire, claim.attempt)}));
-      const Instant now = clock_.Now();
+      const Instant now = Now();
       Result<FireRec> f = Fenced(s, claim, now);
       if (!f.ok()) return f.status();
       Writes w;
@@ -683,7 +796,7 @@ class EtcdCoordinator::Impl {
       std::vector<std::string> keys = {fk};
       if (final) keys.push_back(sk);
       GNOMON_RETURN_IF_ERROR(Read(s, keys));
-      const Instant now = clock_.Now();
+      const Instant now = Now();
       Result<FireRec> f = Fenced(s, claim, now);
       if (!f.ok()) return f.status();
       Writes w;
@@ -719,7 +832,7 @@ class EtcdCoordinator::Impl {
     Snapshot s;
     const std::string live = p_ + "live/";
     GNOMON_RETURN_IF_ERROR(Read(s, {}, {live}));
-    const Instant now = clock_.Now();
+    const Instant now = Now();
     std::vector<ExpiredFire> out;
     for (const Kv& kv : s.prefixes[live]) {
       KeyPos pos;
@@ -753,7 +866,7 @@ class EtcdCoordinator::Impl {
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
       GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk}));
-      const Instant now = clock_.Now();
+      const Instant now = Now();
       if (!s.Has(fk)) return NotFoundError("fire " + expired.fire.RunId() + " has no record");
       FireRec f = DecodeFire(s.Value(fk));
       if (!f.open || f.tok != expired.fencing_token || f.lease > now.unix_millis()) {
@@ -796,7 +909,7 @@ class EtcdCoordinator::Impl {
       GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk}));
       if (s.Has(fk)) return AlreadyExistsError("fire " + fire.RunId() + " already has a record");
       Writes w;
-      SkipWrites(w, fire, node_id, reason, clock_.Now(), DecodeState(s.Value(sk)));
+      SkipWrites(w, fire, node_id, reason, Now(), DecodeState(s.Value(sk)));
       Result<Committed> c = Commit(s, w, CountOps(fire.job_id));
       if (!c.ok()) return c.status();
       if (!c->succeeded) continue;
@@ -824,7 +937,7 @@ class EtcdCoordinator::Impl {
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
       GNOMON_RETURN_IF_ERROR(Read(s, {fk}));
-      Result<FireRec> f = Fenced(s, claim, clock_.Now());
+      Result<FireRec> f = Fenced(s, claim, Now());
       if (!f.ok()) return f.status();
       Writes w;
       w.Put(CheckpointKey(claim.fire), value);
@@ -1095,7 +1208,7 @@ class EtcdCoordinator::Impl {
     if (keep_last < 1) return InvalidArgumentError("prune: keep_last must be at least 1");
     if (max_age <= Duration(0)) return InvalidArgumentError("prune: max_age must be positive");
     if (!IsValidJobId(job_id)) return InvalidArgumentError("prune: invalid job id");
-    const int64_t cutoff = (clock_.Now() - max_age).unix_millis();
+    const int64_t cutoff = (Now() - max_age).unix_millis();
     const std::string base = IndexPrefix(job_id);
     std::vector<std::pair<std::string, int64_t>> victims;
     int fires_seen = 0;
@@ -1142,7 +1255,7 @@ class EtcdCoordinator::Impl {
   Status Heartbeat(const NodeInfo& node, Duration ttl) {
     if (node.node_id.empty()) return InvalidArgumentError("heartbeat: node_id is empty");
     GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "heartbeat: ttl"));
-    const Instant now = clock_.Now();
+    const Instant now = Now();
     json j{{"host", node.host},
            {"version", node.version},
            {"started", node.started_at.unix_millis()},
@@ -1160,7 +1273,7 @@ class EtcdCoordinator::Impl {
     Snapshot s;
     const std::string prefix = p_ + "nodes/";
     GNOMON_RETURN_IF_ERROR(Read(s, {}, {prefix}));
-    const int64_t now = clock_.Now().unix_millis();
+    const int64_t now = Now().unix_millis();
     std::vector<NodeInfo> out;
     Snapshot stale;
     Writes gone;
@@ -1290,7 +1403,7 @@ class EtcdCoordinator::Impl {
       if (s.Has(sk) && !ParseI64(s.Value(sk), last)) last = 0;
       const int64_t seq = last + 1;
       json j{{"seq", seq},
-             {"at", clock_.Now().unix_millis()},
+             {"at", Now().unix_millis()},
              {"who", record.who},
              {"action", record.action},
              {"target", record.target},
@@ -1341,13 +1454,16 @@ class EtcdCoordinator::Impl {
     return out;
   }
 
-  Clock& clock() { return clock_; }
-
  private:
   const EtcdOptions options_;
-  Clock& clock_;
   const std::string p_;
   std::unique_ptr<coord::EtcdClient> client_;
+  std::mutex uncertain_mu_;
+  std::map<std::string, int64_t> uncertain_;  // guarded by uncertain_mu_
+  std::mutex keeper_mu_;
+  std::condition_variable keeper_cv_;
+  bool clock_reset_ = false;  // guarded by keeper_mu_
+  std::jthread keeper_;       // last: stopped and joined before the members it uses go
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1435,7 +1551,7 @@ Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Open(const EtcdOptions
   co.backoff_min = o.reconnect_backoff_min;
   co.backoff_max = o.reconnect_backoff_max;
   co.max_idle_connections = o.max_idle_connections;
-  auto impl = std::make_unique<Impl>(o, std::make_unique<coord::EtcdClient>(std::move(co)));
+  auto impl = std::make_unique<Impl>(o, std::move(co));
   try {
     Result<int64_t> probe = [&]() -> Result<int64_t> {
       Result<std::pair<int64_t, int64_t>> v = impl->VersionAt();
@@ -1443,6 +1559,12 @@ Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Open(const EtcdOptions
       return v->first;
     }();
     if (!probe.ok()) return probe.status();
+    if (!o.clock) {
+      // Narrow the server clock estimate before the first claim depends on it; a failure here
+      // leaves a wider estimate that the keeper narrows later.
+      (void)impl->CalibrateClock(kOpenCalibrationBudget);
+      impl->StartClockKeeper();
+    }
   } catch (const std::exception& e) {
     return InternalError(std::string("etcd: ") + e.what());
   }
@@ -1465,7 +1587,10 @@ auto Guarded(F&& f) -> decltype(f()) {
 }
 }  // namespace
 
-Result<Instant> EtcdCoordinator::Now() { return impl_->clock().Now(); }
+Result<Instant> EtcdCoordinator::Now() { return impl_->Now(); }
+std::optional<Duration> EtcdCoordinator::ClockUncertainty() const {
+  return impl_->ClockUncertainty();
+}
 Result<ClaimOutcome> EtcdCoordinator::Claim(const ClaimRequest& req) {
   return Guarded([&] { return impl_->Claim(req); });
 }

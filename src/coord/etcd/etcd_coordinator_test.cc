@@ -4,8 +4,11 @@
 #include "gnomon/etcd_coordinator.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <thread>
 
@@ -303,6 +306,95 @@ TEST(EtcdCoordinatorTest, AuthenticatesAndNeverLeaksThePassword) {
   o.password.clear();
   Result<std::unique_ptr<EtcdCoordinator>> anonymous = EtcdCoordinator::Open(o);
   EXPECT_FALSE(anonymous.ok());
+}
+
+// --- The member clock estimate (no EtcdOptions::clock) -----------------------------------------
+
+TEST(EtcdClockTest, OpenCalibratesToTheMembersClockQuickly) {
+  SKIP_WITHOUT_ETCD();
+  EtcdOptions o = OptionsFor(SharedServer()->client_port(), nullptr);
+  const Duration start = SystemClock::Get().SteadyNow();
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_LT(SystemClock::Get().SteadyNow() - start, milliseconds(2500));
+  // Same host, same clock: the estimate agrees with it to about the loopback round trip.
+  ASSERT_TRUE(c->ClockUncertainty().has_value());
+  EXPECT_LE(*c->ClockUncertainty(), milliseconds(25));
+  const int64_t off = (*c->Now() - SystemClock::Get().Now()).count();
+  EXPECT_LT(std::abs(off), 50) << off << " ms";
+}
+
+// An HTTP proxy to etcd whose Date headers read this host's clock + `skew_ms` (etcd, a Go
+// program, ignores libfaketime, so the member's clock is skewed on the wire).
+class SkewedProxy {
+ public:
+  SkewedProxy(int etcd_port, int64_t skew_ms) : port_(FreePort()), skew_ms_(skew_ms) {
+    server_.Post(".*", [this, etcd_port](const httplib::Request& req, httplib::Response& res) {
+      httplib::Client up("127.0.0.1", etcd_port);
+      httplib::Result r = up.Post(req.path, req.body, "application/json");
+      if (!r) {
+        res.status = 502;
+        return;
+      }
+      res.status = r->status;
+      res.set_content(r->body, "application/json");
+      const int64_t ms = SystemClock::Get().Now().unix_millis() + skew_ms_.load();
+      const time_t secs = static_cast<time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+      std::tm tm{};
+      gmtime_r(&secs, &tm);
+      char date[64];
+      std::strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+      res.set_header("Date", date);
+    });
+    GNOMON_CHECK(server_.bind_to_port("127.0.0.1", port_));
+    thread_ = std::jthread([this] { server_.listen_after_bind(); });
+  }
+  ~SkewedProxy() { server_.stop(); }
+  int port() const { return port_; }
+  void set_skew_ms(int64_t ms) { skew_ms_ = ms; }
+
+ private:
+  httplib::Server server_;
+  int port_;
+  std::atomic<int64_t> skew_ms_;
+  std::jthread thread_;  // last: joined before server_ goes
+};
+
+TEST(EtcdClockTest, NowLeasesAndTheEarlyGuardFollowTheMembersClock) {
+  SKIP_WITHOUT_ETCD();
+  SkewedProxy proxy(SharedServer()->client_port(), 30'000);
+  EtcdOptions o = OptionsFor(proxy.port(), nullptr);
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  auto offset_ms = [&] { return (*c->Now() - SystemClock::Get().Now()).count(); };
+  EXPECT_NEAR(static_cast<double>(offset_ms()), 30'000.0, 50.0);
+  // (The proxy adds a connection per request to the round trip.)
+  EXPECT_LE(*c->ClockUncertainty(), milliseconds(50));
+  // The member is 30 s ahead of this host: a fire 20 s ahead of this host is due there...
+  const Instant local = SystemClock::Get().Now();
+  Result<ClaimOutcome> due = c->Claim(Req(Fire("j", local + seconds(20)), "n"));
+  ASSERT_TRUE(due.ok()) << due.status().ToString();
+  EXPECT_EQ(due->result, R::kClaimed);
+  ASSERT_TRUE(due->claim.has_value());
+  // ... with a lease on the member's clock...
+  EXPECT_NEAR(static_cast<double>((due->claim->lease_expires_at - local).count()),
+              30'000.0 + 30'000.0, 500.0);  // default ClaimRequest lease_ttl is 30 s
+  // ... and one 40 s ahead is still early there (skew_tolerance 500 ms).
+  Result<ClaimOutcome> early = c->Claim(Req(Fire("k", local + seconds(40)), "n"));
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ(early->result, R::kTooEarly);
+
+  // The member's clock steps 5 s further: the next responses contradict the estimate, which
+  // restarts and is recalibrated in the background.
+  proxy.set_skew_ms(35'000);
+  const Duration deadline = SystemClock::Get().SteadyNow() + seconds(8);
+  while (SystemClock::Get().SteadyNow() < deadline) {
+    (void)c->GetJobState("j");
+    if (std::abs(offset_ms() - 35'000) < 50 && *c->ClockUncertainty() <= milliseconds(50)) break;
+    RealWait(milliseconds(100));
+  }
+  EXPECT_NEAR(static_cast<double>(offset_ms()), 35'000.0, 50.0);
+  EXPECT_LE(*c->ClockUncertainty(), milliseconds(50));
 }
 
 }  // namespace

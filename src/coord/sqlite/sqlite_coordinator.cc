@@ -369,12 +369,30 @@ class SqliteCoordinator::Db {
   std::unique_ptr<Connection> conn_;
 };
 
+struct SqliteCoordinator::Reader {
+  std::mutex mu;
+  std::unique_ptr<Db> db;  // guarded by mu
+};
+
 // --- Open ------------------------------------------------------------------------------------
 
-SqliteCoordinator::SqliteCoordinator(std::unique_ptr<Db> db, Clock& clock)
-    : clock_(clock), db_(std::move(db)) {}
+SqliteCoordinator::SqliteCoordinator(std::unique_ptr<Db> db,
+                                     std::vector<std::unique_ptr<Reader>> readers, Clock& clock)
+    : clock_(clock), db_(std::move(db)), readers_(std::move(readers)) {}
 
 SqliteCoordinator::~SqliteCoordinator() = default;
+
+Status SqliteCoordinator::Read(const std::function<Status(Db&)>& body) {
+  for (const std::unique_ptr<Reader>& reader : readers_) {
+    std::unique_lock<std::mutex> lock(reader->mu, std::try_to_lock);
+    if (lock.owns_lock()) return body(*reader->db);
+  }
+  // All busy: queue on one, spreading the waiters over the pool.
+  Reader& reader =
+      *readers_[next_reader_.fetch_add(1, std::memory_order_relaxed) % readers_.size()];
+  std::lock_guard<std::mutex> lock(reader.mu);
+  return body(*reader.db);
+}
 
 Result<std::unique_ptr<SqliteCoordinator>> SqliteCoordinator::Open(const std::string& path,
                                                                    Clock& clock,
@@ -382,6 +400,9 @@ Result<std::unique_ptr<SqliteCoordinator>> SqliteCoordinator::Open(const std::st
   if (path.empty()) return InvalidArgumentError("sqlite: the database path is empty");
   if (options.busy_timeout < Duration(0)) {
     return InvalidArgumentError("sqlite: busy_timeout is negative");
+  }
+  if (options.read_connections < 1) {
+    return InvalidArgumentError("sqlite: read_connections must be at least 1");
   }
   Result<std::unique_ptr<Connection>> conn = Connection::Open(path, options.busy_timeout);
   if (!conn.ok()) return conn.status();
@@ -413,7 +434,18 @@ Result<std::unique_ptr<SqliteCoordinator>> SqliteCoordinator::Open(const std::st
   }
   GNOMON_RETURN_IF_ERROR(db->conn().Exec("PRAGMA synchronous = FULL"));
   GNOMON_RETURN_IF_ERROR(db->CreateSchema());
-  return std::unique_ptr<SqliteCoordinator>(new SqliteCoordinator(std::move(db), clock));
+  // The read connections open the file the write connection has created and switched to WAL
+  // (a persistent mode); query_only makes any write on them an error instead of a second writer.
+  std::vector<std::unique_ptr<Reader>> readers;
+  for (int i = 0; i < options.read_connections; ++i) {
+    Result<std::unique_ptr<Connection>> read = Connection::Open(path, options.busy_timeout);
+    if (!read.ok()) return read.status();
+    GNOMON_RETURN_IF_ERROR((*read)->Exec("PRAGMA query_only = ON"));
+    readers.push_back(std::make_unique<Reader>());
+    readers.back()->db = std::make_unique<Db>(std::move(*read));
+  }
+  return std::unique_ptr<SqliteCoordinator>(
+      new SqliteCoordinator(std::move(db), std::move(readers), clock));
 }
 
 Result<Instant> SqliteCoordinator::Now() { return clock_.Now(); }
@@ -559,29 +591,30 @@ Status SqliteCoordinator::Report(const gnomon::Claim& claim, const RunRecord& re
 Result<std::vector<ExpiredFire>> SqliteCoordinator::ListExpired(int limit) {
   Result<int> page = coord::PageLimit(limit);
   if (!page.ok()) return page.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s = db_->conn().Prepare(
-      "SELECT job_id, scheduled_ms, shard, shard_count, attempt, fencing_token, node_id, "
-      "lease_expires_ms FROM fires WHERE open = 1 AND lease_expires_ms <= ?1 "
-      "ORDER BY lease_expires_ms, job_id, scheduled_ms, shard LIMIT ?2");
-  if (!s.ok()) return s.status();
-  s->Bind(1, clock_.Now().unix_millis()).Bind(2, int64_t{*page});
   std::vector<ExpiredFire> out;
-  for (;;) {
-    Result<bool> row = s->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    ExpiredFire e;
-    e.fire.job_id = s->Bytes(0);
-    e.fire.scheduled_at = Instant::FromUnixMillis(s->Int(1));
-    e.fire.shard = static_cast<int>(s->Int(2));
-    e.fire.shard_count = static_cast<int>(s->Int(3));
-    e.attempt = static_cast<int>(s->Int(4));
-    e.fencing_token = s->Int(5);
-    e.node_id = s->Bytes(6);
-    e.lease_expired_at = Instant::FromUnixMillis(s->Int(7));
-    out.push_back(std::move(e));
-  }
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare(
+        "SELECT job_id, scheduled_ms, shard, shard_count, attempt, fencing_token, node_id, "
+        "lease_expires_ms FROM fires WHERE open = 1 AND lease_expires_ms <= ?1 "
+        "ORDER BY lease_expires_ms, job_id, scheduled_ms, shard LIMIT ?2");
+    if (!s.ok()) return s.status();
+    s->Bind(1, clock_.Now().unix_millis()).Bind(2, int64_t{*page});
+    for (;;) {
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      ExpiredFire e;
+      e.fire.job_id = s->Bytes(0);
+      e.fire.scheduled_at = Instant::FromUnixMillis(s->Int(1));
+      e.fire.shard = static_cast<int>(s->Int(2));
+      e.fire.shard_count = static_cast<int>(s->Int(3));
+      e.attempt = static_cast<int>(s->Int(4));
+      e.fencing_token = s->Int(5);
+      e.node_id = s->Bytes(6);
+      e.lease_expired_at = Instant::FromUnixMillis(s->Int(7));
+      out.push_back(std::move(e));
+    }
+  }));
   return out;
 }
 
@@ -652,34 +685,39 @@ Status SqliteCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::
 }
 
 Result<std::optional<std::string>> SqliteCoordinator::LoadCheckpoint(const FireKey& fire) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s = db_->conn().Prepare(
-      "SELECT checkpoint FROM fires WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3");
-  if (!s.ok()) return s.status();
-  BindFire(*s, fire);
-  Result<bool> row = s->Step();
-  if (!row.ok()) return row.status();
-  if (!*row || s->IsNull(0)) return std::optional<std::string>();
-  return std::optional<std::string>(s->Bytes(0));
+  std::optional<std::string> out;
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare(
+        "SELECT checkpoint FROM fires WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3");
+    if (!s.ok()) return s.status();
+    BindFire(*s, fire);
+    Result<bool> row = s->Step();
+    if (!row.ok()) return row.status();
+    if (*row && !s->IsNull(0)) out = s->Bytes(0);
+    return Status::Ok();
+  }));
+  return out;
 }
 
 // --- Job state -------------------------------------------------------------------------------
 
 Result<JobState> SqliteCoordinator::GetJobState(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s = db_->conn().Prepare(
-      "SELECT paused, pause_reason, consecutive_failures, last_scheduled_ms FROM job_state "
-      "WHERE job_id = ?1");
-  if (!s.ok()) return s.status();
-  s->BindText(1, job_id);
-  Result<bool> row = s->Step();
-  if (!row.ok()) return row.status();
   JobState state;
-  if (!*row) return state;
-  state.paused = s->Int(0) != 0;
-  state.pause_reason = s->Bytes(1);
-  state.consecutive_failures = static_cast<int>(s->Int(2));
-  if (!s->IsNull(3)) state.last_scheduled = Instant::FromUnixMillis(s->Int(3));
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare(
+        "SELECT paused, pause_reason, consecutive_failures, last_scheduled_ms FROM job_state "
+        "WHERE job_id = ?1");
+    if (!s.ok()) return s.status();
+    s->BindText(1, job_id);
+    Result<bool> row = s->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    state.paused = s->Int(0) != 0;
+    state.pause_reason = s->Bytes(1);
+    state.consecutive_failures = static_cast<int>(s->Int(2));
+    if (!s->IsNull(3)) state.last_scheduled = Instant::FromUnixMillis(s->Int(3));
+    return Status::Ok();
+  }));
   return state;
 }
 
@@ -709,7 +747,6 @@ Result<RunPage> SqliteCoordinator::ListRuns(const RunQuery& query) {
   Result<std::optional<coord::RunPosition>> start = coord::PageStart(query.cursor);
   if (!start.ok()) return start.status();
   const std::optional<coord::RunPosition> after = *start;
-  std::lock_guard<std::mutex> lock(mu_);
   // Keyset pagination in the listing order (scheduled desc, job, shard, attempt desc): a page
   // starts strictly after the cursor's record, so records written meanwhile cause neither
   // duplicates nor gaps.
@@ -721,66 +758,70 @@ Result<RunPage> SqliteCoordinator::ListRuns(const RunQuery& query) {
   "AND (?5 IS NULL OR scheduled_ms < ?5 OR (scheduled_ms = ?5 AND (job_id > ?6 OR " \
   "(job_id = ?6 AND (shard > ?7 OR (shard = ?7 AND attempt < ?8)))))) "             \
   "ORDER BY scheduled_ms DESC, job_id ASC, shard ASC, attempt DESC LIMIT ?9"
-  Result<Statement> s = db_->conn().Prepare(
+  const char* const sql =
       query.job_id.empty()
           ? "SELECT " GNOMON_RUN_COLUMNS " FROM runs WHERE ?1 IS NULL" GNOMON_LIST_RUNS_REST
-          : "SELECT " GNOMON_RUN_COLUMNS " FROM runs WHERE job_id = ?1" GNOMON_LIST_RUNS_REST);
+          : "SELECT " GNOMON_RUN_COLUMNS " FROM runs WHERE job_id = ?1" GNOMON_LIST_RUNS_REST;
 #undef GNOMON_LIST_RUNS_REST
-  if (!s.ok()) return s.status();
-  if (query.job_id.empty()) {
-    s->BindNull(1);
-  } else {
-    s->BindText(1, query.job_id);
-  }
-  if (query.outcome) {
-    s->BindText(2, ToString(*query.outcome));
-  } else {
-    s->BindNull(2);
-  }
-  auto ms = [](const std::optional<Instant>& t) {
-    return t ? std::optional<int64_t>(t->unix_millis()) : std::nullopt;
-  };
-  s->Bind(3, ms(query.scheduled_from)).Bind(4, ms(query.scheduled_until));
-  if (after) {
-    s->Bind(5, after->scheduled_ms)
-        .BindText(6, after->job_id)
-        .Bind(7, int64_t{after->shard})
-        .Bind(8, int64_t{after->attempt});
-  } else {
-    s->BindNull(5).BindNull(6).BindNull(7).BindNull(8);
-  }
-  s->Bind(9, int64_t{*limit} + 1);  // one more tells whether a next page exists
   RunPage page;
-  for (;;) {
-    Result<bool> row = s->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    if (page.runs.size() == static_cast<size_t>(*limit)) {
-      page.next_cursor = coord::EncodeCursor(coord::PositionOf(page.runs.back()));
-      break;
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare(sql);
+    if (!s.ok()) return s.status();
+    if (query.job_id.empty()) {
+      s->BindNull(1);
+    } else {
+      s->BindText(1, query.job_id);
     }
-    Result<RunRecord> record = ReadRun(*s);
-    if (!record.ok()) return record.status();
-    page.runs.push_back(std::move(*record));
-  }
+    if (query.outcome) {
+      s->BindText(2, ToString(*query.outcome));
+    } else {
+      s->BindNull(2);
+    }
+    auto ms = [](const std::optional<Instant>& t) {
+      return t ? std::optional<int64_t>(t->unix_millis()) : std::nullopt;
+    };
+    s->Bind(3, ms(query.scheduled_from)).Bind(4, ms(query.scheduled_until));
+    if (after) {
+      s->Bind(5, after->scheduled_ms)
+          .BindText(6, after->job_id)
+          .Bind(7, int64_t{after->shard})
+          .Bind(8, int64_t{after->attempt});
+    } else {
+      s->BindNull(5).BindNull(6).BindNull(7).BindNull(8);
+    }
+    s->Bind(9, int64_t{*limit} + 1);  // one more tells whether a next page exists
+    for (;;) {
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      if (page.runs.size() == static_cast<size_t>(*limit)) {
+        page.next_cursor = coord::EncodeCursor(coord::PositionOf(page.runs.back()));
+        return Status::Ok();
+      }
+      Result<RunRecord> record = ReadRun(*s);
+      if (!record.ok()) return record.status();
+      page.runs.push_back(std::move(*record));
+    }
+  }));
   return page;
 }
 
 Result<std::vector<RunRecord>> SqliteCoordinator::GetRun(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s = db_->conn().Prepare("SELECT " GNOMON_RUN_COLUMNS
-                                            " FROM runs WHERE run_id = ?1 ORDER BY attempt");
-  if (!s.ok()) return s.status();
-  s->BindText(1, run_id);
   std::vector<RunRecord> out;
-  for (;;) {
-    Result<bool> row = s->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    Result<RunRecord> record = ReadRun(*s);
-    if (!record.ok()) return record.status();
-    out.push_back(std::move(*record));
-  }
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare("SELECT " GNOMON_RUN_COLUMNS
+                                            " FROM runs WHERE run_id = ?1 ORDER BY attempt");
+    if (!s.ok()) return s.status();
+    s->BindText(1, run_id);
+    for (;;) {
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      Result<RunRecord> record = ReadRun(*s);
+      if (!record.ok()) return record.status();
+      out.push_back(std::move(*record));
+    }
+  }));
   if (out.empty()) return NotFoundError("run " + run_id.substr(0, 200) + " has no record");
   return out;
 }
@@ -841,27 +882,28 @@ Status SqliteCoordinator::Heartbeat(const NodeInfo& node, Duration ttl) {
 }
 
 Result<std::vector<NodeInfo>> SqliteCoordinator::ListNodes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s = db_->conn().Prepare(
-      "SELECT node_id, host, version, started_ms, last_heartbeat_ms, running, clock_skew_ms "
-      "FROM nodes WHERE expires_ms > ?1 ORDER BY node_id");
-  if (!s.ok()) return s.status();
-  s->Bind(1, clock_.Now().unix_millis());
   std::vector<NodeInfo> out;
-  for (;;) {
-    Result<bool> row = s->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    NodeInfo n;
-    n.node_id = s->Bytes(0);
-    n.host = s->Bytes(1);
-    n.version = s->Bytes(2);
-    n.started_at = Instant::FromUnixMillis(s->Int(3));
-    n.last_heartbeat = Instant::FromUnixMillis(s->Int(4));
-    n.running = static_cast<int>(s->Int(5));
-    n.clock_skew = Duration(s->Int(6));
-    out.push_back(std::move(n));
-  }
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare(
+        "SELECT node_id, host, version, started_ms, last_heartbeat_ms, running, clock_skew_ms "
+        "FROM nodes WHERE expires_ms > ?1 ORDER BY node_id");
+    if (!s.ok()) return s.status();
+    s->Bind(1, clock_.Now().unix_millis());
+    for (;;) {
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      NodeInfo n;
+      n.node_id = s->Bytes(0);
+      n.host = s->Bytes(1);
+      n.version = s->Bytes(2);
+      n.started_at = Instant::FromUnixMillis(s->Int(3));
+      n.last_heartbeat = Instant::FromUnixMillis(s->Int(4));
+      n.running = static_cast<int>(s->Int(5));
+      n.clock_skew = Duration(s->Int(6));
+      out.push_back(std::move(n));
+    }
+  }));
   return out;
 }
 
@@ -939,29 +981,34 @@ Status SqliteCoordinator::DeleteJob(const std::string& job_id, int64_t expected_
 }
 
 Result<std::vector<StoredJob>> SqliteCoordinator::ListJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s =
-      db_->conn().Prepare("SELECT job_id, definition, version FROM jobs ORDER BY job_id");
-  if (!s.ok()) return s.status();
   std::vector<StoredJob> out;
-  for (;;) {
-    Result<bool> row = s->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    out.push_back(StoredJob{s->Bytes(0), s->Bytes(1), s->Int(2)});
-  }
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s =
+        db.conn().Prepare("SELECT job_id, definition, version FROM jobs ORDER BY job_id");
+    if (!s.ok()) return s.status();
+    for (;;) {
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      out.push_back(StoredJob{s->Bytes(0), s->Bytes(1), s->Int(2)});
+    }
+  }));
   return out;
 }
 
 Result<int64_t> SqliteCoordinator::JobsVersion() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s =
-      db_->conn().Prepare("SELECT value FROM counters WHERE name = 'jobs_version'");
-  if (!s.ok()) return s.status();
-  Result<bool> row = s->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return InternalError("sqlite " + db_->conn().path() + ": jobs_version row missing");
-  return s->Int(0);
+  int64_t version = 0;
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s =
+        db.conn().Prepare("SELECT value FROM counters WHERE name = 'jobs_version'");
+    if (!s.ok()) return s.status();
+    Result<bool> row = s->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return InternalError("sqlite " + db.conn().path() + ": jobs_version row missing");
+    version = s->Int(0);
+    return Status::Ok();
+  }));
+  return version;
 }
 
 // --- Ownership takeover ----------------------------------------------------------------------
@@ -1019,28 +1066,29 @@ Result<std::vector<AuditRecord>> SqliteCoordinator::ListAudit(int limit, int64_t
   Result<int> page = coord::PageLimit(limit);
   if (!page.ok()) return page.status();
   if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Statement> s = db_->conn().Prepare(
-      "SELECT seq, at_ms, who, action, target, status, before_json, after_json FROM audit "
-      "WHERE ?1 = 0 OR seq < ?1 ORDER BY seq DESC LIMIT ?2");
-  if (!s.ok()) return s.status();
-  s->Bind(1, before_seq).Bind(2, int64_t{*page});
   std::vector<AuditRecord> out;
-  for (;;) {
-    Result<bool> row = s->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    AuditRecord r;
-    r.seq = s->Int(0);
-    r.at = Instant::FromUnixMillis(s->Int(1));
-    r.who = s->Bytes(2);
-    r.action = s->Bytes(3);
-    r.target = s->Bytes(4);
-    r.status = static_cast<int>(s->Int(5));
-    r.before_json = s->Bytes(6);
-    r.after_json = s->Bytes(7);
-    out.push_back(std::move(r));
-  }
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s = db.conn().Prepare(
+        "SELECT seq, at_ms, who, action, target, status, before_json, after_json FROM audit "
+        "WHERE ?1 = 0 OR seq < ?1 ORDER BY seq DESC LIMIT ?2");
+    if (!s.ok()) return s.status();
+    s->Bind(1, before_seq).Bind(2, int64_t{*page});
+    for (;;) {
+      Result<bool> row = s->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) return Status::Ok();
+      AuditRecord r;
+      r.seq = s->Int(0);
+      r.at = Instant::FromUnixMillis(s->Int(1));
+      r.who = s->Bytes(2);
+      r.action = s->Bytes(3);
+      r.target = s->Bytes(4);
+      r.status = static_cast<int>(s->Int(5));
+      r.before_json = s->Bytes(6);
+      r.after_json = s->Bytes(7);
+      out.push_back(std::move(r));
+    }
+  }));
   return out;
 }
 
