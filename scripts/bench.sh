@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Google Benchmark programs of a release build and prints medians of 5 repetitions, then
 # the HTTP API load benchmark (bench/api_load.sh; API_LOAD=0 skips it, API_LOAD_SECONDS and
-# API_LOAD_ROUNDS shorten it).
+# API_LOAD_ROUNDS shorten it), then the backend benchmarks (bench/backend_bench.py: Redis, etcd and
+# SQLite claims/s, fire lateness, failover; BACKEND_BENCH=0 skips them, BENCH_SECONDS,
+# BACKEND_ROUNDS, LATENESS_SECONDS and FAILOVER_TRIALS shorten them).
 set -euo pipefail
 build=${1:-build/release}
 for b in "$build"/bench/*_bench; do
@@ -12,4 +14,8 @@ done
 if [ "${API_LOAD:-1}" != 0 ]; then
   echo "== api_load (HTTP API under load)"
   "$(dirname "$0")/../bench/api_load.sh" "$build"
+fi
+if [ "${BACKEND_BENCH:-1}" != 0 ]; then
+  echo "== backend_bench (Redis, etcd, SQLite: claims/s, lateness, failover)"
+  python3 "$(dirname "$0")/../bench/backend_bench.py" "$build"
 fi

@@ -217,7 +217,7 @@ class RedisCoordinator final : public Coordinator {
   std::atomic<bool> server_offset_known_{false};
   // The server-clock instant after which a claim sent now must not be applied: the client has
   // given up on it by then (io_timeout), so applying it would leave a claim nobody runs.
-  std::string ClaimDeadline() const;
+  std::string ClaimDeadline(Duration lease_ttl) const;
   // The hiredis connection, reconnects and scripts (hides hiredis.h); thread-safe.
   std::unique_ptr<coord::RedisConnection> conn_;
   // WaitJobsChange's subscriber connection (made on first use), one waiter at a time.

@@ -293,10 +293,7 @@ class Scheduler::Impl {
     // With sharded ownership the other nodes take over a fire up to (nodes - 1) takeover delays
     // after its instant: a late owner still claims within that, rather than recording a misfire
     // for a fire a peer may be running (the claims decide who runs it).
-    const Duration grace =
-        options_.claim_grace +
-        options_.takeover_delay *
-            static_cast<int64_t>(live_nodes_.size() > 1 ? live_nodes_.size() - 1 : 0);
+    const Duration grace = TakeoverWindowLocked();
     for (std::optional<Instant> f = e.expr->Next(e.cursor); f && *f <= now; f = e.expr->Next(*f)) {
       if (missed.size() + on_time.size() == kMaxMisfires) {
         // A long stall of a high-frequency job: the latest fire stands for the rest.
@@ -336,8 +333,29 @@ class Scheduler::Impl {
       if (recorded.ok() && i < recorded->size() && (*recorded)[i]) continue;
       std::optional<JobSpec> spec = Spec(fires[i].job_id);
       if (!spec || spec->shards != fires[i].shard_count) continue;  // removed or changed since
+      {
+        // Past the takeover window (the check itself was slow: a hung backend), the fire is a
+        // misfire: it goes to the failed claims, which the job's owner handles per `misfire`,
+        // rather than being claimed late beside the owner's catch-up.
+        std::lock_guard<std::mutex> lock(mu_);
+        if (Now() - fires[i].scheduled_at > TakeoverWindowLocked()) {
+          auto it = jobs_.find(fires[i].job_id);
+          if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
+            it->second.failed.insert(fires[i].scheduled_at);
+          }
+          continue;
+        }
+      }
       SubmitFire(*spec, fires[i]);
     }
+  }
+
+  // How late after its instant a fire may still be claimed as on time: claim_grace, plus the
+  // takeover delays of the other live nodes. REQUIRES: mu_ held.
+  Duration TakeoverWindowLocked() const {
+    return options_.claim_grace +
+           options_.takeover_delay *
+               static_cast<int64_t>(live_nodes_.size() > 1 ? live_nodes_.size() - 1 : 0);
   }
 
   // Missed fires: within catchup_window, per policy; older ones are recorded as skipped.
@@ -358,18 +376,13 @@ class Scheduler::Impl {
     // them against each other.
     if (!run.empty()) {
       pool_->Submit([this, spec = e.spec, run] {
-        // once: the latest missed fire runs, unless a later fire of the job was claimed
-        // meanwhile (a peer ran it on time): then it is not the latest, and is recorded skipped.
-        if (spec.misfire == MisfirePolicy::kOnce) {
-          Result<JobState> st = coord_.GetJobState(spec.id);
-          if (st.ok() && st->last_scheduled && *st->last_scheduled > run.back()) {
-            SubmitSkipRecords(spec, run);
-            return;
-          }
-        }
+        // once: the latest missed fire runs only while it still is the latest (a peer may have
+        // run a later fire on time): the claim itself checks, in the backend's one step.
+        const bool once = spec.misfire == MisfirePolicy::kOnce;
         for (Instant f : run) {
           for (int s = 0; s < spec.shards; ++s) {
-            RunFire(spec, FireKey{spec.id, f, s, spec.shards}, std::nullopt, clock_.SteadyNow());
+            RunFire(spec, FireKey{spec.id, f, s, spec.shards}, std::nullopt, clock_.SteadyNow(),
+                    once);
           }
         }
       });
@@ -450,8 +463,10 @@ class Scheduler::Impl {
     bool renewing = false;  // queued for, or inside, a Renew call
   };
 
-  void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed,
-               Duration claim_sent) {
+  // `catch_up`: a misfire = once catch-up; the claim refuses itself when a later fire of the job
+  // was claimed meanwhile (ClaimRequest::unless_superseded).
+  void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed, Duration claim_sent,
+               bool catch_up = false) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
@@ -462,6 +477,7 @@ class Scheduler::Impl {
     } else {
       ClaimRequest req{fire, options_.node_id, options_.lease_ttl, options_.skew_tolerance,
                        spec.overlap};
+      req.unless_superseded = catch_up;
       claim_sent = clock_.SteadyNow();
       Result<ClaimOutcome> out = coord_.Claim(req);
       if (!out.ok()) {
@@ -484,6 +500,9 @@ class Scheduler::Impl {
           return;
         case ClaimOutcome::Result::kPaused:
           Emit(SchedulerEvent::Kind::kSkipped, fire, "paused");
+          return;
+        case ClaimOutcome::Result::kSuperseded:
+          Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
           return;
         case ClaimOutcome::Result::kTooEarly: {
           // Our clock is ahead of the backend's: try again when the backend reaches the instant.
@@ -635,7 +654,12 @@ class Scheduler::Impl {
     ctx.shard_index = fire.shard;
     ctx.shard_count = fire.shard_count;
     if (spec.timeout.count() > 0) ctx.deadline = rec.started_at + spec.timeout;
-    if (Result<std::optional<std::string>> cp = coord_.LoadCheckpoint(fire); cp.ok()) {
+    // Attempt 1 follows a fresh claim of a fire that had no record, so it has no checkpoint:
+    // only later attempts (retries, re-runs after a lost lease) read it (one round trip less).
+    if (Result<std::optional<std::string>> cp =
+            claim.attempt > 1 ? coord_.LoadCheckpoint(fire)
+                              : Result<std::optional<std::string>>(std::optional<std::string>());
+        cp.ok()) {
       ctx.checkpoint = *cp;
     }
     ctx.traceparent = TraceParent();

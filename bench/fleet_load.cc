@@ -1,0 +1,347 @@
+// fleet_load: one node's side of the backend benchmarks (bench/backend_bench.py runs three of
+// these at once against one backend; docs/benchmarks.md "Backends: throughput, lateness,
+// failover").
+//
+//   fleet_load claims   --backend URL [--threads 4] [--seconds 10] [--jobs 1000] [--node n1]
+//                        [--tag run1]
+//   fleet_load lateness --backend URL [--jobs 1000] [--seconds 20] [--node n1] [--workers 16]
+//                        [--samples PATH]
+//
+// Backend URLs: redis://host:port[/db] (the server must run with appendonly yes: Open refuses
+// otherwise), etcd://host:port[,host:port...][/prefix], sqlite:///absolute/path.
+//
+// claims: each of --threads threads opens its OWN coordinator (the Redis coordinator serialises
+// its calls on one connection, and SQLite on one connection per coordinator, so one per thread
+// is what several nodes would do; etcd pools connections either way) and loops Claim + Report
+// (final, succeeded) as fast as it can for --seconds. Fires are distinct per operation: job
+// "<tag>-j<k % jobs>" at a past instant (a fixed day-aligned base minus a counter unique to
+// (node, thread, iteration)), lease 30 s, overlap allow. Prints one JSON line: ops (claim +
+// completion pairs), errors, seconds, cpu_s (getrusage user + sys of the whole process).
+//
+// lateness: one gnomon::Scheduler (default options but --workers) with --jobs in-process jobs
+// "late-<k>" firing every second (`* * * * * *`, overlap allow), whose handler records
+// start - scheduled (wall clock) and returns OK at once. Runs for --seconds, stops gracefully,
+// writes one line "<scheduled unix ms> <lateness us>" per run to --samples (if given) and prints
+// one JSON line: runs, p50_ms, p99_ms, max_ms, seconds, cpu_s.
+//
+// Exit status 0 on success, 1 on a setup error (with the message on stderr).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+#include "gnomon/etcd_coordinator.h"
+#include "gnomon/in_process_executor.h"
+#include "gnomon/job.h"
+#include "gnomon/redis_coordinator.h"
+#include "gnomon/scheduler.h"
+#include "gnomon/sqlite_coordinator.h"
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+namespace {
+
+using gnomon::Coordinator;
+using gnomon::Duration;
+using gnomon::Instant;
+using gnomon::Result;
+using gnomon::Status;
+
+struct Flags {
+  std::string mode;
+  std::string backend;
+  std::string node = "n1";
+  std::string tag = "run";
+  std::string samples;
+  int threads = 4;
+  int jobs = 1000;
+  int workers = 16;
+  double seconds = 10;
+};
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& url) {
+  constexpr std::string_view kSqlite = "sqlite://";
+  if (url.starts_with("redis://")) {
+    Result<gnomon::RedisOptions> options = gnomon::ParseRedisUrl(url);
+    if (!options.ok()) return options.status();
+    auto redis = gnomon::RedisCoordinator::Open(*options);
+    if (!redis.ok()) return redis.status();
+    return std::unique_ptr<Coordinator>(std::move(*redis));
+  }
+  if (url.starts_with("etcd://")) {
+    Result<gnomon::EtcdOptions> options = gnomon::ParseEtcdUrl(url);
+    if (!options.ok()) return options.status();
+    auto etcd = gnomon::EtcdCoordinator::Open(*options);
+    if (!etcd.ok()) return etcd.status();
+    return std::unique_ptr<Coordinator>(std::move(*etcd));
+  }
+  if (url.starts_with(kSqlite)) {
+    auto sqlite =
+        gnomon::SqliteCoordinator::Open(url.substr(kSqlite.size()), gnomon::SystemClock::Get());
+    if (!sqlite.ok()) return sqlite.status();
+    return std::unique_ptr<Coordinator>(std::move(*sqlite));
+  }
+  return gnomon::InvalidArgumentError(
+      "--backend: expected redis://, etcd:// or sqlite:///path, "
+      "got \"" +
+      url + "\"");
+}
+
+// Waits `d` of monotonic time on the system clock (the Clock owns waiting: STYLE.md rule 2).
+void WaitFor(Duration d) {
+  std::mutex mu;
+  std::condition_variable never;
+  std::unique_lock<std::mutex> lock(mu);
+  gnomon::SystemClock::Get().WaitFor(lock, never, d, [] { return false; });
+}
+
+Duration Seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+// ------------------------------------------------------------------------------- claims --
+
+struct ClaimsResult {
+  int64_t ops = 0;
+  int64_t errors = 0;
+  std::string first_error;
+};
+
+// One thread's loop: Claim + Report(final) of distinct past fires until `stop`.
+void ClaimLoop(Coordinator& coord, const Flags& f, int writer, int writers,
+               const std::atomic<bool>& stop, ClaimsResult& out) {
+  // A day-aligned base one day back: the same in every process of a run, far in the past.
+  const int64_t now_ms = gnomon::SystemClock::Get().Now().unix_millis();
+  const int64_t base_ms = now_ms - now_ms % 86'400'000 - 86'400'000;
+  for (int64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+    const int64_t seq = i * writers + writer;
+    gnomon::ClaimRequest req;
+    req.fire.job_id = f.tag + "-j" + std::to_string(seq % f.jobs);
+    req.fire.scheduled_at = Instant::FromUnixMillis(base_ms - seq);
+    req.node_id = f.node;
+    req.overlap = gnomon::OverlapPolicy::kAllow;
+    Result<gnomon::ClaimOutcome> claimed = coord.Claim(req);
+    Status s = claimed.ok() ? Status::Ok() : claimed.status();
+    if (s.ok() && claimed->result != gnomon::ClaimOutcome::Result::kClaimed) {
+      s = gnomon::InternalError("claim of " + req.fire.RunId() + " was refused");
+    }
+    if (s.ok()) {
+      const gnomon::Claim& c = *claimed->claim;
+      gnomon::RunRecord r;
+      r.run_id = req.fire.RunId();
+      r.job_id = req.fire.job_id;
+      r.scheduled_at = req.fire.scheduled_at;
+      r.attempt = c.attempt;
+      r.fencing_token = c.fencing_token;
+      r.node_id = f.node;
+      r.started_at = claimed->backend_now;
+      r.finished_at = claimed->backend_now;
+      r.outcome = gnomon::RunOutcome::kSucceeded;
+      r.exit_code = 0;
+      s = coord.Report(c, r, /*final=*/true);
+    }
+    if (s.ok()) {
+      ++out.ops;
+    } else {
+      if (out.errors++ == 0) out.first_error = s.ToString();
+    }
+  }
+}
+
+int RunClaims(const Flags& f) {
+  std::vector<std::unique_ptr<Coordinator>> coords;
+  for (int t = 0; t < f.threads; ++t) {
+    Result<std::unique_ptr<Coordinator>> c = OpenBackend(f.backend);
+    if (!c.ok()) {
+      std::cerr << "fleet_load: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    coords.push_back(std::move(*c));
+  }
+  // Writers are numbered across the three processes by the node's trailing digit, so fires
+  // stay distinct between processes too.
+  int node_index = 0;
+  if (!f.node.empty()) {
+    std::from_chars(f.node.data() + f.node.size() - 1, f.node.data() + f.node.size(), node_index);
+  }
+  const int writers = f.threads * 10;
+  std::atomic<bool> stop{false};
+  std::vector<ClaimsResult> results(f.threads);
+  const double cpu0 = CpuSeconds();
+  const Duration start = gnomon::SystemClock::Get().SteadyNow();
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < f.threads; ++t) {
+      threads.emplace_back([&, t] {
+        ClaimLoop(*coords[t], f, node_index * f.threads + t, writers, stop, results[t]);
+      });
+    }
+    WaitFor(Seconds(f.seconds));
+    stop = true;
+  }
+  const double elapsed =
+      std::chrono::duration<double>(gnomon::SystemClock::Get().SteadyNow() - start).count();
+  const double cpu = CpuSeconds() - cpu0;
+  ClaimsResult total;
+  for (const ClaimsResult& r : results) {
+    total.ops += r.ops;
+    total.errors += r.errors;
+    if (total.first_error.empty()) total.first_error = r.first_error;
+  }
+  if (!total.first_error.empty()) std::cerr << "fleet_load: " << total.first_error << "\n";
+  std::printf(
+      "{\"mode\":\"claims\",\"node\":\"%s\",\"threads\":%d,\"ops\":%lld,\"errors\":%lld,"
+      "\"seconds\":%.3f,\"cpu_s\":%.3f}\n",
+      f.node.c_str(), f.threads, static_cast<long long>(total.ops),
+      static_cast<long long>(total.errors), elapsed, cpu);
+  return 0;
+}
+
+// ----------------------------------------------------------------------------- lateness --
+
+struct Sample {
+  int64_t scheduled_ms;
+  int64_t lateness_us;
+};
+
+int RunLateness(const Flags& f) {
+  Result<std::unique_ptr<Coordinator>> coord = OpenBackend(f.backend);
+  if (!coord.ok()) {
+    std::cerr << "fleet_load: " << coord.status().ToString() << "\n";
+    return 1;
+  }
+  gnomon::SystemClock& clock = gnomon::SystemClock::Get();
+  std::mutex mu;
+  std::vector<Sample> samples;  // guarded by mu
+  samples.reserve(static_cast<size_t>(f.jobs * (f.seconds + 2)));
+  gnomon::InProcessExecutor executor;
+  gnomon::SchedulerOptions options;
+  options.node_id = f.node;
+  options.worker_threads = f.workers;
+  options.shutdown_grace = std::chrono::seconds(5);
+  gnomon::Scheduler scheduler(options, **coord, executor, clock);
+  for (int k = 0; k < f.jobs; ++k) {
+    char id[32];
+    std::snprintf(id, sizeof id, "late-%04d", k);
+    gnomon::JobSpec job;
+    job.id = id;
+    job.schedule = "* * * * * *";
+    job.overlap = gnomon::OverlapPolicy::kAllow;
+    job.in_process = true;
+    Status s = executor.Register(id, [&](const gnomon::RunContext& ctx) {
+      // Microseconds from the wall clock itself: Instant has millisecond resolution, too coarse
+      // for a p50 of a few milliseconds.
+      const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      const int64_t scheduled_ms = ctx.scheduled_at.unix_millis();
+      const Sample one{scheduled_ms, now_us - scheduled_ms * 1000};
+      std::lock_guard<std::mutex> lock(mu);
+      samples.push_back(one);
+      return Status::Ok();
+    });
+    if (s.ok()) s = scheduler.AddJob(job);
+    if (!s.ok()) {
+      std::cerr << "fleet_load: " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  const double cpu0 = CpuSeconds();
+  if (Status s = scheduler.Start(); !s.ok()) {
+    std::cerr << "fleet_load: " << s.ToString() << "\n";
+    return 1;
+  }
+  WaitFor(Seconds(f.seconds));
+  scheduler.Stop();
+  const double cpu = CpuSeconds() - cpu0;
+  std::vector<Sample> all;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    all = samples;
+  }
+  if (!f.samples.empty()) {
+    std::ofstream out(f.samples);
+    for (const Sample& s : all) out << s.scheduled_ms << ' ' << s.lateness_us << '\n';
+    if (!out) {
+      std::cerr << "fleet_load: cannot write " << f.samples << "\n";
+      return 1;
+    }
+  }
+  std::vector<int64_t> late;
+  late.reserve(all.size());
+  for (const Sample& s : all) late.push_back(s.lateness_us);
+  std::sort(late.begin(), late.end());
+  auto pct = [&](double p) {
+    if (late.empty()) return 0.0;
+    const size_t i = std::min(late.size() - 1, static_cast<size_t>(p * late.size()));
+    return late[i] / 1000.0;
+  };
+  std::printf(
+      "{\"mode\":\"lateness\",\"node\":\"%s\",\"runs\":%zu,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+      "\"max_ms\":%.3f,\"seconds\":%.3f,\"cpu_s\":%.3f}\n",
+      f.node.c_str(), late.size(), pct(0.5), pct(0.99), late.empty() ? 0.0 : late.back() / 1000.0,
+      f.seconds, cpu);
+  return 0;
+}
+
+int Usage() {
+  std::cerr << "usage: fleet_load claims|lateness --backend URL [--threads T] [--seconds S] "
+               "[--jobs J] [--node N] [--tag T] [--workers W] [--samples PATH]\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  Flags f;
+  f.mode = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--backend") {
+      f.backend = value;
+    } else if (flag == "--node") {
+      f.node = value;
+    } else if (flag == "--tag") {
+      f.tag = value;
+    } else if (flag == "--samples") {
+      f.samples = value;
+    } else if (flag == "--threads") {
+      f.threads = std::max(1, std::atoi(value.c_str()));
+    } else if (flag == "--jobs") {
+      f.jobs = std::max(1, std::atoi(value.c_str()));
+    } else if (flag == "--workers") {
+      f.workers = std::max(1, std::atoi(value.c_str()));
+    } else if (flag == "--seconds") {
+      f.seconds = std::max(0.1, std::atof(value.c_str()));
+    } else {
+      return Usage();
+    }
+  }
+  if (f.backend.empty()) return Usage();
+  if (f.mode == "claims") return RunClaims(f);
+  if (f.mode == "lateness") return RunLateness(f);
+  return Usage();
+}
