@@ -727,6 +727,75 @@ Status ParseTokens(const std::string& file, const toml::node& n, std::vector<Tok
   return Status::Ok();
 }
 
+// `[[alert]]` tables: name, url, secret, events, jobs.
+Status ParseAlerts(const std::string& file, const toml::node& n, std::vector<AlertConfig>* out) {
+  const Reporter r(file, "alert");
+  const toml::array* alerts = n.as_array();
+  if (alerts == nullptr) return r.Fail(n, "must be an array of tables ([[alert]])");
+  for (const toml::node& elem : *alerts) {
+    const toml::table* t = elem.as_table();
+    if (t == nullptr) return r.Fail(elem, "must be a table ([[alert]])");
+    AlertConfig alert;
+    alert.source = Source(file, LineOf(elem));
+    for (const auto& [k, v] : Ordered(*t)) {
+      const std::string_view key = k->str();
+      if (key == "name") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &alert.name));
+      } else if (key == "url") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &alert.url));
+        if (alert.url.rfind("http://", 0) != 0 && alert.url.rfind("https://", 0) != 0) {
+          return r.Fail(*v, "url: must start with http:// or https://");
+        }
+      } else if (key == "secret") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &alert.secret));
+      } else if (key == "events") {
+        GNOMON_RETURN_IF_ERROR(GetStringList(r, *v, key, &alert.events));
+        for (const std::string& e : alert.events) {
+          if (e != "run_failed" && e != "lost_run" && e != "auto_paused" && e != "missed_fire") {
+            return r.Fail(*v, "events: \"" + e +
+                                  "\" is not one of run_failed, lost_run, auto_paused, "
+                                  "missed_fire");
+          }
+        }
+      } else if (key == "jobs") {
+        GNOMON_RETURN_IF_ERROR(GetStringList(r, *v, key, &alert.jobs));
+      } else {
+        return UnknownKey(r, *k, {"name", "url", "secret", "events", "jobs"});
+      }
+    }
+    if (alert.name.empty() || alert.url.empty()) return r.Fail(elem, "name and url are required");
+    for (const AlertConfig& a : *out) {
+      if (a.name == alert.name) {
+        return r.Fail(elem, "name \"" + alert.name + "\" is used twice (" + a.source + ")");
+      }
+    }
+    out->push_back(std::move(alert));
+  }
+  return Status::Ok();
+}
+
+// `[tracing]`: otlp_endpoint, service_name.
+Status ParseTracing(const std::string& file, const toml::node& n, TracingConfig* out) {
+  const Reporter r(file, "tracing");
+  const toml::table* t = n.as_table();
+  if (t == nullptr) return r.Fail(n, "must be a table ([tracing])");
+  for (const auto& [k, v] : Ordered(*t)) {
+    const std::string_view key = k->str();
+    if (key == "otlp_endpoint") {
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &out->otlp_endpoint));
+      if (!out->otlp_endpoint.empty() && out->otlp_endpoint.rfind("http://", 0) != 0) {
+        return r.Fail(*v, "otlp_endpoint: must start with http:// (OTLP/HTTP JSON)");
+      }
+    } else if (key == "service_name") {
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &out->service_name));
+      if (out->service_name.empty()) return r.Fail(*v, "service_name: must not be empty");
+    } else {
+      return UnknownKey(r, *k, {"otlp_endpoint", "service_name"});
+    }
+  }
+  return Status::Ok();
+}
+
 // `[[quota]]` tables: namespace, max_jobs, max_concurrent_runs.
 Status ParseQuotas(const std::string& file, const toml::node& n, std::vector<QuotaConfig>* out) {
   const Reporter r(file, "quota");
@@ -820,11 +889,15 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(ParseTokens(name, *v, &config.tokens));
     } else if (key == "quota") {
       GNOMON_RETURN_IF_ERROR(ParseQuotas(name, *v, &config.quotas));
+    } else if (key == "alert") {
+      GNOMON_RETURN_IF_ERROR(ParseAlerts(name, *v, &config.alerts));
+    } else if (key == "tracing") {
+      GNOMON_RETURN_IF_ERROR(ParseTracing(name, *v, &config.tracing));
     } else if (key != "defaults") {
-      return UnknownKey(
-          r, *k,
-          {"backend", "allow_unsafe_backend", "node_id", "listen", "log_format", "log_level",
-           "jobs", "crontab", "scheduler", "defaults", "job", "token", "quota"});
+      return UnknownKey(r, *k,
+                        {"backend", "allow_unsafe_backend", "node_id", "listen", "log_format",
+                         "log_level", "jobs", "crontab", "scheduler", "defaults", "job", "token",
+                         "quota", "alert", "tracing"});
     }
   }
   if (inline_jobs != nullptr) {

@@ -57,6 +57,22 @@ struct TokenConfig {
   std::string source;                   // "file:line", for messages
 };
 
+// One `[[alert]]` of the config: a webhook (docs/operations.md, "Alerts").
+struct AlertConfig {
+  std::string name;                 // required, unique: names it in logs
+  std::string url;                  // required: http://host:port/path
+  std::string secret;               // HMAC-SHA256 key of X-Gnomon-Signature; empty = unsigned
+  std::vector<std::string> events;  // run_failed, lost_run, auto_paused, missed_fire; empty = all
+  std::vector<std::string> jobs;    // job-id prefixes; empty = every job
+  std::string source;               // "file:line"
+};
+
+// `[tracing]`: OTLP/HTTP export of a span per attempt (docs/operations.md, "Tracing").
+struct TracingConfig {
+  std::string otlp_endpoint;  // http://host:4318/v1/traces; empty = no export
+  std::string service_name = "gnomon";
+};
+
 // One `[[quota]]` of the config: limits of a namespace (a job-id prefix, as token namespaces).
 // A job belongs to the quota with the longest matching namespace. 0 = no limit.
 struct QuotaConfig {
@@ -89,6 +105,9 @@ struct ServeConfig {
   std::vector<TokenConfig> tokens;
   // Namespace quotas (`[[quota]]`); namespaces are unique.
   std::vector<QuotaConfig> quotas;
+  // Webhook alerts (`[[alert]]`) and span export (`[tracing]`).
+  std::vector<AlertConfig> alerts;
+  TracingConfig tracing;
   // Built-in job defaults overlaid with the config's `[defaults]` table (id and schedule empty);
   // applied under every job's own keys: built-ins < [defaults] < job.
   JobSpec defaults;

@@ -821,5 +821,42 @@ TEST(QuotaConfigTest, QuotasParseAndBadOnesNameTheLine) {
   }
 }
 
+TEST(AlertConfigTest, AlertsAndTracingParseAndBadOnesNameTheLine) {
+  Result<ServeConfig> c = ParseServeConfig(
+      "[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\n"
+      "[[alert]]\nname = \"pager\"\nurl = \"http://hooks.local/gnomon\"\nsecret = \"s3\"\n"
+      "events = [\"run_failed\", \"lost_run\"]\njobs = [\"billing.\"]\n"
+      "[[alert]]\nname = \"all\"\nurl = \"http://hooks.local/all\"\n",
+      "gnomon.toml", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tracing.otlp_endpoint, "http://127.0.0.1:4318/v1/traces");
+  ASSERT_EQ(c->alerts.size(), 2u);
+  EXPECT_EQ(c->alerts[0].name, "pager");
+  EXPECT_EQ(c->alerts[0].secret, "s3");
+  EXPECT_EQ(c->alerts[0].events, (std::vector<std::string>{"run_failed", "lost_run"}));
+  EXPECT_EQ(c->alerts[0].jobs, std::vector<std::string>{"billing."});
+  EXPECT_TRUE(c->alerts[1].events.empty());
+  EXPECT_EQ(c->alerts[1].source, "gnomon.toml:9");
+  struct Bad {
+    const char* text;
+    const char* message;
+  };
+  for (const Bad& b : {
+           Bad{"[[alert]]\nname = \"a\"\n", "gnomon.toml:1: alert: name and url are required"},
+           Bad{"[[alert]]\nname = \"a\"\nurl = \"ftp://x\"\n", "gnomon.toml:3: alert: url:"},
+           Bad{"[[alert]]\nname = \"a\"\nurl = \"http://x\"\nevents = [\"boom\"]\n",
+               "gnomon.toml:4: alert: events: \"boom\" is not one of"},
+           Bad{"[[alert]]\nname = \"a\"\nurl = \"http://x\"\nsecrt = \"s\"\n",
+               "gnomon.toml:4: alert: unknown key \"secrt\""},
+           Bad{"[tracing]\notlp_endpoint = \"grpc://x\"\n",
+               "gnomon.toml:2: tracing: otlp_endpoint"},
+           Bad{"[tracing]\nendpoint = \"http://x\"\n", "gnomon.toml:2: tracing: unknown key"},
+       }) {
+    Result<ServeConfig> bad = ParseServeConfig(b.text, "gnomon.toml", "");
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_THAT(bad.status().message(), HasSubstr(b.message)) << b.text;
+  }
+}
+
 }  // namespace
 }  // namespace gnomon::app

@@ -12,12 +12,14 @@
 #include <mutex>
 #include <thread>
 
+#include "apps/gnomon/alerts.h"
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
 #include "apps/gnomon/http_api.h"
 #include "apps/gnomon/logger.h"
 #include "apps/gnomon/metrics.h"
 #include "apps/gnomon/queue_payload.h"
+#include "apps/gnomon/tracing.h"
 #include "gnomon/composite_executor.h"
 #include "gnomon/etcd_coordinator.h"
 #include "gnomon/http_executor.h"
@@ -205,7 +207,35 @@ int RunServe(const ServeArgs& args) {
   if (const auto* redis = dynamic_cast<const RedisCoordinator*>(coord->get())) {
     metrics.SetBackendUnsafe(redis->unsafe_persistence());
   }
-  CompositeObserver observer({&log_observer, &metrics});
+  // Webhook alerts and OTLP spans: queued, sent from their own threads.
+  std::vector<Observer*> observers = {&log_observer, &metrics};
+  std::unique_ptr<AlertObserver> alerts;
+  if (!config->alerts.empty()) {
+    std::vector<AlertTarget> targets;
+    for (const AlertConfig& a : config->alerts) {
+      targets.push_back(AlertTarget{a.name, a.url, a.secret, a.events, a.jobs});
+    }
+    if (Status s = ValidateAlertTargets(targets); !s.ok()) {
+      std::cerr << "gnomon serve: " << s.message() << "\n";
+      return kExitUsage;
+    }
+    alerts = std::make_unique<AlertObserver>(std::move(targets), config->node_id);
+    observers.push_back(alerts.get());
+  }
+  std::unique_ptr<OtlpExporter> otlp;
+  if (!config->tracing.otlp_endpoint.empty()) {
+    TracingOptions tracing;
+    tracing.endpoint = config->tracing.otlp_endpoint;
+    tracing.service_name = config->tracing.service_name;
+    tracing.node_id = config->node_id;
+    if (Status s = ValidateTracingOptions(tracing); !s.ok()) {
+      std::cerr << "gnomon serve: " << s.message() << "\n";
+      return kExitUsage;
+    }
+    otlp = std::make_unique<OtlpExporter>(tracing, SystemClock::Get());
+    observers.push_back(otlp.get());
+  }
+  CompositeObserver observer(observers);
   std::vector<NamespaceQuota> quota_list;
   for (const QuotaConfig& q : config->quotas) {
     quota_list.push_back(NamespaceQuota{q.ns, q.max_jobs, q.max_concurrent_runs});
@@ -333,6 +363,9 @@ int RunServe(const ServeArgs& args) {
   watcher.join();
   api.Stop();
   scheduler.Stop();
+  // Alerts and spans of the last runs are sent (bounded) before the process exits.
+  if (alerts) alerts->Stop();
+  if (otlp) otlp->Stop();
   log.Info("stopped");
   return kExitOk;
 }

@@ -35,6 +35,7 @@ struct SchedulerEvent {
   Instant at;            // when it happened (wall clock)
   Duration duration{0};  // kRunFinished: run duration; kClaimed: lateness
   std::string detail;
+  std::string traceparent;  // kRunStarted, kRunFinished: the attempt's W3C trace context
 };
 
 std::string_view ToString(SchedulerEvent::Kind kind);

@@ -561,7 +561,8 @@ class Scheduler::Impl {
     while (true) {
       const Claim current = CurrentClaim(*run);
       Duration took{0};
-      RunRecord rec = Attempt(spec, fire, current, *run, took);
+      std::string traceparent;
+      RunRecord rec = Attempt(spec, fire, current, *run, took, traceparent);
       StopReason reason;
       {
         std::lock_guard<std::mutex> lock(wd_mu_);
@@ -575,6 +576,7 @@ class Scheduler::Impl {
       Status reported = coord_.Report(CurrentClaim(*run), rec, !retry);
       // Announced once recorded, so whoever hears it can read it back from the backend.
       SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, current);
+      finished.traceparent = traceparent;
       finished.outcome = rec.outcome;
       finished.duration = took;
       finished.detail = rec.error;
@@ -642,7 +644,7 @@ class Scheduler::Impl {
 
   // One attempt: run the executor with the watchdog watching; the record of how it ended.
   RunRecord Attempt(const JobSpec& spec, const FireKey& fire, const Claim& claim, ActiveRun& run,
-                    Duration& took) {
+                    Duration& took, std::string& traceparent) {
     RunRecord rec = BaseRecord(fire, claim);
     RunContext ctx;
     ctx.job_id = fire.job_id;
@@ -672,7 +674,12 @@ class Scheduler::Impl {
       if (spec.timeout.count() > 0) run.timeout_at = clock_.SteadyNow() + spec.timeout;
       WakeWatchdogLocked();
     }
-    Notify(MakeEvent(SchedulerEvent::Kind::kRunStarted, fire, claim));
+    {
+      SchedulerEvent started = MakeEvent(SchedulerEvent::Kind::kRunStarted, fire, claim);
+      started.traceparent = ctx.traceparent;
+      Notify(started);
+    }
+    traceparent = ctx.traceparent;
     const Duration began = clock_.SteadyNow();
     ExecResult r = exec_.Execute(spec, ctx);
     took = clock_.SteadyNow() - began;

@@ -549,6 +549,79 @@ class QueueMode(unittest.TestCase):
             self.assertEqual(self.redis("XLEN", key), "0")
 
 
+class AlertsAndTracing(unittest.TestCase):
+    """A failing job: `[[alert]]` webhooks arrive signed (HMAC-SHA256 over "<timestamp>.<body>")
+    and `[tracing]` exports OTLP JSON spans per attempt, to small receivers run here."""
+
+    def setUp(self):
+        import http.server
+        import threading
+        self.dir = tempfile.mkdtemp(prefix="gnomon-alerts-")
+        self.received = []
+        received = self.received
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append((self.path, dict(self.headers), body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.proc = None
+
+    def tearDown(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.server.shutdown()
+
+    def test_failed_runs_alert_and_export_spans(self):
+        import hashlib
+        import hmac
+        port = self.server.server_address[1]
+        config = os.path.join(self.dir, "gnomon.toml")
+        with open(config, "w") as f:
+            f.write('[tracing]\notlp_endpoint = "http://127.0.0.1:%d/v1/traces"\n'
+                    '[[alert]]\nname = "hook"\nurl = "http://127.0.0.1:%d/alert"\n'
+                    'secret = "s3cret"\nevents = ["run_failed"]\n'
+                    '[[job]]\nid = "fails"\nschedule = "* * * * * *"\ncommand = "exit 3"\n'
+                    % (port, port))
+        log = open(os.path.join(self.dir, "serve.log"), "w")
+        self.proc = subprocess.Popen([GNOMON, "serve", "--config", config, "--listen",
+                                      "127.0.0.1:0", "--backend",
+                                      "sqlite://" + os.path.join(self.dir, "g.db")],
+                                     stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: any(p == "/alert" for p, _, _ in self.received) and
+                 any(p == "/v1/traces" for p, _, _ in self.received), 30, "an alert and spans")
+        self.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.proc.wait(timeout=30), 0)
+        path, headers, body = next(r for r in self.received if r[0] == "/alert")
+        alert = json.loads(body)
+        self.assertEqual(alert["event"], "run_failed")
+        self.assertEqual(alert["job"], "fails")
+        self.assertEqual(alert["outcome"], "failed")
+        self.assertEqual(headers["X-Gnomon-Event"], "run_failed")
+        signed = (headers["X-Gnomon-Timestamp"] + ".").encode() + body
+        want = "sha256=" + hmac.new(b"s3cret", signed, hashlib.sha256).hexdigest()
+        self.assertEqual(headers["X-Gnomon-Signature"], want)
+        spans = []
+        for p, _, b in self.received:
+            if p == "/v1/traces":
+                for rs in json.loads(b)["resourceSpans"]:
+                    for ss in rs["scopeSpans"]:
+                        spans.extend(ss["spans"])
+        names = {s["name"] for s in spans}
+        self.assertTrue({"fire fails", "claim", "run", "complete"} <= names, names)
+        run = next(s for s in spans if s["name"] == "run")
+        attrs = {a["key"]: a["value"] for a in run["attributes"]}
+        self.assertEqual(attrs["gnomon.job"]["stringValue"], "fails")
+        self.assertEqual(run["status"]["code"], 2)
+
+
 class ServeHttpApi(unittest.TestCase):
     """`gnomon serve` answers its HTTP API: tokens, a job created through the API runs on
     another node too (dynamic jobs are stored in the backend), trigger, runs, metrics."""

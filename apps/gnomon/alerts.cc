@@ -1,0 +1,375 @@
+// AlertObserver: the adapter around cpp-httplib and OpenSSL's HMAC. Their exceptions stop here
+// (STYLE.md rule 4).
+#include "apps/gnomon/alerts.h"
+
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace gnomon::app {
+namespace {
+
+struct ParsedUrl {
+  std::string scheme_host_port;  // "http://host:port"
+  std::string path;              // "/path?query"
+};
+
+// Parses an http(s) URL; on failure returns nullopt and sets `error` (without the target name).
+std::optional<ParsedUrl> ParseUrl(std::string_view url, std::string* error) {
+  const std::string quoted = "url \"" + std::string(url) + "\"";
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos) {
+    *error = quoted + ": missing scheme (http:// or https://)";
+    return std::nullopt;
+  }
+  std::string scheme(url.substr(0, sep));
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  const bool supported = scheme == "http" || scheme == "https";
+  const char* const kSchemes = "(http or https)";
+#else
+  const bool supported = scheme == "http";
+  const char* const kSchemes = "(http; https needs cpp-httplib built with OpenSSL)";
+#endif
+  if (!supported) {
+    *error = quoted + ": unsupported scheme \"" + scheme + "\" " + kSchemes;
+    return std::nullopt;
+  }
+  const std::string_view rest = url.substr(sep + 3);
+  const size_t path_start = rest.find_first_of("/?#");
+  const std::string_view authority = rest.substr(0, path_start);
+  if (authority.empty() || authority.find_first_of(" \t\r\n@") != std::string_view::npos) {
+    *error = quoted + ": invalid host";
+    return std::nullopt;
+  }
+  std::string_view path =
+      path_start == std::string_view::npos ? std::string_view("/") : rest.substr(path_start);
+  path = path.substr(0, path.find('#'));  // fragments are not sent
+  ParsedUrl parsed;
+  parsed.scheme_host_port = scheme + "://" + std::string(authority);
+  parsed.path = path.empty() || path[0] != '/' ? "/" + std::string(path) : std::string(path);
+  if (parsed.path.find_first_of(" \t\r\n") != std::string::npos) {
+    *error = quoted + ": the path contains a space or line break";
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+bool IsAlertEvent(std::string_view name) {
+  return std::find(std::begin(kAlertEvents), std::end(kAlertEvents), name) !=
+         std::end(kAlertEvents);
+}
+
+// The alert an event raises, or empty.
+std::string_view AlertEventOf(const SchedulerEvent& e) {
+  using K = SchedulerEvent::Kind;
+  switch (e.kind) {
+    case K::kRunFinished:
+      // kLost is reported by kLostRun ("lost_run"); cancellations are not failures.
+      return e.outcome == RunOutcome::kFailed || e.outcome == RunOutcome::kTimedOut ? "run_failed"
+                                                                                    : "";
+    case K::kLostRun:
+      return "lost_run";
+    case K::kAutoPaused:
+      return "auto_paused";
+    case K::kSkipped:
+      return e.detail == "misfire" ? "missed_fire" : "";
+    default:
+      return "";
+  }
+}
+
+bool Applies(const AlertTarget& t, std::string_view event, std::string_view job) {
+  if (!t.events.empty() && std::find(t.events.begin(), t.events.end(), event) == t.events.end()) {
+    return false;
+  }
+  if (t.jobs.empty()) return true;
+  return std::any_of(t.jobs.begin(), t.jobs.end(),
+                     [&](const std::string& prefix) { return job.starts_with(prefix); });
+}
+
+std::string Hex(const unsigned char* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 0xf];
+  }
+  return out;
+}
+
+// Lower-case hex HMAC-SHA256 of `message` keyed by `secret`.
+std::string HmacSha256Hex(std::string_view secret, std::string_view message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  // An empty key is legal HMAC; OpenSSL wants a non-null pointer for it.
+  static const unsigned char kEmpty = 0;
+  const void* key = secret.empty() ? &kEmpty : static_cast<const void*>(secret.data());
+  if (HMAC(EVP_sha256(), key, static_cast<int>(secret.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac,
+           &len) == nullptr) {
+    return "";
+  }
+  return Hex(mac, len);
+}
+
+std::string RandomPrefix() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+}  // namespace
+
+Status ValidateAlertTargets(const std::vector<AlertTarget>& targets) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const AlertTarget& t = targets[i];
+    if (t.name.empty()) {
+      return InvalidArgumentError("alert #" + std::to_string(i + 1) + ": name is empty");
+    }
+    const std::string where = "alert \"" + t.name + "\"";
+    if (!names.insert(t.name).second) {
+      return InvalidArgumentError(where + ": name is used by another alert target");
+    }
+    if (t.url.empty()) return InvalidArgumentError(where + ": url is empty");
+    std::string error;
+    if (!ParseUrl(t.url, &error)) return InvalidArgumentError(where + ": " + error);
+    std::set<std::string_view> events;
+    for (const std::string& e : t.events) {
+      if (!IsAlertEvent(e)) {
+        return InvalidArgumentError(where + ": events: unknown event \"" + e +
+                                    "\" (run_failed, lost_run, auto_paused, missed_fire)");
+      }
+      if (!events.insert(e).second) {
+        return InvalidArgumentError(where + ": events: \"" + e + "\" is listed twice");
+      }
+    }
+    for (const std::string& prefix : t.jobs) {
+      if (prefix.empty()) {
+        return InvalidArgumentError(where +
+                                    ": jobs: empty job prefix (omit jobs to match every job)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+AlertObserver::AlertObserver(std::vector<AlertTarget> targets, std::string node_id,
+                             AlertOptions options)
+    : targets_(std::move(targets)),
+      node_id_(std::move(node_id)),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Get()),
+      delivery_prefix_(RandomPrefix()),
+      rng_(std::random_device{}()) {
+  GNOMON_CHECK(ValidateAlertTargets(targets_).ok());
+  GNOMON_CHECK(options_.queue_capacity >= 1);
+  GNOMON_CHECK(options_.max_attempts >= 1);
+  thread_ = std::jthread([this] { Run(); });
+}
+
+AlertObserver::~AlertObserver() { Stop(); }
+
+void AlertObserver::OnEvent(const SchedulerEvent& event) {
+  const std::string_view name = AlertEventOf(event);
+  if (name.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  bool queued = false;
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    if (!Applies(targets_[i], name, event.job_id)) continue;
+    queued = true;
+    if (name == "missed_fire") {
+      // Merge into this job's missed_fire alert for this target that has not been sent yet.
+      auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& entry) {
+        const Alert& a = entry.second;
+        return a.target == i && a.sent == 0 && a.event == name && a.job == event.job_id;
+      });
+      if (it != queue_.end()) {
+        Alert& a = it->second;
+        ++a.count;
+        a.scheduled_at = std::min(a.scheduled_at, event.scheduled_at);
+        a.last_scheduled_at = std::max(a.last_scheduled_at, event.scheduled_at);
+        a.at = std::max(a.at, event.at);
+        continue;
+      }
+    }
+    const uint64_t seq = next_seq_++;
+    Alert a;
+    a.target = i;
+    a.event = std::string(name);
+    a.job = event.job_id;
+    a.run = event.run_id;
+    a.attempt = event.attempt;
+    a.fencing_token = event.fencing_token;
+    a.scheduled_at = event.scheduled_at;
+    a.last_scheduled_at = event.scheduled_at;
+    a.at = event.at;
+    a.outcome = std::string(ToString(event.outcome));
+    a.detail = event.detail;
+    a.delivery_id = delivery_prefix_ + "-" + std::to_string(seq);
+    a.due = clock_.SteadyNow();
+    if (name == "missed_fire" && options_.missed_fire_window > Duration::zero()) {
+      a.due += options_.missed_fire_window;
+      a.held = true;
+    }
+    queue_.emplace(seq, std::move(a));
+    if (queue_.size() > options_.queue_capacity) {
+      queue_.erase(queue_.begin());
+      ++stats_.dropped;
+    }
+  }
+  if (queued) {
+    ++wake_;
+    cv_.notify_all();
+  }
+}
+
+void AlertObserver::Stop() {
+  std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      drain_deadline_ = clock_.SteadyNow() + options_.drain_timeout;
+      ++wake_;
+      cv_.notify_all();
+    }
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+AlertStats AlertObserver::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  AlertStats s = stats_;
+  s.queued = queue_.size();
+  return s;
+}
+
+Duration AlertObserver::Backoff(int failed_attempts) {
+  // Full jitter (uniform in [0, cap]) spreads the retries of many alerts after an outage.
+  Duration cap = options_.backoff_initial;
+  for (int i = 1; i < failed_attempts && cap < options_.backoff_max; ++i) cap *= 2;
+  cap = std::min(cap, options_.backoff_max);
+  double f = 0;
+  if (options_.jitter) {
+    f = options_.jitter();
+  } else {
+    f = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  f = std::clamp(f, 0.0, 1.0);
+  return Duration(static_cast<int64_t>(static_cast<double>(cap.count()) * f));
+}
+
+void AlertObserver::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    const Duration now = clock_.SteadyNow();
+    if (stopping_ && (queue_.empty() || now >= drain_deadline_)) break;
+    // While stopping, held missed_fire alerts are due at once; retries keep their backoff.
+    const auto due = [&](const Alert& a) { return stopping_ && a.held ? now : a.due; };
+    auto next = queue_.end();
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (next == queue_.end() || due(it->second) < due(next->second)) next = it;
+    }
+    if (next != queue_.end() && due(next->second) <= now) {
+      const uint64_t seq = next->first;
+      Alert alert = std::move(next->second);
+      queue_.erase(next);
+      alert.held = false;
+      ++alert.sent;
+      ++stats_.attempts;
+      lock.unlock();
+      const int status = Send(alert);
+      lock.lock();
+      if (status >= 200 && status <= 299) {
+        ++stats_.delivered;
+      } else if ((status == 0 || status == 429 || status >= 500) &&
+                 alert.sent < options_.max_attempts) {
+        // Back in its old place: the oldest alert is still the first dropped on overflow.
+        alert.due = clock_.SteadyNow() + Backoff(alert.sent);
+        ++stats_.retries;
+        queue_.emplace(seq, std::move(alert));
+        if (queue_.size() > options_.queue_capacity) {
+          queue_.erase(queue_.begin());
+          ++stats_.dropped;
+        }
+      } else {
+        ++stats_.failed;
+      }
+      continue;
+    }
+    Duration deadline = next == queue_.end() ? Duration::max() : due(next->second);
+    if (stopping_) deadline = std::min(deadline, drain_deadline_);
+    const uint64_t seen = wake_;
+    clock_.WaitUntilSteady(lock, cv_, deadline, [&] { return wake_ != seen; });
+  }
+  stats_.dropped += queue_.size();
+  queue_.clear();
+}
+
+int AlertObserver::Send(const Alert& alert) {
+  const AlertTarget& target = targets_[alert.target];
+  try {
+    std::string error;
+    const std::optional<ParsedUrl> url = ParseUrl(target.url, &error);
+    if (!url) return 0;  // validated at construction; unreachable
+    nlohmann::json body = {
+        {"event", alert.event},
+        {"job", alert.job},
+        {"run", alert.run},
+        {"attempt", alert.attempt},
+        {"fencing_token", alert.fencing_token},
+        {"scheduled_at", alert.scheduled_at.ToRfc3339()},
+        {"last_scheduled_at", alert.last_scheduled_at.ToRfc3339()},
+        {"at", alert.at.ToRfc3339()},
+        {"node", node_id_},
+        {"outcome", alert.outcome},
+        {"detail", alert.detail},
+        {"count", alert.count},
+    };
+    // Invalid UTF-8 (from a process's output in `detail`) is replaced, never thrown.
+    const std::string payload = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string timestamp = std::to_string(clock_.Now().unix_seconds());
+    httplib::Headers headers = {
+        {"X-Gnomon-Event", alert.event},
+        {"X-Gnomon-Delivery", alert.delivery_id},
+        {"X-Gnomon-Timestamp", timestamp},
+    };
+    if (!target.secret.empty()) {
+      headers.emplace("X-Gnomon-Signature",
+                      "sha256=" + HmacSha256Hex(target.secret, timestamp + "." + payload));
+    }
+    httplib::Client client(url->scheme_host_port);
+    if (!client.is_valid()) return 0;
+    client.set_follow_location(false);
+    client.set_keep_alive(false);
+    client.set_connection_timeout(options_.request_timeout);
+    client.set_read_timeout(options_.request_timeout);
+    client.set_write_timeout(options_.request_timeout);
+    const httplib::Result res = client.Post(url->path, headers, payload, "application/json");
+    if (!res) return 0;
+    return res->status;
+  } catch (const std::exception&) {
+    return 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace gnomon::app
