@@ -4,7 +4,7 @@ BUILD := build/$(PRESET)
 GNOMON := $(BUILD)/apps/gnomon/gnomon
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test test-asan test-tsan run bench fuzz format format-check clean chaos screenshots
+.PHONY: all deps configure build test test-asan test-tsan run bench bench-scale fuzz format format-check clean chaos screenshots
 
 all: build
 
@@ -55,6 +55,10 @@ chaos:
 	@$(MAKE) --no-print-directory build PRESET=dev
 	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3
 	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3 --backend etcd
+
+bench-scale:
+	@$(MAKE) --no-print-directory build PRESET=release
+	@python3 bench/scale_bench.py build/release
 
 screenshots:
 	@$(MAKE) --no-print-directory build PRESET=dev

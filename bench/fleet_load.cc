@@ -5,6 +5,7 @@
 //   fleet_load claims   --backend URL [--threads 4] [--seconds 10] [--jobs 1000] [--node n1]
 //                        [--tag run1]
 //   fleet_load lateness --backend URL [--jobs 1000] [--seconds 20] [--node n1] [--workers 16]
+//   fleet_load scale    --backend URL [--jobs N] [--per-second K] [--seconds S] [--node n1]
 //                        [--samples PATH]
 //
 // Backend URLs: redis://host:port[/db] (the server must run with appendonly yes: Open refuses
@@ -37,6 +38,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -70,6 +72,8 @@ struct Flags {
   int threads = 4;
   int jobs = 1000;
   int workers = 16;
+  int per_second = 1000;  // scale: jobs firing every second (the rest: every 10 s .. daily)
+  double measure_at = 0;  // scale: unix seconds when the measurement starts (0 = after warm-up)
   double seconds = 10;
 };
 
@@ -305,6 +309,147 @@ int RunLateness(const Flags& f) {
   return 0;
 }
 
+// --------------------------------------------------------------------------------- scale --
+
+// Resident memory of this process (VmRSS), in MiB.
+double RssMib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  }
+  return 0;
+}
+
+// Counts claim attempts (claimed + lost to another node) and the runs of this node.
+class CountingObserver final : public gnomon::Observer {
+ public:
+  void OnEvent(const gnomon::SchedulerEvent& e) override {
+    using K = gnomon::SchedulerEvent::Kind;
+    if (e.kind == K::kClaimed) ++claimed;
+    if (e.kind == K::kClaimLost) ++lost;
+    if (e.kind == K::kSkipped) ++skipped;
+  }
+  std::atomic<int64_t> claimed{0}, lost{0}, skipped{0};
+};
+
+// scale: --jobs in-process jobs on one node, --per-second of them every second and the rest
+// spread over every 10 s, every minute, every 5 minutes, hourly and daily (seconds spread by
+// H-like offsets so they do not all fire at :00). Prints fires run, claim attempts, lateness
+// percentiles (a reservoir of samples), CPU and resident memory after loading and at the end.
+int RunScale(const Flags& f) {
+  Result<std::unique_ptr<Coordinator>> coord = OpenBackend(f.backend);
+  if (!coord.ok()) {
+    std::cerr << "fleet_load: " << coord.status().ToString() << "\n";
+    return 1;
+  }
+  gnomon::SystemClock& clock = gnomon::SystemClock::Get();
+  std::mutex mu;
+  std::vector<int64_t> reservoir;  // lateness us; guarded by mu
+  int64_t runs = 0;                // guarded by mu
+  std::mt19937_64 rng(42);
+  constexpr size_t kReservoir = 200000;
+  gnomon::InProcessExecutor executor;
+  CountingObserver counts;
+  gnomon::SchedulerOptions options;
+  options.node_id = f.node;
+  options.worker_threads = f.workers;
+  options.shutdown_grace = std::chrono::seconds(5);
+  options.observer = &counts;
+  gnomon::Scheduler scheduler(options, **coord, executor, clock);
+  const double rss0 = RssMib();
+  auto handler = [&](const gnomon::RunContext& ctx) {
+    const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const int64_t late = now_us - ctx.scheduled_at.unix_millis() * 1000;
+    std::lock_guard<std::mutex> lock(mu);
+    ++runs;
+    if (reservoir.size() < kReservoir) {
+      reservoir.push_back(late);
+    } else if (const uint64_t k = rng() % static_cast<uint64_t>(runs); k < kReservoir) {
+      reservoir[k] = late;
+    }
+    return Status::Ok();
+  };
+  const char* kSlow[] = {"%d/10 * * * * *", "%d * * * * *", "%d %d/5 * * * *", "%d %d * * * *",
+                         "%d %d 3 * * *"};
+  const double t0 = gnomon::SystemClock::Get().SteadyNow().count() / 1000.0;
+  for (int k = 0; k < f.jobs; ++k) {
+    char id[32];
+    std::snprintf(id, sizeof id, "s-%07d", k);
+    gnomon::JobSpec job;
+    job.id = id;
+    char sched[64];
+    if (k < f.per_second) {
+      std::snprintf(sched, sizeof sched, "* * * * * *");
+    } else {
+      const int kind = k % 5;
+      const int sec = (k / 5) % (kind == 0 ? 10 : 60), min = (k / 300) % 60;
+      std::snprintf(sched, sizeof sched, kSlow[kind], sec, min);
+    }
+    job.schedule = sched;
+    job.overlap = gnomon::OverlapPolicy::kAllow;
+    job.in_process = true;
+    job.history_keep = 10;
+    Status s = executor.Register(id, handler);
+    if (s.ok()) s = scheduler.AddJob(job);
+    if (!s.ok()) {
+      std::cerr << "fleet_load: " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  const double load_s = gnomon::SystemClock::Get().SteadyNow().count() / 1000.0 - t0;
+  const double rss_loaded = RssMib();
+  if (Status s = scheduler.Start(); !s.ok()) {
+    std::cerr << "fleet_load: " << s.ToString() << "\n";
+    return 1;
+  }
+  // Warm-up (ownership settles once every node has read the others' heartbeats), then measure;
+  // with --measure-at every node measures the same wall-clock window.
+  if (f.measure_at > 0) {
+    const double now_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (f.measure_at > now_s) WaitFor(Seconds(f.measure_at - now_s));
+  } else {
+    WaitFor(Seconds(std::min(10.0, f.seconds / 3)));
+  }
+  int64_t runs0 = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    runs0 = runs;
+    reservoir.clear();
+  }
+  const int64_t claimed0 = counts.claimed, lost0 = counts.lost;
+  const double cpu0 = CpuSeconds();
+  WaitFor(Seconds(f.seconds));
+  const double cpu = CpuSeconds() - cpu0;
+  int64_t runs1 = 0;
+  std::vector<int64_t> late;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    runs1 = runs;
+    late = reservoir;
+  }
+  const int64_t claimed = counts.claimed - claimed0, lost = counts.lost - lost0;
+  const double rss = RssMib();
+  scheduler.Stop();
+  std::sort(late.begin(), late.end());
+  auto pct = [&](double p) {
+    if (late.empty()) return 0.0;
+    return late[std::min(late.size() - 1, static_cast<size_t>(p * late.size()))] / 1000.0;
+  };
+  std::printf(
+      "{\"mode\":\"scale\",\"node\":\"%s\",\"jobs\":%d,\"per_second\":%d,\"runs\":%lld,"
+      "\"claimed\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,\"p50_ms\":%.3f,"
+      "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
+      "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f}\n",
+      f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
+      static_cast<long long>(claimed), static_cast<long long>(lost), f.seconds, cpu, pct(0.5),
+      pct(0.99), late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss);
+  return 0;
+}
+
 int Usage() {
   std::cerr << "usage: fleet_load claims|lateness --backend URL [--threads T] [--seconds S] "
                "[--jobs J] [--node N] [--tag T] [--workers W] [--samples PATH]\n";
@@ -332,6 +477,10 @@ int main(int argc, char** argv) {
       f.threads = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--jobs") {
       f.jobs = std::max(1, std::atoi(value.c_str()));
+    } else if (flag == "--measure-at") {
+      f.measure_at = std::atof(value.c_str());
+    } else if (flag == "--per-second") {
+      f.per_second = std::max(0, std::atoi(value.c_str()));
     } else if (flag == "--workers") {
       f.workers = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--seconds") {
@@ -343,5 +492,6 @@ int main(int argc, char** argv) {
   if (f.backend.empty()) return Usage();
   if (f.mode == "claims") return RunClaims(f);
   if (f.mode == "lateness") return RunLateness(f);
+  if (f.mode == "scale") return RunScale(f);
   return Usage();
 }

@@ -533,8 +533,9 @@ TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
 
 TEST_F(HttpApiTest, NodesAndCronPreview) {
   StartWithTokens();
+  // A peer node (not "n1": the fixture's scheduler heartbeats as n1 and would overwrite it).
   NodeInfo n;
-  n.node_id = "n1";
+  n.node_id = "peer-7";
   n.host = "h";
   n.version = "9.9.9";
   n.clock_skew = std::chrono::milliseconds(12);
@@ -543,7 +544,7 @@ TEST_F(HttpApiTest, NodesAndCronPreview) {
   ASSERT_EQ(nodes->status, 200);
   json nj = Body(nodes);
   bool found = false;
-  for (const json& e : nj["nodes"]) found |= e["id"] == "n1" && e["clock_skew_ms"] == 12;
+  for (const json& e : nj["nodes"]) found |= e["id"] == "peer-7" && e["clock_skew_ms"] == 12;
   EXPECT_TRUE(found) << nodes->body;
 
   auto p = client_->Get(

@@ -59,3 +59,20 @@ def start_etcd(workdir, name="etcd0"):
             return False
     wait_for(healthy, 30, "etcd to be healthy")
     return proc, "etcd://127.0.0.1:%d" % client
+
+
+def start_redis(workdir, appendonly="yes"):
+    """A redis-server (Debian's) on a free loopback port, its data in `workdir`. Returns
+    (process, port). The caller kills the process."""
+    import subprocess
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", appendonly, "--dir", workdir, "--protected-mode", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
+    def answers():
+        r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        return r.stdout.strip() == "PONG"
+    wait_for(answers, 30, "redis-server to answer")
+    return proc, port

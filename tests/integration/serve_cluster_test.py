@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 
-from harness import free_port, read_records, start_etcd, wait_for
+from harness import free_port, read_records, start_etcd, start_redis, wait_for
 
 GNOMON = os.environ.get("GNOMON_BIN", "build/dev/apps/gnomon/gnomon")
 
@@ -258,17 +258,8 @@ class RedisServeCluster(unittest.TestCase):
                 p.wait()
 
     def start_redis(self, appendonly):
-        self.port = free_port()
-        p = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", appendonly, "--dir", self.dir, "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        p, self.port = start_redis(self.dir, appendonly)
         self.procs.append(p)
-        def answers():
-            r = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
-            return r.stdout.strip() == "PONG"
-        wait_for(answers, 30, "redis-server to answer")
         return "redis://127.0.0.1:%d/0" % self.port
 
     def write(self, name, text):
@@ -388,14 +379,8 @@ class MembershipChanges(unittest.TestCase):
             self.skipTest("redis-server is not installed")
         self.dir = tempfile.mkdtemp(prefix="gnomon-members-")
         self.out = os.path.join(self.dir, "runs.jsonl")
-        self.procs = []
-        self.port = free_port()
-        self.procs.append(subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes", "--dir", self.dir], stdout=subprocess.DEVNULL))
-        wait_for(lambda: subprocess.run(["redis-cli", "-p", str(self.port), "ping"],
-                                        capture_output=True, text=True).stdout.strip() == "PONG",
-                 30, "redis-server")
+        redis, self.port = start_redis(self.dir)
+        self.procs = [redis]
 
     def tearDown(self):
         for p in reversed(self.procs):
@@ -466,12 +451,8 @@ class QueueMode(unittest.TestCase):
             self.skipTest("redis-server is not installed")
         self.dir = tempfile.mkdtemp(prefix="gnomon-queue-")
         self.out = os.path.join(self.dir, "runs.jsonl")
-        self.procs = []
-        self.port = free_port()
-        self.procs.append(subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes", "--dir", self.dir], stdout=subprocess.DEVNULL))
-        wait_for(lambda: self.redis("ping") == "PONG", 30, "redis-server")
+        redis, self.port = start_redis(self.dir)
+        self.procs = [redis]
 
     def tearDown(self):
         for p in reversed(self.procs):
