@@ -91,6 +91,7 @@ class Scheduler::Impl {
     int running = 0;
     std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
     std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
+    bool ran_since_prune = false;  // this node reported a run since the job was last pruned
     Instant catchup_until;         // the catch-up pass covers fires up to here (the install cursor)
   };
 
@@ -574,6 +575,7 @@ class Scheduler::Impl {
                    (rec.outcome == RunOutcome::kFailed || rec.outcome == RunOutcome::kTimedOut) &&
                    current.attempt <= spec.retries && !Stopping();
       Status reported = coord_.Report(CurrentClaim(*run), rec, !retry);
+      MarkRan(fire.job_id);
       // Announced once recorded, so whoever hears it can read it back from the backend.
       SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, current);
       finished.traceparent = traceparent;
@@ -956,11 +958,25 @@ class Scheduler::Impl {
     }
   }
 
+  // A job whose history grew here since it was last pruned.
+  void MarkRan(const std::string& job_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = jobs_.find(job_id); it != jobs_.end()) it->second.ran_since_prune = true;
+  }
+
+  // Prunes the jobs whose history this node added to since their last pruning (each node prunes
+  // what it wrote, so a pass costs in proportion to the runs, not to the number of jobs); once an
+  // hour the sweep takes every job, for max_age of jobs that stopped running.
   void PruneHistorySlice() {
     std::vector<JobSpec> specs;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (jobs_.empty()) return;
+      if (const Duration now = clock_.SteadyNow();
+          !last_full_prune_ || now - *last_full_prune_ >= std::chrono::hours(1)) {
+        last_full_prune_ = now;
+        full_prune_left_ = jobs_.size();
+      }
       // Passes per minute (at least 1): each prunes its share, continuing after the last job.
       const int64_t passes = std::max<int64_t>(
           1, std::chrono::minutes(1) / std::max(options_.housekeeping_interval, Duration(1)));
@@ -969,7 +985,9 @@ class Scheduler::Impl {
       auto it = jobs_.upper_bound(prune_cursor_);
       for (size_t n = 0; n < slice && n < jobs_.size(); ++n) {
         if (it == jobs_.end()) it = jobs_.begin();
-        specs.push_back(it->second.spec);
+        if (it->second.ran_since_prune || full_prune_left_ > 0) specs.push_back(it->second.spec);
+        it->second.ran_since_prune = false;
+        if (full_prune_left_ > 0) --full_prune_left_;
         prune_cursor_ = it->first;
         ++it;
       }
@@ -1142,8 +1160,10 @@ class Scheduler::Impl {
 
   std::mutex housekeeping_mu_;
   std::mutex state_poll_mu_;
-  int64_t jobs_version_ = -1;  // guarded by state_poll_mu_
-  std::string prune_cursor_;   // the last job pruned; guarded by mu_
+  int64_t jobs_version_ = -1;                // guarded by state_poll_mu_
+  std::string prune_cursor_;                 // the last job pruned; guarded by mu_
+  std::optional<Duration> last_full_prune_;  // steady; guarded by mu_
+  size_t full_prune_left_ = 0;               // jobs the hourly full sweep still visits; mu_
 
   std::unique_ptr<internal::WorkerPool> pool_;
   std::jthread loop_thread_;
