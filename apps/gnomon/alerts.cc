@@ -16,53 +16,20 @@
 #include <set>
 #include <utility>
 
+#include "src/exec/http_url.h"
+
 namespace gnomon::app {
 namespace {
 
-struct ParsedUrl {
-  std::string scheme_host_port;  // "http://host:port"
-  std::string path;              // "/path?query"
-};
-
-// Parses an http(s) URL; on failure returns nullopt and sets `error` (without the target name).
-std::optional<ParsedUrl> ParseUrl(std::string_view url, std::string* error) {
-  const std::string quoted = "url \"" + std::string(url) + "\"";
-  const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) {
-    *error = quoted + ": missing scheme (http:// or https://)";
+// An http(s) URL the client can reach; on failure nullopt and `error` (without the target).
+std::optional<exec_internal::HttpUrl> ParseUrl(std::string_view url, std::string* error) {
+  std::optional<exec_internal::HttpUrl> parsed = exec_internal::ParseHttpUrl(url, error);
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+  if (parsed && parsed->scheme == "https") {
+    *error = "url \"" + std::string(url) + "\": https needs cpp-httplib built with OpenSSL";
     return std::nullopt;
   }
-  std::string scheme(url.substr(0, sep));
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-  const bool supported = scheme == "http" || scheme == "https";
-  const char* const kSchemes = "(http or https)";
-#else
-  const bool supported = scheme == "http";
-  const char* const kSchemes = "(http; https needs cpp-httplib built with OpenSSL)";
 #endif
-  if (!supported) {
-    *error = quoted + ": unsupported scheme \"" + scheme + "\" " + kSchemes;
-    return std::nullopt;
-  }
-  const std::string_view rest = url.substr(sep + 3);
-  const size_t path_start = rest.find_first_of("/?#");
-  const std::string_view authority = rest.substr(0, path_start);
-  if (authority.empty() || authority.find_first_of(" \t\r\n@") != std::string_view::npos) {
-    *error = quoted + ": invalid host";
-    return std::nullopt;
-  }
-  std::string_view path =
-      path_start == std::string_view::npos ? std::string_view("/") : rest.substr(path_start);
-  path = path.substr(0, path.find('#'));  // fragments are not sent
-  ParsedUrl parsed;
-  parsed.scheme_host_port = scheme + "://" + std::string(authority);
-  parsed.path = path.empty() || path[0] != '/' ? "/" + std::string(path) : std::string(path);
-  if (parsed.path.find_first_of(" \t\r\n") != std::string::npos) {
-    *error = quoted + ": the path contains a space or line break";
-    return std::nullopt;
-  }
   return parsed;
 }
 
@@ -327,7 +294,7 @@ int AlertObserver::Send(const Alert& alert) {
   const AlertTarget& target = targets_[alert.target];
   try {
     std::string error;
-    const std::optional<ParsedUrl> url = ParseUrl(target.url, &error);
+    const std::optional<exec_internal::HttpUrl> url = ParseUrl(target.url, &error);
     if (!url) return 0;  // validated at construction; unreachable
     nlohmann::json body = {
         {"event", alert.event},

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "src/exec/http_url.h"
+
 namespace gnomon::app {
 namespace {
 
@@ -22,52 +24,22 @@ constexpr int kSpanKindInternal = 1;
 constexpr int kStatusUnset = 0;
 constexpr int kStatusError = 2;
 
-struct Endpoint {
-  std::string scheme_host_port;
-  std::string path;
-};
-
 // "http://host:port/path" -> ("http://host:port", "/path"); an error message otherwise.
-std::optional<Endpoint> ParseEndpoint(std::string_view url, std::string* error) {
-  const size_t sep = url.find("://");
+std::optional<exec_internal::HttpUrl> ParseEndpoint(std::string_view url, std::string* error) {
   if (url.empty()) {
     *error = "is required (an OTLP/HTTP URL such as http://localhost:4318/v1/traces)";
     return std::nullopt;
   }
-  if (sep == std::string_view::npos) {
-    *error = "\"" + std::string(url) + "\": missing scheme (http://)";
+  std::optional<exec_internal::HttpUrl> parsed = exec_internal::ParseHttpUrl(url, error);
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+  if (parsed && parsed->scheme == "https") {
+    *error = "url \"" + std::string(url) +
+             "\": unsupported scheme \"https\" (http; https needs "
+             "cpp-httplib built with OpenSSL)";
     return std::nullopt;
   }
-  std::string scheme(url.substr(0, sep));
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-  const bool supported = scheme == "http" || scheme == "https";
-#else
-  const bool supported = scheme == "http";
 #endif
-  if (!supported) {
-    *error = "\"" + std::string(url) + "\": unsupported scheme \"" + scheme + "\" (http)";
-    return std::nullopt;
-  }
-  const std::string_view rest = url.substr(sep + 3);
-  const size_t path_start = rest.find_first_of("/?#");
-  const std::string_view authority = rest.substr(0, path_start);
-  if (authority.empty() || authority.find_first_of(" \t\r\n@") != std::string_view::npos) {
-    *error = "\"" + std::string(url) + "\": invalid host";
-    return std::nullopt;
-  }
-  std::string_view path =
-      path_start == std::string_view::npos ? std::string_view("/") : rest.substr(path_start);
-  path = path.substr(0, path.find('#'));
-  if (path.find_first_of(" \t\r\n") != std::string_view::npos) {
-    *error = "\"" + std::string(url) + "\": the path contains a space or line break";
-    return std::nullopt;
-  }
-  Endpoint e;
-  e.scheme_host_port = scheme + "://" + std::string(authority);
-  e.path = path.empty() || path[0] != '/' ? "/" + std::string(path) : std::string(path);
-  return e;
+  return parsed;
 }
 
 bool IsLowerHex(std::string_view s) {
@@ -175,7 +147,7 @@ OtlpExporter::OtlpExporter(TracingOptions options, Clock& clock)
     : options_(std::move(options)), clock_(clock), host_name_(HostName()) {
   GNOMON_CHECK(ValidateTracingOptions(options_).ok());
   std::string error;
-  const std::optional<Endpoint> endpoint = ParseEndpoint(options_.endpoint, &error);
+  const std::optional<exec_internal::HttpUrl> endpoint = ParseEndpoint(options_.endpoint, &error);
   scheme_host_port_ = endpoint->scheme_host_port;
   path_ = endpoint->path;
   sender_ = std::jthread([this] { SendLoop(); });

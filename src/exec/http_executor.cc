@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/exec/http_url.h"
 #include "src/exec/output_tail.h"
 
 namespace gnomon {
@@ -28,47 +29,6 @@ ExecResult Failed(std::string error) {
   r.outcome = RunOutcome::kFailed;
   r.error = std::move(error);
   return r;
-}
-
-// "scheme://authority" and the path (with query) of an http(s) URL.
-struct ParsedUrl {
-  std::string scheme;
-  std::string scheme_host_port;
-  std::string path;
-};
-
-std::optional<ParsedUrl> ParseUrl(std::string_view url, std::string* error) {
-  const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) {
-    *error = "url \"" + std::string(url) + "\": missing scheme (http:// or https://)";
-    return std::nullopt;
-  }
-  ParsedUrl parsed;
-  parsed.scheme = std::string(url.substr(0, sep));
-  std::transform(parsed.scheme.begin(), parsed.scheme.end(), parsed.scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (parsed.scheme != "http" && parsed.scheme != "https") {
-    *error = "url \"" + std::string(url) + "\": unsupported scheme \"" + parsed.scheme +
-             "\" (http or https)";
-    return std::nullopt;
-  }
-  const std::string_view rest = url.substr(sep + 3);
-  const size_t path_start = rest.find_first_of("/?#");
-  const std::string_view authority = rest.substr(0, path_start);
-  if (authority.empty() || authority.find_first_of(" \t\r\n@") != std::string_view::npos) {
-    *error = "url \"" + std::string(url) + "\": invalid host";
-    return std::nullopt;
-  }
-  parsed.scheme_host_port = parsed.scheme + "://" + std::string(authority);
-  std::string_view path =
-      path_start == std::string_view::npos ? std::string_view("/") : rest.substr(path_start);
-  path = path.substr(0, path.find('#'));  // fragments are not sent
-  parsed.path = path.empty() || path[0] != '/' ? "/" + std::string(path) : std::string(path);
-  if (parsed.path.find_first_of(" \r\n") != std::string::npos) {
-    *error = "url \"" + std::string(url) + "\": the path contains a space or line break";
-    return std::nullopt;
-  }
-  return parsed;
 }
 
 bool IsHeaderValue(std::string_view v) {
@@ -190,7 +150,7 @@ ExecResult HttpExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   if (!job.http) return Failed("job \"" + job.id + "\" has no http target");
   const HttpTarget& target = *job.http;
   std::string error;
-  const std::optional<ParsedUrl> url = ParseUrl(target.url, &error);
+  const std::optional<exec_internal::HttpUrl> url = exec_internal::ParseHttpUrl(target.url, &error);
   if (!url) return Failed(error);
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
   if (url->scheme == "https") {
