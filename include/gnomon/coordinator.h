@@ -52,11 +52,6 @@ struct ClaimRequest {
   // are revoked (their holders' next fenced write fails with LeaseLost) and the claim proceeds.
   // kAllow: no check.
   OverlapPolicy overlap = OverlapPolicy::kForbid;
-  // Misfire catch-up (misfire = once): refused (kSuperseded) when the job's last claimed or
-  // recorded instant (JobState::last_scheduled) is later than this fire's, and the fire is
-  // recorded as skipped ("misfire") in the same step: the latest missed fire runs only while it
-  // still is the latest.
-  bool unless_superseded = false;
 };
 
 struct ClaimOutcome {
@@ -66,7 +61,6 @@ struct ClaimOutcome {
     kTooEarly,        // early-fire guard: try again at scheduled_at - skew_tolerance (backend)
     kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
     kPaused,          // the job is paused: recorded as skipped ("paused") (once)
-    kSuperseded,      // unless_superseded and a later fire exists: recorded skipped ("misfire")
   } result = Result::kAlreadyClaimed;
   std::optional<Claim> claim;
   Instant backend_now;            // the backend's clock at the claim

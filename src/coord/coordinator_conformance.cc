@@ -1283,38 +1283,6 @@ TEST_P(CoordinatorConformanceTest, ConcurrentCreatesHaveOneWinner) {
   EXPECT_EQ(coord_->ListJobs()->size(), 1u);
 }
 
-TEST_P(CoordinatorConformanceTest, CatchUpClaimIsRefusedWhenSuperseded) {
-  const Instant t = clock_.Now() - std::chrono::seconds(30);
-  // Nothing later claimed: a catch-up claim of t goes through.
-  ClaimRequest first = Req(Fire("cu", t), "n");
-  first.unless_superseded = true;
-  CLAIM_OR_FAIL(c, *coord_, first);
-  ASSERT_OK(coord_->Report(c, RecordOf(c, RunOutcome::kSucceeded, t, t), true));
-  // A later fire is claimed (a peer ran it on time) ...
-  CLAIM_OR_FAIL(later, *coord_, Req(Fire("cu", t + std::chrono::seconds(20)), "peer"));
-  (void)later;
-  // ... so the catch-up of an older missed fire is refused and recorded as skipped (misfire).
-  ClaimRequest stale = Req(Fire("cu", t + std::chrono::seconds(10)), "n");
-  stale.unless_superseded = true;
-  Result<ClaimOutcome> out = coord_->Claim(stale);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(out->result, R::kSuperseded);
-  EXPECT_FALSE(out->claim.has_value());
-  Result<std::vector<RunRecord>> rec = coord_->GetRun(stale.fire.RunId());
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-  ASSERT_EQ(rec->size(), 1u);
-  EXPECT_EQ(rec->front().outcome, RunOutcome::kSkipped);
-  EXPECT_EQ(rec->front().skip_reason, "misfire");
-  EXPECT_EQ(coord_->Claim(stale)->result, R::kAlreadyClaimed) << "recorded once";
-  // Without the flag, an older fire is still claimable (misfire = all).
-  CLAIM_OR_FAIL(all, *coord_, Req(Fire("cu", t + std::chrono::seconds(5)), "n"));
-  (void)all;
-  // The latest itself is never superseded by itself or earlier fires.
-  ClaimRequest newest = Req(Fire("cu", t + std::chrono::seconds(25)), "n");
-  newest.unless_superseded = true;
-  EXPECT_EQ(coord_->Claim(newest)->result, R::kClaimed);
-}
-
 TEST_P(CoordinatorConformanceTest, FiresRecordedTellsClaimedAndSkippedFires) {
   const Instant t = clock_.Now() - std::chrono::seconds(10);
   CLAIM_OR_FAIL(c, *coord_, Req(Fire("own", t), "n"));

@@ -270,10 +270,10 @@ class Scheduler::Impl {
     }
     if (t.kind == TimerKind::kTakeover) {
       // Every takeover due now goes in one batch: one FiresRecorded call for all of them.
-      std::vector<FireKey> batch{t.fire};
+      std::vector<std::pair<FireKey, Instant>> batch{{t.fire, t.due}};
       while (!timers_.empty() && timers_.top().kind == TimerKind::kTakeover &&
              timers_.top().due <= now) {
-        batch.push_back(timers_.top().fire);
+        batch.emplace_back(timers_.top().fire, timers_.top().due);
         timers_.pop();
       }
       pool_->Submit([this, batch = std::move(batch)] { TakeOver(batch); });
@@ -328,18 +328,22 @@ class Scheduler::Impl {
   // Fires of other owners, checked after this node's takeover delay: those still without a record
   // (the owner is gone, or slow) are claimed here. If the check fails, every one is claimed (the
   // claims decide).
-  void TakeOver(const std::vector<FireKey>& fires) {
+  // `due`: when this node's rank was to take over; claim_grace after it, the takeover is late.
+  void TakeOver(const std::vector<std::pair<FireKey, Instant>>& due) {
+    std::vector<FireKey> fires;
+    for (const auto& [fire, at] : due) fires.push_back(fire);
     Result<std::vector<bool>> recorded = coord_.FiresRecorded(fires);
     for (size_t i = 0; i < fires.size(); ++i) {
       if (recorded.ok() && i < recorded->size() && (*recorded)[i]) continue;
       std::optional<JobSpec> spec = Spec(fires[i].job_id);
       if (!spec || spec->shards != fires[i].shard_count) continue;  // removed or changed since
       {
-        // Past the takeover window (the check itself was slow: a hung backend), the fire is a
-        // misfire: it goes to the failed claims, which the job's owner handles per `misfire`,
-        // rather than being claimed late beside the owner's catch-up.
+        // Late (the check itself was slow: a hung backend), the fire is a misfire: it goes to
+        // the failed claims, which the job's owner handles per `misfire`, rather than being
+        // claimed late beside the owner's catch-up. Measured from this node's own turn, not from
+        // the live set's window now: that shrinks when heartbeats lapse in an outage.
         std::lock_guard<std::mutex> lock(mu_);
-        if (Now() - fires[i].scheduled_at > TakeoverWindowLocked()) {
+        if (Now() - due[i].second > options_.claim_grace) {
           auto it = jobs_.find(fires[i].job_id);
           if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
             it->second.failed.insert(fires[i].scheduled_at);
@@ -353,10 +357,11 @@ class Scheduler::Impl {
 
   // How late after its instant a fire may still be claimed as on time: claim_grace, plus the
   // takeover delays of the other live nodes. REQUIRES: mu_ held.
+  // The live set counted is the largest of the last minute: in an outage the heartbeats lapse
+  // and nodes come back one by one, while the fires of that time were ranked over all of them.
   Duration TakeoverWindowLocked() const {
     return options_.claim_grace +
-           options_.takeover_delay *
-               static_cast<int64_t>(live_nodes_.size() > 1 ? live_nodes_.size() - 1 : 0);
+           options_.takeover_delay * static_cast<int64_t>(live_peak_ > 1 ? live_peak_ - 1 : 0);
   }
 
   // Missed fires: within catchup_window, per policy; older ones are recorded as skipped.
@@ -369,26 +374,62 @@ class Scheduler::Impl {
       (f >= now - e.spec.catchup_window && e.spec.misfire != MisfirePolicy::kSkip ? run : skip)
           .push_back(f);
     }
-    if (e.spec.misfire == MisfirePolicy::kOnce && run.size() > 1) {
-      skip.insert(skip.end(), run.begin(), run.end() - 1);
-      run.erase(run.begin(), run.end() - 1);
+    if (e.spec.misfire == MisfirePolicy::kOnce && !run.empty()) {
+      SubmitSkipRecords(e.spec, skip);
+      SubmitCatchUpOnce(e.spec, std::move(run), TakeoverWindowLocked());
+      return;
     }
     // Catch-up runs go one after another, oldest first, so that overlap = forbid does not skip
     // them against each other.
     if (!run.empty()) {
       pool_->Submit([this, spec = e.spec, run] {
-        // once: the latest missed fire runs only while it still is the latest (a peer may have
-        // run a later fire on time): the claim itself checks, in the backend's one step.
-        const bool once = spec.misfire == MisfirePolicy::kOnce;
         for (Instant f : run) {
           for (int s = 0; s < spec.shards; ++s) {
             RunFire(spec, FireKey{spec.id, f, s, spec.shards}, std::nullopt, clock_.SteadyNow(),
-                    once);
+                    true);
           }
         }
       });
     }
     SubmitSkipRecords(e.spec, skip);
+  }
+
+  // misfire = once: runs the latest missed fire of `batch` (ascending) and records the others
+  // skipped. The latest fire this node failed to claim may have been claimed on time by a peer
+  // after all (within `window` of its instant: a takeover, or the backend came back for the peer
+  // first); then it was not missed and the next older one is the latest missed. A fire already
+  // recorded late (another node's catch-up of this batch) ends the search: the batch is handled.
+  void SubmitCatchUpOnce(const JobSpec& spec, std::vector<Instant> batch, Duration window) {
+    pool_->Submit([this, spec, batch = std::move(batch), window] {
+      std::optional<Instant> latest;
+      size_t i = batch.size();
+      while (i > 0) {
+        const Instant f = batch[--i];
+        Result<std::vector<RunRecord>> rec =
+            coord_.GetRun(FireKey{spec.id, f, 0, spec.shards}.RunId());
+        if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) {
+          // The backend cannot tell: decide again on a later pass.
+          std::lock_guard<std::mutex> lock(mu_);
+          if (auto it = jobs_.find(spec.id); it != jobs_.end()) {
+            for (size_t k = 0; k <= i && it->second.failed.size() < kMaxMisfires; ++k) {
+              it->second.failed.insert(batch[k]);
+            }
+          }
+          return;
+        }
+        if (!rec.ok() || rec->empty()) {
+          latest = f;
+          break;
+        }
+        if (rec->front().started_at - f > window) break;  // recorded late: handled
+      }
+      SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
+      if (!latest) return;
+      for (int s = 0; s < spec.shards; ++s) {
+        RunFire(spec, FireKey{spec.id, *latest, s, spec.shards}, std::nullopt, clock_.SteadyNow(),
+                true);
+      }
+    });
   }
 
   // Records fires as skipped ("misfire"). A record that could not be written (backend down) is
@@ -464,8 +505,7 @@ class Scheduler::Impl {
     bool renewing = false;  // queued for, or inside, a Renew call
   };
 
-  // `catch_up`: a misfire = once catch-up; the claim refuses itself when a later fire of the job
-  // was claimed meanwhile (ClaimRequest::unless_superseded).
+  // `catch_up`: a missed fire run per `misfire` (its claimed event says so: detail=catch-up).
   void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed, Duration claim_sent,
                bool catch_up = false) {
     {
@@ -478,7 +518,6 @@ class Scheduler::Impl {
     } else {
       ClaimRequest req{fire, options_.node_id, options_.lease_ttl, options_.skew_tolerance,
                        spec.overlap};
-      req.unless_superseded = catch_up;
       claim_sent = clock_.SteadyNow();
       Result<ClaimOutcome> out = coord_.Claim(req);
       if (!out.ok()) {
@@ -502,9 +541,6 @@ class Scheduler::Impl {
         case ClaimOutcome::Result::kPaused:
           Emit(SchedulerEvent::Kind::kSkipped, fire, "paused");
           return;
-        case ClaimOutcome::Result::kSuperseded:
-          Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
-          return;
         case ClaimOutcome::Result::kTooEarly: {
           // Our clock is ahead of the backend's: try again when the backend reaches the instant.
           Emit(SchedulerEvent::Kind::kSkipped, fire, "early-guard");
@@ -523,6 +559,7 @@ class Scheduler::Impl {
       ev.attempt = claim.attempt;
       ev.fencing_token = claim.fencing_token;
       ev.duration = ev.at - fire.scheduled_at;  // lateness
+      if (catch_up) ev.detail = "catch-up";
       Notify(ev);
       if (options_.admit) {
         if (const std::string why = options_.admit(spec, claim); !why.empty()) {
@@ -878,6 +915,11 @@ class Scheduler::Impl {
       for (const NodeInfo& n : *nodes) ids.push_back(n.node_id);
       std::lock_guard<std::mutex> lock(mu_);
       live_nodes_ = std::move(ids);
+      const Duration steady = clock_.SteadyNow();
+      if (live_nodes_.size() >= live_peak_ || steady - live_peak_at_ > std::chrono::minutes(1)) {
+        live_peak_ = live_nodes_.size();
+        live_peak_at_ = steady;
+      }
     }
     ResolveLostRuns();
     RetryFailedClaims();
@@ -952,9 +994,27 @@ class Scheduler::Impl {
           internal::RendezvousRank(live_nodes_, options_.node_id, id, 0) != 0) {
         continue;
       }
-      std::vector<Instant> fires(e.failed.begin(), e.failed.end());
+      // A failed fire still inside claim_grace is not a misfire yet: it is claimed again, as on
+      // time. The others form the outage's batch, decided per `misfire` once it is closed: while
+      // the fire after the batch's latest is still inside its claim window (a peer or a later
+      // pass may claim it, or it fails too and becomes the batch's latest), which fire is "the
+      // latest missed" is not known yet.
+      const Duration window = TakeoverWindowLocked();
+      std::vector<Instant> missed;
+      std::vector<Instant> on_time;
+      for (Instant f : e.failed) {
+        (now - f < options_.claim_grace ? on_time : missed).push_back(f);
+      }
+      if (!missed.empty()) {
+        const std::optional<Instant> after = e.expr->Next(missed.back());
+        if (after && *after <= now && now < *after + window &&
+            !std::binary_search(on_time.begin(), on_time.end(), *after)) {
+          continue;  // all kept as failed, for a later pass
+        }
+      }
       e.failed.clear();
-      ApplyMisfirePolicyLocked(e, fires, now);
+      ApplyMisfirePolicyLocked(e, missed, now);
+      for (Instant f : on_time) SubmitShards(e.spec, f);
     }
   }
 
@@ -1141,6 +1201,8 @@ class Scheduler::Impl {
   std::map<std::string, JobEntry> jobs_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::vector<std::string> live_nodes_;  // guarded by mu_: node ids with a live heartbeat
+  size_t live_peak_ = 1;                 // guarded by mu_: the largest live set of the last minute
+  Duration live_peak_at_{0};             // guarded by mu_: steady time of that peak
   bool started_ = false;
   bool stopping_ = false;
   bool wake_ = false;

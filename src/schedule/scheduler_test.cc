@@ -937,5 +937,64 @@ TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
   EXPECT_EQ(History(backend, "m").size(), 11u) << "every fire has its record";
 }
 
+// The backend is unreachable for claims and skip records while `down`.
+class Outage : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::Claim(req);
+  }
+  Status RecordSkipped(const FireKey& fire, const std::string& node,
+                       const std::string& reason) override {
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::RecordSkipped(fire, node, reason);
+  }
+  std::atomic<bool> down{false};
+};
+
+// misfire = once after an outage: the latest fire of the outage runs once, even though the first
+// fire after the outage already ran on time (it was missed all the same); the older one is
+// recorded skipped.
+TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  Outage coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  step_to(kStart + seconds(10));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  coord.down = true;  // the fires at :20 and :30 cannot be claimed
+  step_to(kStart + seconds(37));
+  ASSERT_GE(a.observer.Count(Kind::kError), 2);
+  coord.down = false;
+  step_to(kStart + seconds(40));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :40 on time
+  step_to(kStart + seconds(47));       // a housekeeping pass after :40's claim window
+  ASSERT_TRUE(exec.AwaitFinished(3));
+  ASSERT_TRUE(a.observer.Await(Kind::kSkipped, 1, "misfire"));
+  a.scheduler->Stop();
+  const auto attempts = exec.attempts();
+  ASSERT_EQ(attempts.size(), 3u);
+  EXPECT_EQ(attempts[1].scheduled_at, kStart + seconds(40));
+  EXPECT_EQ(attempts[2].scheduled_at, kStart + seconds(30)) << "the latest missed fire, once";
+  const auto history = History(backend, "t");
+  ASSERT_EQ(history.size(), 4u) << "every fire has one record";
+  for (const RunRecord& r : history) {
+    EXPECT_EQ(r.outcome == RunOutcome::kSkipped, r.scheduled_at == kStart + seconds(20))
+        << r.run_id;
+  }
+}
+
 }  // namespace
 }  // namespace gnomon

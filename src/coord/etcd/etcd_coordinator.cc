@@ -682,9 +682,6 @@ class EtcdCoordinator::Impl {
       if (st.paused) {
         SkipWrites(w, fire, req.node_id, "paused", now, st);
         out = coord::MakeOutcome(R::kPaused, now);
-      } else if (req.unless_superseded && st.last && *st.last > fire.scheduled_at.unix_millis()) {
-        SkipWrites(w, fire, req.node_id, "misfire", now, st);
-        out = coord::MakeOutcome(R::kSuperseded, now);
       } else {
         // Live fires of the job at other instants (sibling shards of this instant run together).
         std::vector<std::pair<FireKey, FireRec>> others;

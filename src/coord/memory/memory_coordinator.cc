@@ -88,11 +88,6 @@ Result<ClaimOutcome> MemoryCoordinator::Claim(const ClaimRequest& req) {
     RecordSkippedLocked(req.fire, req.node_id, "paused", now);
     return coord::MakeOutcome(R::kPaused, now);
   }
-  if (const std::optional<Instant>& last = jobs_[req.fire.job_id].state.last_scheduled;
-      req.unless_superseded && last && *last > req.fire.scheduled_at) {
-    RecordSkippedLocked(req.fire, req.node_id, "misfire", now);
-    return coord::MakeOutcome(R::kSuperseded, now);
-  }
   ClaimOutcome out = coord::MakeOutcome(R::kClaimed, now);
   if (req.overlap != OverlapPolicy::kAllow) {
     // Live fires of the same job at other instants (sibling shards of this instant run together).

@@ -377,11 +377,11 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
   GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
   GNOMON_RETURN_IF_ERROR(ValidateFire(req.fire));
   std::vector<std::string> args = CommonArgs();
-  args.insert(args.end(),
-              {req.fire.job_id, Ms(req.fire.scheduled_at), std::to_string(req.fire.shard),
-               std::to_string(req.fire.shard_count), req.node_id, Ms(req.lease_ttl),
-               Ms(req.skew_tolerance), std::string(ToString(req.overlap)), req.fire.RunId(),
-               ClaimDeadline(req.lease_ttl), req.unless_superseded ? "1" : "0"});
+  args.insert(
+      args.end(),
+      {req.fire.job_id, Ms(req.fire.scheduled_at), std::to_string(req.fire.shard),
+       std::to_string(req.fire.shard_count), req.node_id, Ms(req.lease_ttl), Ms(req.skew_tolerance),
+       std::string(ToString(req.overlap)), req.fire.RunId(), ClaimDeadline(req.lease_ttl)});
   Result<RedisReply> r = conn_->Eval(scripts::kClaim, {JobBase(req.fire.job_id), base_}, args);
   if (!r.ok()) return r.status();
   int64_t now = 0;
@@ -398,7 +398,6 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
   if (word == "ALREADY") return coord::MakeOutcome(R::kAlreadyClaimed, backend_now);
   if (word == "EARLY") return coord::MakeOutcome(R::kTooEarly, backend_now);
   if (word == "PAUSED") return coord::MakeOutcome(R::kPaused, backend_now);
-  if (word == "SUPERSEDED") return coord::MakeOutcome(R::kSuperseded, backend_now);
   if (word == "OVERLAP") return coord::MakeOutcome(R::kOverlap, backend_now);
   int64_t token = 0, lease = 0;
   if (word != "CLAIMED" || !IntAt(*r, 2, token) || !IntAt(*r, 3, lease)) {

@@ -138,8 +138,7 @@ local function fenced(job, ms, shard, tok)
 end
 )lua";
 
-// ARGV[5..]: job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap, run_id, deadline,
-// unless_superseded (1/0).
+// ARGV[5..]: job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap, run_id, deadline.
 // -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/... now
 constexpr const char* kClaimBody = R"lua(
 local job, ms, shard, sc = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -152,13 +151,6 @@ if ms > NOW + skew then return {'EARLY', S(NOW)} end
 if redis.call('HGET', JB .. ':state', 'paused') == '1' then
   record_skipped(job, ms, shard, sc, node, 'paused')
   return {'PAUSED', S(NOW)}
-end
-if ARGV[15] == '1' then
-  local last = redis.call('HGET', JB .. ':state', 'last')
-  if last and tonumber(last) > ms then
-    record_skipped(job, ms, shard, sc, node, 'misfire')
-    return {'SUPERSEDED', S(NOW)}
-  end
 end
 local out = {'CLAIMED', S(NOW), '', ''}
 local live_key = JB .. ':live'

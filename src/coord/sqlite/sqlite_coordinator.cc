@@ -472,23 +472,14 @@ Result<ClaimOutcome> SqliteCoordinator::Claim(const ClaimRequest& req) {
       return Status::Ok();
     }
     {
-      Result<Statement> s =
-          db_->conn().Prepare("SELECT paused, last_scheduled_ms FROM job_state WHERE job_id = ?1");
+      Result<Statement> s = db_->conn().Prepare("SELECT paused FROM job_state WHERE job_id = ?1");
       if (!s.ok()) return s.status();
       s->BindText(1, req.fire.job_id);
       Result<bool> row = s->Step();
       if (!row.ok()) return row.status();
-      if (*row && s->Int(0) != 0) {
-        out.result = R::kPaused;
-      } else if (*row && req.unless_superseded && !s->IsNull(1) &&
-                 s->Int(1) > req.fire.scheduled_at.unix_millis()) {
-        out.result = R::kSuperseded;
-      }
+      if (*row && s->Int(0) != 0) out.result = R::kPaused;
     }
     if (out.result == R::kPaused) return db_->InsertSkipped(req.fire, req.node_id, "paused", now);
-    if (out.result == R::kSuperseded) {
-      return db_->InsertSkipped(req.fire, req.node_id, "misfire", now);
-    }
     if (req.overlap != OverlapPolicy::kAllow) {
       // Live fires of the same job at other instants (sibling shards of this instant run
       // together).

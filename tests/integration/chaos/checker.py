@@ -13,9 +13,14 @@ Inputs
 Checks (each a count in the result; any non-zero in `violations` fails the scenario)
 - duplicates: a fire (job, run id) with more than one first-attempt start record, or any
   (run id, attempt) recorded twice.
-- fence_regressions: for one job, take the first-attempt start records ordered by scheduled
-  instant; their fencing tokens must strictly increase (equal or lower = regression). Within one
-  fire, attempt n+1 must carry a strictly higher token than attempt n.
+- fence_regressions: PRODUCT.md: the token "strictly increases per job across all claims and
+  attempts", i.e. in the order the claims are made. Checked as: for one job, the first-attempt
+  start records ordered by scheduled instant carry strictly increasing tokens (equal or lower =
+  regression), except misfire catch-up runs (a node logged `claimed ... detail=catch-up` for the
+  fire: misfire = once runs the latest missed fire after an outage, possibly after a later fire
+  already ran); a catch-up run's token must instead be higher than that of every start of the job
+  that began (host clock) more than 100 ms before it.
+  Within one fire, attempt n+1 must carry a strictly higher token than attempt n.
 - early_starts: a start record whose (unskewed) start time is earlier than scheduled instant minus
   skew_tolerance.
 - misses: for each every-second job, every second between its first and last recorded fire must
@@ -71,6 +76,12 @@ def parse_log(text):
     return [e for e in (parse_log_line(l) for l in text.splitlines()) if e]
 
 
+def catch_up_runs(logs):
+    """Run ids some node claimed as a misfire catch-up (`claimed ... detail=catch-up`)."""
+    return {e["run"] for evs in logs.values() for e in evs
+            if e["event"] == "claimed" and e.get("detail") == "catch-up"}
+
+
 def check(records, logs, *, every_second_jobs, skew_tolerance_ms=500, windows=(),
           slack_before_ms=1000, slack_after_ms=2500, on_lost=None, since_ms=None,
           lease_ttl_ms=3000):
@@ -102,9 +113,20 @@ def check(records, logs, *, every_second_jobs, skew_tolerance_ms=500, windows=()
             v.append("duplicate: %s attempt %d ran %d times" % (run, attempt, len(rs)))
 
     # --- fence regressions
+    caught_up = catch_up_runs(logs)
+
+    def catch_up(r):
+        return r["attempt"] == 1 and r["run"] in caught_up
     for job in sorted({r["job"] for r in starts}):
-        firsts = sorted((r for r in starts if r["job"] == job and r["attempt"] == 1),
-                        key=lambda r: r["scheduled_ms"])
+        for c in (r for r in starts if r["job"] == job and catch_up(r)):
+            for r in starts:
+                if r["job"] == job and r["started"] < c["started"] - 100 and \
+                        r["token"] >= c["token"]:
+                    res["fence_regressions"] += 1
+                    v.append("fence regression: catch-up %s token %d after %s token %d" % (
+                        c["run"], c["token"], r["run"], r["token"]))
+        firsts = sorted((r for r in starts if r["job"] == job and r["attempt"] == 1 and
+                         not catch_up(r)), key=lambda r: r["scheduled_ms"])
         for a, b in zip(firsts, firsts[1:]):
             if b["scheduled_ms"] > a["scheduled_ms"] and b["token"] <= a["token"]:
                 res["fence_regressions"] += 1
