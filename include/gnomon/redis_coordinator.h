@@ -85,6 +85,7 @@
 namespace gnomon {
 namespace coord {
 class RedisConnection;
+class RedisConnectionPool;
 struct RedisConnectionConfig;
 }  // namespace coord
 
@@ -125,6 +126,10 @@ struct RedisOptions {
   // Open() succeeds on a server without `appendonly yes` (unsafe_persistence() is then true).
   // Default false: refuse.
   bool allow_unsafe = false;
+  // Connections to the server, 1-64: a call uses an idle one, so concurrent calls (a node's
+  // workers claiming and reporting at once) do not queue behind each other's round trips.
+  // Default 8.
+  int connections = 8;
   // Redis Sentinel: when non-empty, host/port are ignored and the primary of `sentinel_master` is
   // asked of these sentinels (in order) at every (re)connect, so a failover is followed. The
   // connection is only used when the server answers ROLE as master. Default empty.
@@ -162,6 +167,7 @@ class RedisCoordinator final : public Coordinator {
   Result<Instant> Now() override;
 
   Result<ClaimOutcome> Claim(const ClaimRequest& req) override;
+  std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override;
   Status Renew(gnomon::Claim& claim, Duration ttl) override;
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;
   Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override;
@@ -201,7 +207,7 @@ class RedisCoordinator final : public Coordinator {
  private:
   friend class RedisQueue;  // connects with the same options
   static coord::RedisConnectionConfig ConnectionConfigOf(const RedisOptions& options);
-  RedisCoordinator(const RedisOptions& options, std::unique_ptr<coord::RedisConnection> conn);
+  RedisCoordinator(const RedisOptions& options, std::unique_ptr<coord::RedisConnectionPool> conn);
 
   // The key base "<prefix>:<ns>" and a job's base "<prefix>:<ns>:{job}".
   std::string JobBase(const std::string& job_id) const;
@@ -218,8 +224,10 @@ class RedisCoordinator final : public Coordinator {
   // The server-clock instant after which a claim sent now must not be applied: the client has
   // given up on it by then (io_timeout), so applying it would leave a claim nobody runs.
   std::string ClaimDeadline(Duration lease_ttl) const;
-  // The hiredis connection, reconnects and scripts (hides hiredis.h); thread-safe.
-  std::unique_ptr<coord::RedisConnection> conn_;
+  // The 10 script arguments of one claim (claim_one in redis_scripts.cc).
+  std::vector<std::string> ClaimArgs(const ClaimRequest& req) const;
+  // The hiredis connections, reconnects and scripts (hides hiredis.h); thread-safe.
+  std::unique_ptr<coord::RedisConnectionPool> conn_;
   // WaitJobsChange's subscriber connection (made on first use), one waiter at a time.
   std::mutex watch_mu_;
   std::unique_ptr<coord::RedisConnection> subscriber_;  // guarded by watch_mu_

@@ -1283,6 +1283,56 @@ TEST_P(CoordinatorConformanceTest, ConcurrentCreatesHaveOneWinner) {
   EXPECT_EQ(coord_->ListJobs()->size(), 1u);
 }
 
+TEST_P(CoordinatorConformanceTest, ClaimManyAnswersEachRequestLikeClaim) {
+  const Instant t = clock_.Now() - std::chrono::seconds(10);
+  CLAIM_OR_FAIL(taken, *coord_, Req(Fire("b1", t), "other"));
+  (void)taken;
+  ASSERT_OK(coord_->SetPaused("b3", true, "test"));
+  CLAIM_OR_FAIL(live, *coord_, Req(Fire("b4", t), "other"));
+  (void)live;
+  std::vector<ClaimRequest> reqs = {
+      Req(Fire("b1", t), "n"),                                                    // already claimed
+      Req(Fire("b2", t), "n"),                                                    // free
+      Req(Fire("b3", t), "n"),                                                    // paused
+      Req(Fire("b4", t + std::chrono::seconds(1)), "n", OverlapPolicy::kForbid),  // overlap
+      Req(Fire("b5", clock_.Now() + std::chrono::hours(1)), "n"),                 // too early
+      Req(Fire("bad id", t), "n"),                                                // invalid
+      Req(Fire("b2", t, 0, 1), "n"),  // b2 again: claimed above
+  };
+  std::vector<Result<ClaimOutcome>> out = coord_->ClaimMany(reqs);
+  ASSERT_EQ(out.size(), reqs.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i == 5) continue;
+    ASSERT_TRUE(out[i].ok()) << i << ": " << out[i].status().ToString();
+  }
+  EXPECT_EQ(out[0]->result, R::kAlreadyClaimed);
+  EXPECT_EQ(out[1]->result, R::kClaimed);
+  ASSERT_TRUE(out[1]->claim.has_value());
+  EXPECT_EQ(out[1]->claim->fire.RunId(), Fire("b2", t).RunId());
+  EXPECT_GT(out[1]->claim->fencing_token, 0);
+  EXPECT_EQ(out[2]->result, R::kPaused);
+  EXPECT_EQ(out[3]->result, R::kOverlap);
+  EXPECT_EQ(out[4]->result, R::kTooEarly);
+  EXPECT_CODE(out[5].status(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out[6]->result, R::kAlreadyClaimed) << "one claim per fire within a batch too";
+  Result<std::vector<RunRecord>> rec = coord_->GetRun(Fire("b2", t).RunId());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->size(), 1u);
+  EXPECT_EQ(rec->front().outcome, RunOutcome::kRunning);
+  EXPECT_EQ(rec->front().node_id, "n");
+  // A batch larger than one backend round trip's chunk: every fire claimed once.
+  std::vector<ClaimRequest> many;
+  for (int i = 0; i < 300; ++i) many.push_back(Req(Fire("m" + std::to_string(i), t), "n"));
+  std::vector<Result<ClaimOutcome>> all = coord_->ClaimMany(many);
+  ASSERT_EQ(all.size(), many.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_TRUE(all[i].ok()) << i << ": " << all[i].status().ToString();
+    ASSERT_EQ(all[i]->result, R::kClaimed) << i;
+    EXPECT_EQ(all[i]->claim->fire.job_id, "m" + std::to_string(i));
+  }
+  EXPECT_TRUE(coord_->ClaimMany({}).empty());
+}
+
 TEST_P(CoordinatorConformanceTest, FiresRecordedTellsClaimedAndSkippedFires) {
   const Instant t = clock_.Now() - std::chrono::seconds(10);
   CLAIM_OR_FAIL(c, *coord_, Req(Fire("own", t), "n"));

@@ -252,6 +252,12 @@ class Scheduler::Impl {
       Timer t = timers_.top();
       timers_.pop();
       HandleTimerLocked(t);
+      // Owned fires due together are claimed together, in batches of a bounded size.
+      if (!claim_batch_.empty() &&
+          (claim_batch_.size() >= kClaimBatch || timers_.empty() || timers_.top().due > Now())) {
+        pool_->Submit([this, batch = std::move(claim_batch_)] { ClaimBatch(batch); });
+        claim_batch_.clear();
+      }
     }
   }
 
@@ -317,7 +323,7 @@ class Scheduler::Impl {
                            ? internal::RendezvousRank(live_nodes_, options_.node_id, spec.id, s)
                            : 0;
       if (rank == 0) {
-        SubmitFire(spec, fire);
+        claim_batch_.emplace_back(spec, fire);  // claimed together (Loop flushes)
       } else {
         timers_.push(Timer{scheduled_at + options_.takeover_delay * rank, TimerKind::kTakeover,
                            spec.id, 0, fire});
@@ -505,6 +511,94 @@ class Scheduler::Impl {
     bool renewing = false;  // queued for, or inside, a Renew call
   };
 
+  ClaimRequest RequestFor(const JobSpec& spec, const FireKey& fire) const {
+    return ClaimRequest{fire, options_.node_id, options_.lease_ttl, options_.skew_tolerance,
+                        spec.overlap};
+  }
+
+  // Acts on the answer to this node's claim of `fire`: the claim to run, or nullopt when there
+  // is nothing to run here (the answer is recorded, retried or announced).
+  std::optional<Claim> AcceptClaim(const JobSpec& spec, const FireKey& fire,
+                                   const Result<ClaimOutcome>& out, bool catch_up) {
+    if (!out.ok()) {
+      Emit(SchedulerEvent::Kind::kError, fire, "claim: " + out.status().ToString());
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = jobs_.find(fire.job_id);
+      if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
+        it->second.failed.insert(fire.scheduled_at);
+      }
+      return std::nullopt;
+    }
+    switch (out->result) {
+      case ClaimOutcome::Result::kClaimed:
+        break;
+      case ClaimOutcome::Result::kAlreadyClaimed:
+        Emit(SchedulerEvent::Kind::kClaimLost, fire, "");
+        return std::nullopt;
+      case ClaimOutcome::Result::kOverlap:
+        Emit(SchedulerEvent::Kind::kSkipped, fire, "overlap");
+        return std::nullopt;
+      case ClaimOutcome::Result::kPaused:
+        Emit(SchedulerEvent::Kind::kSkipped, fire, "paused");
+        return std::nullopt;
+      case ClaimOutcome::Result::kTooEarly: {
+        // Our clock is ahead of the backend's: try again when the backend reaches the instant.
+        Emit(SchedulerEvent::Kind::kSkipped, fire, "early-guard");
+        const Duration wait =
+            std::max(Duration(10), fire.scheduled_at - options_.skew_tolerance - out->backend_now);
+        std::lock_guard<std::mutex> lock(mu_);
+        timers_.push(Timer{Now() + wait, TimerKind::kClaimRetry, fire.job_id, 0, fire});
+        wake_ = true;
+        cv_.notify_all();
+        return std::nullopt;
+      }
+    }
+    const Claim claim = *out->claim;
+    for (const FireKey& old : out->replaced) CancelLocalRun(old, StopReason::kReplaced);
+    SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
+    ev.attempt = claim.attempt;
+    ev.fencing_token = claim.fencing_token;
+    ev.duration = ev.at - fire.scheduled_at;  // lateness
+    if (catch_up) ev.detail = "catch-up";
+    Notify(ev);
+    if (options_.admit) {
+      if (const std::string why = options_.admit(spec, claim); !why.empty()) {
+        RunRecord skipped = BaseRecord(fire, claim);
+        skipped.outcome = RunOutcome::kSkipped;
+        skipped.skip_reason = why;
+        skipped.finished_at = Now();
+        if (Status s = coord_.Report(claim, skipped, true); !s.ok()) {
+          Emit(SchedulerEvent::Kind::kError, fire, "report: " + s.ToString());
+        }
+        Emit(SchedulerEvent::Kind::kSkipped, fire, why.substr(0, why.find(':')));
+        return std::nullopt;
+      }
+    }
+    return claim;
+  }
+
+  // The owner's on-time fires of one instant (or a few due together), claimed in one backend
+  // call (Coordinator::ClaimMany); each claimed fire then runs as its own task.
+  void ClaimBatch(const std::vector<std::pair<JobSpec, FireKey>>& batch) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    std::vector<ClaimRequest> reqs;
+    reqs.reserve(batch.size());
+    for (const auto& [spec, fire] : batch) reqs.push_back(RequestFor(spec, fire));
+    const Duration sent = clock_.SteadyNow();
+    std::vector<Result<ClaimOutcome>> outs = coord_.ClaimMany(reqs);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto& [spec, fire] = batch[i];
+      const Result<ClaimOutcome> out =
+          i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
+      if (std::optional<Claim> won = AcceptClaim(spec, fire, out, false)) {
+        pool_->Submit([this, spec, fire, claim = *won, sent] { RunFire(spec, fire, claim, sent); });
+      }
+    }
+  }
+
   // `catch_up`: a missed fire run per `misfire` (its claimed event says so: detail=catch-up).
   void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed, Duration claim_sent,
                bool catch_up = false) {
@@ -516,64 +610,11 @@ class Scheduler::Impl {
     if (resumed) {
       claim = *resumed;
     } else {
-      ClaimRequest req{fire, options_.node_id, options_.lease_ttl, options_.skew_tolerance,
-                       spec.overlap};
       claim_sent = clock_.SteadyNow();
-      Result<ClaimOutcome> out = coord_.Claim(req);
-      if (!out.ok()) {
-        Emit(SchedulerEvent::Kind::kError, fire, "claim: " + out.status().ToString());
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = jobs_.find(fire.job_id);
-        if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
-          it->second.failed.insert(fire.scheduled_at);
-        }
-        return;
-      }
-      switch (out->result) {
-        case ClaimOutcome::Result::kClaimed:
-          break;
-        case ClaimOutcome::Result::kAlreadyClaimed:
-          Emit(SchedulerEvent::Kind::kClaimLost, fire, "");
-          return;
-        case ClaimOutcome::Result::kOverlap:
-          Emit(SchedulerEvent::Kind::kSkipped, fire, "overlap");
-          return;
-        case ClaimOutcome::Result::kPaused:
-          Emit(SchedulerEvent::Kind::kSkipped, fire, "paused");
-          return;
-        case ClaimOutcome::Result::kTooEarly: {
-          // Our clock is ahead of the backend's: try again when the backend reaches the instant.
-          Emit(SchedulerEvent::Kind::kSkipped, fire, "early-guard");
-          const Duration wait = std::max(
-              Duration(10), fire.scheduled_at - options_.skew_tolerance - out->backend_now);
-          std::lock_guard<std::mutex> lock(mu_);
-          timers_.push(Timer{Now() + wait, TimerKind::kClaimRetry, fire.job_id, 0, fire});
-          wake_ = true;
-          cv_.notify_all();
-          return;
-        }
-      }
-      claim = *out->claim;
-      for (const FireKey& old : out->replaced) CancelLocalRun(old, StopReason::kReplaced);
-      SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
-      ev.attempt = claim.attempt;
-      ev.fencing_token = claim.fencing_token;
-      ev.duration = ev.at - fire.scheduled_at;  // lateness
-      if (catch_up) ev.detail = "catch-up";
-      Notify(ev);
-      if (options_.admit) {
-        if (const std::string why = options_.admit(spec, claim); !why.empty()) {
-          RunRecord skipped = BaseRecord(fire, claim);
-          skipped.outcome = RunOutcome::kSkipped;
-          skipped.skip_reason = why;
-          skipped.finished_at = Now();
-          if (Status s = coord_.Report(claim, skipped, true); !s.ok()) {
-            Emit(SchedulerEvent::Kind::kError, fire, "report: " + s.ToString());
-          }
-          Emit(SchedulerEvent::Kind::kSkipped, fire, why.substr(0, why.find(':')));
-          return;
-        }
-      }
+      std::optional<Claim> won =
+          AcceptClaim(spec, fire, coord_.Claim(RequestFor(spec, fire)), catch_up);
+      if (!won) return;
+      claim = *won;
     }
     if (options_.dispatch) {
       // Queue mode: a worker runs it (and renews and reports it from now on).
@@ -1201,8 +1242,11 @@ class Scheduler::Impl {
   std::map<std::string, JobEntry> jobs_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::vector<std::string> live_nodes_;  // guarded by mu_: node ids with a live heartbeat
-  size_t live_peak_ = 1;                 // guarded by mu_: the largest live set of the last minute
-  Duration live_peak_at_{0};             // guarded by mu_: steady time of that peak
+  // Owned on-time fires waiting to be claimed together (guarded by mu_; Loop flushes them).
+  std::vector<std::pair<JobSpec, FireKey>> claim_batch_;
+  static constexpr size_t kClaimBatch = 256;
+  size_t live_peak_ = 1;      // guarded by mu_: the largest live set of the last minute
+  Duration live_peak_at_{0};  // guarded by mu_: steady time of that peak
   bool started_ = false;
   bool stopping_ = false;
   bool wake_ = false;

@@ -318,4 +318,67 @@ Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration t
   }
 }
 
+// --- RedisConnectionPool ------------------------------------------------------------------------
+
+Result<std::unique_ptr<RedisConnectionPool>> RedisConnectionPool::Connect(
+    const RedisConnectionConfig& config, int size) {
+  if (size < 1) return InvalidArgumentError("redis: the connection pool needs at least 1");
+  std::vector<std::unique_ptr<RedisConnection>> conns;
+  for (int i = 0; i < size; ++i) {
+    Result<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(config);
+    if (!c.ok()) return c.status();
+    conns.push_back(std::move(*c));
+  }
+  return std::unique_ptr<RedisConnectionPool>(new RedisConnectionPool(std::move(conns)));
+}
+
+RedisConnectionPool::RedisConnectionPool(std::vector<std::unique_ptr<RedisConnection>> conns)
+    : conns_(std::move(conns)), busy_(new std::atomic<int>[conns_.size()]) {
+  for (size_t i = 0; i < conns_.size(); ++i) busy_[i].store(0);
+}
+
+size_t RedisConnectionPool::Acquire() {
+  const size_t n = conns_.size();
+  const size_t start = static_cast<size_t>(next_.fetch_add(1, std::memory_order_relaxed) % n);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    int idle = 0;
+    if (busy_[i].compare_exchange_strong(idle, 1)) return i;
+  }
+  busy_[start].fetch_add(1);
+  return start;
+}
+
+void RedisConnectionPool::Release(size_t i) { busy_[i].fetch_sub(1); }
+
+Result<RedisReply> RedisConnectionPool::Command(const std::vector<std::string>& argv) {
+  const size_t i = Acquire();
+  Result<RedisReply> r = conns_[i]->Command(argv);
+  Release(i);
+  return r;
+}
+
+int RedisConnectionPool::AddScript(const std::string& source) {
+  int id = -1;
+  for (auto& c : conns_) {
+    const int got = c->AddScript(source);
+    GNOMON_CHECK(id == -1 || got == id);
+    id = got;
+  }
+  return id;
+}
+
+Result<RedisReply> RedisConnectionPool::Eval(int id, const std::vector<std::string>& keys,
+                                             const std::vector<std::string>& args) {
+  const size_t i = Acquire();
+  Result<RedisReply> r = conns_[i]->Eval(id, keys, args);
+  Release(i);
+  return r;
+}
+
+Status RedisConnectionPool::LoadScripts() {
+  for (auto& c : conns_) GNOMON_RETURN_IF_ERROR(c->LoadScripts());
+  return Status::Ok();
+}
+
 }  // namespace gnomon::coord

@@ -13,6 +13,7 @@
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_CONNECTION_H_
 #define GNOMON_SRC_COORD_REDIS_REDIS_CONNECTION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,36 @@ class RedisConnection {
   Duration backoff_{0};          // guarded by mu_; 0 = reconnect at once
   std::mt19937_64 rng_;          // guarded by mu_; jitter
   std::vector<std::unique_ptr<Script>> scripts_;  // guarded by mu_
+};
+
+// A few RedisConnections used as one: each call goes to an idle connection (else the next in
+// turn), so that concurrent callers (a scheduler's workers) wait for their own round trip, not
+// for each other's. Scripts are registered on every connection under the same id.
+//
+// Thread safety: every method is safe to call from many threads at once.
+class RedisConnectionPool {
+ public:
+  // Connects `size` (>= 1) connections now; Unavailable when the server cannot be reached.
+  static Result<std::unique_ptr<RedisConnectionPool>> Connect(const RedisConnectionConfig& config,
+                                                              int size);
+
+  Result<RedisReply> Command(const std::vector<std::string>& argv);
+  int AddScript(const std::string& source);
+  Result<RedisReply> Eval(int id, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args);
+  Status LoadScripts();
+  const std::string& address() const { return conns_.front()->address(); }
+  size_t size() const { return conns_.size(); }
+
+ private:
+  explicit RedisConnectionPool(std::vector<std::unique_ptr<RedisConnection>> conns);
+  // Index of the connection to use, marked busy; Release(i) after the call.
+  size_t Acquire();
+  void Release(size_t i);
+
+  std::vector<std::unique_ptr<RedisConnection>> conns_;
+  std::unique_ptr<std::atomic<int>[]> busy_;  // callers inside each connection
+  std::atomic<uint64_t> next_{0};
 };
 
 }  // namespace gnomon::coord

@@ -296,12 +296,16 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
   if (options.max_records_per_job < 1 || options.max_records_total < 1) {
     return InvalidArgumentError("redis: record caps must be at least 1");
   }
+  if (options.connections < 1 || options.connections > 64) {
+    return InvalidArgumentError("redis: connections must be 1-64, not " +
+                                std::to_string(options.connections));
+  }
   coord::RedisConnectionConfig config = ConnectionConfigOf(options);
   if (!config.sentinels.empty() && config.sentinel_master.empty()) {
     return InvalidArgumentError("redis: sentinels need a master name");
   }
-  Result<std::unique_ptr<coord::RedisConnection>> conn =
-      coord::RedisConnection::Connect(std::move(config));
+  Result<std::unique_ptr<coord::RedisConnectionPool>> conn =
+      coord::RedisConnectionPool::Connect(config, options.connections);
   if (!conn.ok()) return conn.status();
 
   // Persistence: acknowledged claims must survive a server restart (RELIABILITY.md F3/F4).
@@ -331,7 +335,7 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
 }
 
 RedisCoordinator::RedisCoordinator(const RedisOptions& options,
-                                   std::unique_ptr<coord::RedisConnection> conn)
+                                   std::unique_ptr<coord::RedisConnectionPool> conn)
     : options_(options), base_(options.prefix + ":" + options.ns), conn_(std::move(conn)) {}
 
 RedisCoordinator::~RedisCoordinator() = default;
@@ -373,21 +377,27 @@ std::string RedisCoordinator::ClaimDeadline(Duration lease_ttl) const {
 
 // --- Claims and leases -------------------------------------------------------------------------
 
-Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
-  GNOMON_RETURN_IF_ERROR(ValidateFire(req.fire));
-  std::vector<std::string> args = CommonArgs();
-  args.insert(
-      args.end(),
-      {req.fire.job_id, Ms(req.fire.scheduled_at), std::to_string(req.fire.shard),
-       std::to_string(req.fire.shard_count), req.node_id, Ms(req.lease_ttl), Ms(req.skew_tolerance),
-       std::string(ToString(req.overlap)), req.fire.RunId(), ClaimDeadline(req.lease_ttl)});
-  Result<RedisReply> r = conn_->Eval(scripts::kClaim, {JobBase(req.fire.job_id), base_}, args);
-  if (!r.ok()) return r.status();
+std::vector<std::string> RedisCoordinator::ClaimArgs(const ClaimRequest& req) const {
+  return {req.fire.job_id,
+          Ms(req.fire.scheduled_at),
+          std::to_string(req.fire.shard),
+          std::to_string(req.fire.shard_count),
+          req.node_id,
+          Ms(req.lease_ttl),
+          Ms(req.skew_tolerance),
+          std::string(ToString(req.overlap)),
+          req.fire.RunId(),
+          ClaimDeadline(req.lease_ttl)};
+}
+
+namespace {
+
+// One claim_one reply (redis_scripts.cc) as the outcome of `req`.
+Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& r) {
   int64_t now = 0;
-  if (!IsArray(*r, 2) || !IntAt(*r, 1, now)) return Malformed("claim");
+  if (!IsArray(r, 2) || !IntAt(r, 1, now)) return Malformed("claim");
   using R = ClaimOutcome::Result;
-  const std::string& word = Word(*r);
+  const std::string& word = Word(r);
   if (word == "LATE") {
     // The command sat in a buffer (a paused or overloaded server) past the client's timeout:
     // refused unapplied, so no claim exists that no node runs (chaos F6).
@@ -400,14 +410,14 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
   if (word == "PAUSED") return coord::MakeOutcome(R::kPaused, backend_now);
   if (word == "OVERLAP") return coord::MakeOutcome(R::kOverlap, backend_now);
   int64_t token = 0, lease = 0;
-  if (word != "CLAIMED" || !IntAt(*r, 2, token) || !IntAt(*r, 3, lease)) {
+  if (word != "CLAIMED" || !IntAt(r, 2, token) || !IntAt(r, 3, lease)) {
     return Malformed("claim");
   }
   ClaimOutcome out = coord::MakeOutcome(R::kClaimed, backend_now);
   out.claim = gnomon::Claim{req.fire, 1, token, req.node_id, Instant::FromUnixMillis(lease)};
-  for (size_t i = 4; i < r->elements.size(); ++i) {
+  for (size_t i = 4; i < r.elements.size(); ++i) {
     // "<ms>:<shard>:<shard_count>"
-    const std::string& s = r->elements[i].str;
+    const std::string& s = r.elements[i].str;
     size_t c1 = s.find(':', 1);
     size_t c2 = c1 == std::string::npos ? c1 : s.find(':', c1 + 1);
     int64_t ms = 0, shard = 0, count = 0;
@@ -422,6 +432,56 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
     replaced.shard = static_cast<int>(shard);
     replaced.shard_count = static_cast<int>(count);
     out.replaced.push_back(std::move(replaced));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
+  GNOMON_RETURN_IF_ERROR(ValidateFire(req.fire));
+  std::vector<std::string> args = CommonArgs();
+  for (std::string& a : ClaimArgs(req)) args.push_back(std::move(a));
+  Result<RedisReply> r = conn_->Eval(scripts::kClaim, {JobBase(req.fire.job_id), base_}, args);
+  if (!r.ok()) return r.status();
+  return ParseClaimReply(req, *r);
+}
+
+std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
+    const std::vector<ClaimRequest>& reqs) {
+  // Chunks bound how long one script holds the server (each claim is some 20 commands).
+  constexpr size_t kChunk = 128;
+  std::vector<Result<ClaimOutcome>> out(reqs.size(),
+                                        Result<ClaimOutcome>(InternalError("redis: not claimed")));
+  for (size_t from = 0; from < reqs.size(); from += kChunk) {
+    const size_t to = std::min(reqs.size(), from + kChunk);
+    std::vector<std::string> args = CommonArgs();
+    const size_t count_at = args.size();
+    args.push_back("");  // the count, set below
+    std::vector<size_t> sent;
+    for (size_t i = from; i < to; ++i) {
+      Status valid = coord::ValidateClaimRequest(reqs[i]);
+      if (valid.ok()) valid = ValidateFire(reqs[i].fire);
+      if (!valid.ok()) {
+        out[i] = valid;
+        continue;
+      }
+      for (std::string& a : ClaimArgs(reqs[i])) args.push_back(std::move(a));
+      sent.push_back(i);
+    }
+    if (sent.empty()) continue;
+    args[count_at] = std::to_string(sent.size());
+    Result<RedisReply> r = conn_->Eval(scripts::kClaimMany, {base_, base_}, args);
+    for (size_t k = 0; k < sent.size(); ++k) {
+      if (!r.ok()) {
+        out[sent[k]] = r.status();
+      } else if (r->type != RedisReply::Type::kArray || r->elements.size() != sent.size()) {
+        out[sent[k]] = Malformed("claim batch");
+      } else {
+        out[sent[k]] = ParseClaimReply(reqs[sent[k]], r->elements[k]);
+      }
+    }
   }
   return out;
 }

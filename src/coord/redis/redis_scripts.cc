@@ -138,43 +138,59 @@ local function fenced(job, ms, shard, tok)
 end
 )lua";
 
-// ARGV[5..]: job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap, run_id, deadline.
+// claim_one(A, i): A[i..i+9] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
+// run_id, deadline.
 // -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/... now
-constexpr const char* kClaimBody = R"lua(
-local job, ms, shard, sc = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local node, ttl, skew, overlap, run_id = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]),
-  ARGV[12], ARGV[13]
--- A claim executed after its client gave up (it waited in a buffer) is not applied.
-if ARGV[14] ~= '' and NOW > tonumber(ARGV[14]) then return {'LATE', S(NOW)} end
-if redis.call('EXISTS', fire_key(job, ms, shard)) == 1 then return {'ALREADY', S(NOW)} end
-if ms > NOW + skew then return {'EARLY', S(NOW)} end
-if redis.call('HGET', JB .. ':state', 'paused') == '1' then
-  record_skipped(job, ms, shard, sc, node, 'paused')
-  return {'PAUSED', S(NOW)}
-end
-local out = {'CLAIMED', S(NOW), '', ''}
-local live_key = JB .. ':live'
-redis.call('ZREMRANGEBYSCORE', live_key, '-inf', S(NOW))
-if overlap ~= 'allow' then
-  for _, ofid in ipairs(redis.call('ZRANGE', live_key, 0, -1)) do
-    local oms_s, oshard_s = string.match(ofid, '^(-?%d+):(%d+)$')
-    local oms, oshard = tonumber(oms_s), tonumber(oshard_s)
-    if oms ~= ms then
-      if overlap == 'forbid' then
-        record_skipped(job, ms, shard, sc, node, 'overlap')
-        return {'OVERLAP', S(NOW)}
+constexpr const char* kClaimFn = R"lua(
+local function claim_one(A, i)
+  local job, ms, shard, sc = A[i], tonumber(A[i + 1]), tonumber(A[i + 2]), tonumber(A[i + 3])
+  local node, ttl, skew, overlap, run_id = A[i + 4], tonumber(A[i + 5]), tonumber(A[i + 6]),
+    A[i + 7], A[i + 8]
+  local jb = jb_of(job)
+  -- A claim executed after its client gave up (it waited in a buffer) is not applied.
+  if A[i + 9] ~= '' and NOW > tonumber(A[i + 9]) then return {'LATE', S(NOW)} end
+  if redis.call('EXISTS', fire_key(job, ms, shard)) == 1 then return {'ALREADY', S(NOW)} end
+  if ms > NOW + skew then return {'EARLY', S(NOW)} end
+  if redis.call('HGET', jb .. ':state', 'paused') == '1' then
+    record_skipped(job, ms, shard, sc, node, 'paused')
+    return {'PAUSED', S(NOW)}
+  end
+  local out = {'CLAIMED', S(NOW), '', ''}
+  local live_key = jb .. ':live'
+  redis.call('ZREMRANGEBYSCORE', live_key, '-inf', S(NOW))
+  if overlap ~= 'allow' then
+    for _, ofid in ipairs(redis.call('ZRANGE', live_key, 0, -1)) do
+      local oms_s, oshard_s = string.match(ofid, '^(-?%d+):(%d+)$')
+      local oms, oshard = tonumber(oms_s), tonumber(oshard_s)
+      if oms ~= ms then
+        if overlap == 'forbid' then
+          record_skipped(job, ms, shard, sc, node, 'overlap')
+          return {'OVERLAP', S(NOW)}
+        end
+        local of = redis.call('HMGET', fire_key(job, oms, oshard), 'att', 'sc')
+        finish_running(job, oms, oshard, tonumber(of[1]), 'cancelled', 'replaced by ' .. run_id)
+        close_fire(job, oms, oshard)
+        out[#out + 1] = ofid .. ':' .. of[2]
       end
-      local of = redis.call('HMGET', fire_key(job, oms, oshard), 'att', 'sc')
-      finish_running(job, oms, oshard, tonumber(of[1]), 'cancelled', 'replaced by ' .. run_id)
-      close_fire(job, oms, oshard)
-      out[#out + 1] = ofid .. ':' .. of[2]
     end
   end
+  local tok, lease = start_attempt(job, ms, shard, sc, 1, node, ttl)
+  advance_last(job, ms)
+  out[3] = S(tok)
+  out[4] = S(lease)
+  return out
 end
-local tok, lease = start_attempt(job, ms, shard, sc, 1, node, ttl)
-advance_last(job, ms)
-out[3] = S(tok)
-out[4] = S(lease)
+)lua";
+
+// ARGV[5..14]: one claim (claim_one).
+constexpr const char* kClaimBody = R"lua(
+return claim_one(ARGV, 5)
+)lua";
+
+// ARGV[5]: n; ARGV[6..]: n claims of 10 arguments each (claim_one). -> one reply per claim.
+constexpr const char* kClaimManyBody = R"lua(
+local out = {}
+for k = 0, tonumber(ARGV[5]) - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 10) end
 return out
 )lua";
 
@@ -436,8 +452,9 @@ std::string Source(Id id) {
   const char* body = nullptr;
   switch (id) {
     case kClaim:
-      body = kClaimBody;
-      break;
+      return std::string(kPrelude) + kClaimFn + kClaimBody;
+    case kClaimMany:
+      return std::string(kPrelude) + kClaimFn + kClaimManyBody;
     case kRenew:
       body = kRenewBody;
       break;

@@ -36,6 +36,7 @@ enum Id {
   kDeleteJob,
   kAppendAudit,
   kFiresRecorded,
+  kClaimMany,
   kCount,
 };
 
