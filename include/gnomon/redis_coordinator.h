@@ -167,6 +167,7 @@ class RedisCoordinator final : public Coordinator {
   Result<Instant> Now() override;
 
   Result<ClaimOutcome> Claim(const ClaimRequest& req) override;
+  Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& job_ids) override;
   std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override;
   Status Renew(gnomon::Claim& claim, Duration ttl) override;
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;

@@ -1333,6 +1333,32 @@ TEST_P(CoordinatorConformanceTest, ClaimManyAnswersEachRequestLikeClaim) {
   EXPECT_TRUE(coord_->ClaimMany({}).empty());
 }
 
+TEST_P(CoordinatorConformanceTest, GetJobStatesAnswersEachIdLikeGetJobState) {
+  const Instant t = clock_.Now() - std::chrono::seconds(10);
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("s1", t), "n"));
+  (void)c;
+  ASSERT_OK(coord_->SetPaused("s2", true, "maintenance"));
+  std::vector<std::string> ids = {"s1", "s2", "never", "bad id", "s1"};
+  for (int i = 0; i < 600; ++i) ids.push_back("many" + std::to_string(i));  // beyond one chunk
+  Result<std::vector<JobState>> got = coord_->GetJobStates(ids);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Result<JobState> one = coord_->GetJobState(ids[i]);
+    ASSERT_TRUE(one.ok()) << ids[i];
+    EXPECT_EQ((*got)[i].paused, one->paused) << ids[i];
+    EXPECT_EQ((*got)[i].pause_reason, one->pause_reason) << ids[i];
+    EXPECT_EQ((*got)[i].last_scheduled, one->last_scheduled) << ids[i];
+  }
+  EXPECT_EQ((*got)[0].last_scheduled, std::optional<Instant>(t));
+  EXPECT_TRUE((*got)[1].paused);
+  EXPECT_EQ((*got)[1].pause_reason, "maintenance");
+  EXPECT_FALSE((*got)[2].last_scheduled.has_value());
+  Result<std::vector<JobState>> none = coord_->GetJobStates({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_P(CoordinatorConformanceTest, FiresRecordedTellsClaimedAndSkippedFires) {
   const Instant t = clock_.Now() - std::chrono::seconds(10);
   CLAIM_OR_FAIL(c, *coord_, Req(Fire("own", t), "n"));

@@ -97,10 +97,27 @@ class Scheduler::Impl {
 
   Result<std::shared_ptr<const CronExpr>> Compile(const JobSpec& job) {
     GNOMON_RETURN_IF_ERROR(ValidateJobSpec(job));
+    // Jobs with the same schedule and zone share one compiled expression (many jobs, few
+    // schedules), unless it may use H, which hashes the job id.
+    const bool shared = job.schedule.find_first_of("Hh") == std::string::npos;
+    const std::string key = shared ? job.timezone + '\n' + job.schedule : std::string();
+    if (shared) {
+      std::lock_guard<std::mutex> lock(compiled_mu_);
+      if (auto it = compiled_.find(key); it != compiled_.end()) {
+        if (std::shared_ptr<const CronExpr> p = it->second.lock()) return p;
+      }
+    }
     Result<TimeZone> zone = TimeZone::Load(job.timezone);
     Result<CronExpr> expr = CronExpr::Parse(job.schedule, CronOptions{*zone, job.id});
     if (!expr.ok()) return expr.status();
-    return std::make_shared<const CronExpr>(std::move(*expr));
+    auto compiled = std::make_shared<const CronExpr>(std::move(*expr));
+    if (shared) {
+      std::lock_guard<std::mutex> lock(compiled_mu_);
+      if (compiled_.size() >= 4096)
+        std::erase_if(compiled_, [](auto& e) { return e.second.expired(); });
+      compiled_[key] = compiled;
+    }
+    return std::shared_ptr<const CronExpr>(std::move(compiled));
   }
 
   Status AddJob(const JobSpec& job) {
@@ -160,7 +177,7 @@ class Scheduler::Impl {
     if (schedule_changed && !inserted) e.cursor = std::max(e.cursor, now - Duration(1));
     ScheduleNextLocked(job.id, e);
     wake_ = true;
-    if (inserted && pool_) SubmitCatchUp(job.id);
+    if (inserted && pool_) SubmitCatchUp({job.id});
   }
 
   void ScheduleNextLocked(const std::string& id, JobEntry& e) {
@@ -183,12 +200,15 @@ class Scheduler::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       started_at_ = Now();
       pool_ = std::make_unique<internal::WorkerPool>(std::max(1, options_.worker_threads));
+      std::vector<std::string> ids;
       for (auto& [id, e] : jobs_) {
         e.cursor = e.catchup_until = started_at_ - options_.claim_grace - Duration(1);
         ++e.gen;
         ScheduleNextLocked(id, e);
-        SubmitCatchUp(id);
+        ids.push_back(id);
+        if (ids.size() == kStateBatch) SubmitCatchUp(std::exchange(ids, {}));
       }
+      if (!ids.empty()) SubmitCatchUp(std::move(ids));
       timers_.push(Timer{started_at_, TimerKind::kHousekeeping, "", 0, {}});
       timers_.push(Timer{started_at_, TimerKind::kStatePoll, "", 0, {}});
     }
@@ -468,24 +488,31 @@ class Scheduler::Impl {
 
   // At start (or when a job is added): fires missed while no node ran, from the backend's
   // last_scheduled up to this node's start, go through the misfire policy.
-  void SubmitCatchUp(const std::string& id) {
-    pool_->Submit([this, id] {
-      Result<JobState> state = coord_.GetJobState(id);
+  // (The job states of many jobs are read together: a node starting with a million jobs.)
+  void SubmitCatchUp(std::vector<std::string> ids) {
+    pool_->Submit([this, ids = std::move(ids)] {
+      Result<std::vector<JobState>> states = coord_.GetJobStates(ids);
+      if (!states.ok() || states->size() != ids.size()) return;
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = jobs_.find(id);
-      if (it == jobs_.end() || !state.ok()) return;
-      JobEntry& e = it->second;
-      e.paused = state->paused;
-      e.pause_reason = state->pause_reason;
-      if (!state->last_scheduled || !e.spec.enabled) return;
-      // Newest first, so a long outage of a frequent job keeps the fires inside the window.
-      std::vector<Instant> missed;
-      for (std::optional<Instant> f = e.expr->Prev(e.catchup_until + Duration(1));
-           f && *f > *state->last_scheduled && missed.size() < kMaxMisfires; f = e.expr->Prev(*f)) {
-        missed.push_back(*f);
+      const Instant now = Now();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const JobState& state = (*states)[i];
+        auto it = jobs_.find(ids[i]);
+        if (it == jobs_.end()) continue;
+        JobEntry& e = it->second;
+        e.paused = state.paused;
+        e.pause_reason = state.pause_reason;
+        if (!state.last_scheduled || !e.spec.enabled) continue;
+        // Newest first, so a long outage of a frequent job keeps the fires inside the window.
+        std::vector<Instant> missed;
+        for (std::optional<Instant> f = e.expr->Prev(e.catchup_until + Duration(1));
+             f && *f > *state.last_scheduled && missed.size() < kMaxMisfires;
+             f = e.expr->Prev(*f)) {
+          missed.push_back(*f);
+        }
+        std::reverse(missed.begin(), missed.end());
+        ApplyMisfirePolicyLocked(e, missed, now);
       }
-      std::reverse(missed.begin(), missed.end());
-      ApplyMisfirePolicyLocked(e, missed, Now());
     });
   }
 
@@ -1004,13 +1031,18 @@ class Scheduler::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& [id, e] : jobs_) ids.push_back(id);
     }
-    for (const std::string& id : ids) {
-      Result<JobState> st = coord_.GetJobState(id);
-      if (!st.ok()) continue;
+    for (size_t from = 0; from < ids.size(); from += kStateBatch) {
+      const std::vector<std::string> chunk(
+          ids.begin() + static_cast<std::ptrdiff_t>(from),
+          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), from + kStateBatch)));
+      Result<std::vector<JobState>> st = coord_.GetJobStates(chunk);
+      if (!st.ok() || st->size() != chunk.size()) continue;
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = jobs_.find(id); it != jobs_.end()) {
-        it->second.paused = st->paused;
-        it->second.pause_reason = st->pause_reason;
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        if (auto it = jobs_.find(chunk[i]); it != jobs_.end()) {
+          it->second.paused = (*st)[i].paused;
+          it->second.pause_reason = (*st)[i].pause_reason;
+        }
       }
     }
     Emit(SchedulerEvent::Kind::kJobsReloaded, FireKey{},
@@ -1242,9 +1274,13 @@ class Scheduler::Impl {
   std::map<std::string, JobEntry> jobs_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::vector<std::string> live_nodes_;  // guarded by mu_: node ids with a live heartbeat
+  std::mutex compiled_mu_;
+  // Compiled schedules by "zone\nschedule", shared by the jobs that use them (compiled_mu_).
+  std::map<std::string, std::weak_ptr<const CronExpr>> compiled_;
   // Owned on-time fires waiting to be claimed together (guarded by mu_; Loop flushes them).
   std::vector<std::pair<JobSpec, FireKey>> claim_batch_;
   static constexpr size_t kClaimBatch = 256;
+  static constexpr size_t kStateBatch = 512;  // job states read per backend call
   size_t live_peak_ = 1;      // guarded by mu_: the largest live set of the last minute
   Duration live_peak_at_{0};  // guarded by mu_: steady time of that peak
   bool started_ = false;

@@ -680,6 +680,40 @@ Result<JobState> RedisCoordinator::GetJobState(const std::string& job_id) {
   return state;
 }
 
+Result<std::vector<JobState>> RedisCoordinator::GetJobStates(
+    const std::vector<std::string>& job_ids) {
+  constexpr size_t kChunk = 512;
+  std::vector<JobState> out;
+  out.reserve(job_ids.size());
+  for (size_t from = 0; from < job_ids.size(); from += kChunk) {
+    std::vector<std::string> args = CommonArgs();
+    const size_t to = std::min(job_ids.size(), from + kChunk);
+    std::vector<bool> valid;
+    for (size_t i = from; i < to; ++i) {
+      valid.push_back(IsValidJobId(job_ids[i]));
+      if (valid.back()) args.push_back(job_ids[i]);
+    }
+    Result<RedisReply> r = conn_->Eval(scripts::kGetJobStates, {base_, base_}, args);
+    if (!r.ok()) return r.status();
+    if (r->type != RedisReply::Type::kArray) return Malformed("job states");
+    size_t k = 0;
+    for (bool v : valid) {
+      JobState state;
+      if (v) {
+        if (k >= r->elements.size() || !IsArray(r->elements[k], 4)) return Malformed("job states");
+        const RedisReply& e = r->elements[k++];
+        state.paused = e.elements[0].str == "1";
+        state.pause_reason = e.elements[1].str;
+        int64_t fails = 0, last = 0;
+        if (IntAt(e, 2, fails)) state.consecutive_failures = static_cast<int>(fails);
+        if (IntAt(e, 3, last)) state.last_scheduled = Instant::FromUnixMillis(last);
+      }
+      out.push_back(std::move(state));
+    }
+  }
+  return out;
+}
+
 Status RedisCoordinator::SetPaused(const std::string& job_id, bool paused,
                                    const std::string& reason) {
   if (!IsValidJobId(job_id)) return InvalidArgumentError("set paused: invalid job id");

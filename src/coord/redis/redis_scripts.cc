@@ -182,6 +182,16 @@ local function claim_one(A, i)
 end
 )lua";
 
+// ARGV[5..]: job ids. -> per job: paused reason fails last (each false when unset).
+constexpr const char* kGetJobStatesBody = R"lua(
+local out = {}
+for i = 5, #ARGV do
+  out[#out + 1] = redis.call('HMGET', jb_of(ARGV[i]) .. ':state', 'paused', 'reason', 'fails',
+                             'last')
+end
+return out
+)lua";
+
 // ARGV[5..14]: one claim (claim_one).
 constexpr const char* kClaimBody = R"lua(
 return claim_one(ARGV, 5)
@@ -455,6 +465,9 @@ std::string Source(Id id) {
       return std::string(kPrelude) + kClaimFn + kClaimBody;
     case kClaimMany:
       return std::string(kPrelude) + kClaimFn + kClaimManyBody;
+    case kGetJobStates:
+      body = kGetJobStatesBody;
+      break;
     case kRenew:
       body = kRenewBody;
       break;

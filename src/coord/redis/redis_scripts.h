@@ -37,6 +37,7 @@ enum Id {
   kAppendAudit,
   kFiresRecorded,
   kClaimMany,
+  kGetJobStates,
   kCount,
 };
 
