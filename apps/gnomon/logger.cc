@@ -91,6 +91,7 @@ void LogObserver::OnEvent(const SchedulerEvent& e) {
       break;
   }
   if (!e.detail.empty()) f.emplace_back("detail", e.detail);
+  if (e.catch_up) f.emplace_back("catch_up", "true");
   logger_.Log(level, ToString(e.kind), e.job_id, e.run_id, f);
 }
 

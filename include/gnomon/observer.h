@@ -36,6 +36,9 @@ struct SchedulerEvent {
   Duration duration{0};  // kRunFinished: run duration; kClaimed: lateness
   std::string detail;
   std::string traceparent;  // kRunStarted, kRunFinished: the attempt's W3C trace context
+  // kClaimed, kSkipped, kClaimLost: the claim was a misfire catch-up (docs/semantics.md), not an
+  // on-time claim.
+  bool catch_up = false;
 };
 
 std::string_view ToString(SchedulerEvent::Kind kind);

@@ -547,8 +547,15 @@ class Scheduler::Impl {
   // is nothing to run here (the answer is recorded, retried or announced).
   std::optional<Claim> AcceptClaim(const JobSpec& spec, const FireKey& fire,
                                    const Result<ClaimOutcome>& out, bool catch_up) {
+    // Events of a catch-up's claim say so (SchedulerEvent::catch_up).
+    auto emit = [&](SchedulerEvent::Kind kind, std::string detail) {
+      SchedulerEvent ev = MakeEvent(kind, fire);
+      ev.detail = std::move(detail);
+      ev.catch_up = catch_up;
+      Notify(ev);
+    };
     if (!out.ok()) {
-      Emit(SchedulerEvent::Kind::kError, fire, "claim: " + out.status().ToString());
+      emit(SchedulerEvent::Kind::kError, "claim: " + out.status().ToString());
       std::lock_guard<std::mutex> lock(mu_);
       auto it = jobs_.find(fire.job_id);
       if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
@@ -560,17 +567,17 @@ class Scheduler::Impl {
       case ClaimOutcome::Result::kClaimed:
         break;
       case ClaimOutcome::Result::kAlreadyClaimed:
-        Emit(SchedulerEvent::Kind::kClaimLost, fire, "");
+        emit(SchedulerEvent::Kind::kClaimLost, "");
         return std::nullopt;
       case ClaimOutcome::Result::kOverlap:
-        Emit(SchedulerEvent::Kind::kSkipped, fire, "overlap");
+        emit(SchedulerEvent::Kind::kSkipped, "overlap");
         return std::nullopt;
       case ClaimOutcome::Result::kPaused:
-        Emit(SchedulerEvent::Kind::kSkipped, fire, "paused");
+        emit(SchedulerEvent::Kind::kSkipped, "paused");
         return std::nullopt;
       case ClaimOutcome::Result::kTooEarly: {
         // Our clock is ahead of the backend's: try again when the backend reaches the instant.
-        Emit(SchedulerEvent::Kind::kSkipped, fire, "early-guard");
+        emit(SchedulerEvent::Kind::kSkipped, "early-guard");
         const Duration wait =
             std::max(Duration(10), fire.scheduled_at - options_.skew_tolerance - out->backend_now);
         std::lock_guard<std::mutex> lock(mu_);
@@ -586,7 +593,7 @@ class Scheduler::Impl {
     ev.attempt = claim.attempt;
     ev.fencing_token = claim.fencing_token;
     ev.duration = ev.at - fire.scheduled_at;  // lateness
-    if (catch_up) ev.detail = "catch-up";
+    ev.catch_up = catch_up;
     Notify(ev);
     if (options_.admit) {
       if (const std::string why = options_.admit(spec, claim); !why.empty()) {
@@ -626,7 +633,7 @@ class Scheduler::Impl {
     }
   }
 
-  // `catch_up`: a missed fire run per `misfire` (its claimed event says so: detail=catch-up).
+  // `catch_up`: a missed fire run per `misfire` (its claim's events say so: catch_up).
   void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed, Duration claim_sent,
                bool catch_up = false) {
     {

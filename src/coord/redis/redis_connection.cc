@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string_view>
 
@@ -86,6 +87,11 @@ void RedisConnection::DropLocked() {
   if (ctx_ != nullptr) redisFree(ctx_);
   ctx_ = nullptr;
   subscribed_ = false;
+  connected_.store(false);
+}
+
+bool RedisConnection::usable() const {
+  return connected_.load() || SystemClock::Get().SteadyNow().count() >= retry_at_.load();
 }
 
 Status RedisConnection::DiscoverPrimaryLocked() {
@@ -138,6 +144,7 @@ Status RedisConnection::ConnectLocked() {
   }
   redisEnableKeepAlive(ctx);
   ctx_ = ctx;
+  connected_.store(true);
   auto setup = [&](const std::vector<std::string>& argv, const char* what) -> Status {
     Result<RedisReply> r = CommandLocked(argv);
     if (!r.ok()) return r.status();
@@ -184,6 +191,7 @@ Status RedisConnection::EnsureConnectedLocked() {
     // Equal jitter: wait between half the backoff and the backoff.
     std::uniform_int_distribution<int64_t> jitter(backoff_.count() / 2, backoff_.count());
     next_attempt_ = SystemClock::Get().SteadyNow() + Duration(jitter(rng_));
+    retry_at_.store(next_attempt_.count());
   }
   return s;
 }
@@ -338,15 +346,26 @@ RedisConnectionPool::RedisConnectionPool(std::vector<std::unique_ptr<RedisConnec
 }
 
 size_t RedisConnectionPool::Acquire() {
+  // An idle connection that is connected (or due to reconnect), else the least busy usable one:
+  // after an outage the connections come back one by one (each with its own backoff), and a call
+  // must not fail on one still waiting while another works.
   const size_t n = conns_.size();
   const size_t start = static_cast<size_t>(next_.fetch_add(1, std::memory_order_relaxed) % n);
+  std::optional<size_t> best;
+  int best_busy = 0;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (start + k) % n;
+    if (!conns_[i]->usable()) continue;
     int idle = 0;
     if (busy_[i].compare_exchange_strong(idle, 1)) return i;
+    if (!best || idle < best_busy) {
+      best = i;
+      best_busy = idle;
+    }
   }
-  busy_[start].fetch_add(1);
-  return start;
+  const size_t i = best.value_or(start);  // none usable: fails fast, naming the backoff
+  busy_[i].fetch_add(1);
+  return i;
 }
 
 void RedisConnectionPool::Release(size_t i) { busy_[i].fetch_sub(1); }

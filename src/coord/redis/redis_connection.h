@@ -84,6 +84,8 @@ class RedisConnection {
 
   // "host:port", for messages.
   const std::string& address() const { return address_; }
+  // Connected, or disconnected with its reconnect attempt due (a call would try the server).
+  bool usable() const;
 
  private:
   struct Script {
@@ -115,6 +117,8 @@ class RedisConnection {
   Duration backoff_{0};          // guarded by mu_; 0 = reconnect at once
   std::mt19937_64 rng_;          // guarded by mu_; jitter
   std::vector<std::unique_ptr<Script>> scripts_;  // guarded by mu_
+  std::atomic<bool> connected_{false};            // ctx_ != null, readable without mu_
+  std::atomic<int64_t> retry_at_{0};              // SteadyNow() (ms) of the next reconnect attempt
 };
 
 // A few RedisConnections used as one: each call goes to an idle connection (else the next in

@@ -44,9 +44,6 @@ FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 LEASE_TTL_S = 3.0
 HEARTBEAT_S = 0.5
 SKEW_TOL_MS = 500
-# An overlap skip is on time within the claim window (claim_grace 1 s after the last of three
-# nodes' turns, 2 x takeover_delay 500 ms) plus 300 ms for the claim's round trip.
-ON_TIME_MS = 1000 + 2 * 500 + 300
 
 
 class Skip(Exception):
@@ -508,24 +505,22 @@ def check_catchup(c, res, down, up):
     """misfire = once after an outage: the latest missed fire runs once, no other missed fire
     runs. A fire is missed when a node's claim of it failed on the backend (an `error` event
     "claim: ...": that includes fires due just after the server came back while a node was still
-    in its reconnect backoff) and no node ran it other than as a catch-up (`claimed ...
-    detail=catch-up`; a peer's takeover within its turn is on time). Overlap = forbid may skip the
-    catch-up run or the first on-time fire after it (they can be due together): a fire recorded
-    `skipped detail=overlap` within ON_TIME_MS of its instant was handled on time (not missed);
-    the latest missed fire skipped for overlap later was handled by the policy (its catch-up claim
-    reached the backend and met the on-time run)."""
-    events = [e for evs in c.all_events().values() for e in evs]
+    in its reconnect backoff) and no on-time claim handled it: no node ran it other than as a
+    catch-up, and no on-time claim of it was refused for overlap (a catch-up claim's events carry
+    `catch_up=true`; a peer's takeover within its turn is on time). Overlap = forbid may refuse the
+    catch-up run (the first fire after the outage is running): the latest missed fire is then
+    handled by the policy, recorded skipped for overlap."""
+    logs = c.all_events()
+    events = [e for evs in logs.values() for e in evs]
     failed = {e["run"] for e in events
               if e["event"] == "error" and e.get("detail", "").startswith("claim:") and
               e.get("run", "").startswith("tick@")}
-    caught_up = checker.catch_up_runs(c.all_events())
+    caught_up = checker.catch_up_runs(logs)
     runs = {r["run"]: r for r in c.starts("tick") if r["attempt"] == 1}
-    overlapped = {}  # run -> ms after its instant when the overlap skip was logged
-    for e in events:
-        if e["event"] == "skipped" and e.get("detail") == "overlap":
-            overlapped[e["run"]] = e["ts_ms"] - int(e["run"].split("@")[1])
-    failed = {f for f in failed if (f not in runs or f in caught_up) and
-              not overlapped.get(f, ON_TIME_MS + 1) <= ON_TIME_MS}
+    overlap = {e["run"]: e.get("catch_up") == "true" for e in events
+               if e["event"] == "skipped" and e.get("detail") == "overlap"}
+    failed = {f for f in failed
+              if (f not in runs or f in caught_up) and overlap.get(f, True)}
     batch = sorted(failed, key=lambda r: int(r.split("@")[1]))
     late = [runs[f] for f in batch if f in runs]
     res["missed_batch"] = len(batch)
@@ -536,7 +531,7 @@ def check_catchup(c, res, down, up):
     if late and late[0]["run"] != batch[-1]:
         res["violations"].append("misfire=once ran %s as catch-up, not the latest missed fire %s"
                                  % (late[0]["run"], batch[-1]))
-    if batch and batch[-1] not in runs and batch[-1] not in overlapped and up - down >= 2500:
+    if batch and batch[-1] not in runs and batch[-1] not in overlap and up - down >= 2500:
         res["violations"].append("misfire=once, but the latest missed fire %s of the %.1f s "
                                  "outage never ran" % (batch[-1], (up - down) / 1000))
     return res

@@ -16,7 +16,7 @@ Checks (each a count in the result; any non-zero in `violations` fails the scena
 - fence_regressions: PRODUCT.md: the token "strictly increases per job across all claims and
   attempts", i.e. in the order the claims are made. Checked as: for one job, the first-attempt
   start records ordered by scheduled instant carry strictly increasing tokens (equal or lower =
-  regression), except misfire catch-up runs (a node logged `claimed ... detail=catch-up` for the
+  regression), except misfire catch-up runs (a node logged `claimed ... catch_up=true` for the
   fire: misfire = once runs the latest missed fire after an outage, possibly after a later fire
   already ran); a catch-up run's token must instead be higher than that of every start of the job
   that began (host clock) more than 100 ms before it.
@@ -76,10 +76,11 @@ def parse_log(text):
     return [e for e in (parse_log_line(l) for l in text.splitlines()) if e]
 
 
-def catch_up_runs(logs):
-    """Run ids some node claimed as a misfire catch-up (`claimed ... detail=catch-up`)."""
+def catch_up_runs(logs, event="claimed"):
+    """Run ids of the `event` events (claimed, skipped) of misfire catch-up claims
+    (`... catch_up=true`)."""
     return {e["run"] for evs in logs.values() for e in evs
-            if e["event"] == "claimed" and e.get("detail") == "catch-up"}
+            if e["event"] == event and e.get("catch_up") == "true"}
 
 
 def check(records, logs, *, every_second_jobs, skew_tolerance_ms=500, windows=(),
