@@ -536,6 +536,9 @@ class Scheduler::Impl {
     StopReason reason = StopReason::kNone;
     bool lost = false;
     bool renewing = false;  // queued for, or inside, a Renew call
+    // The final report is under way: a renewal answered after it may find the fire closed by it
+    // ("released"), which is no lease loss (guarded by wd_mu_).
+    bool reporting = false;
   };
 
   ClaimRequest RequestFor(const JobSpec& spec, const FireKey& fire) const {
@@ -686,6 +689,10 @@ class Scheduler::Impl {
       bool retry = !fenced && reason != StopReason::kShutdown &&
                    (rec.outcome == RunOutcome::kFailed || rec.outcome == RunOutcome::kTimedOut) &&
                    current.attempt <= spec.retries && !Stopping();
+      if (!retry) {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        run->reporting = true;
+      }
       Status reported = coord_.Report(CurrentClaim(*run), rec, !retry);
       MarkRan(fire.job_id);
       // Announced once recorded, so whoever hears it can read it back from the backend.
@@ -913,7 +920,7 @@ class Scheduler::Impl {
           run->stop.request_stop();
           fenced.push_back(run->claim.fire);
         }
-        if (!run->lost && !run->renewing && now >= run->next_renew) {
+        if (!run->lost && !run->renewing && !run->reporting && now >= run->next_renew) {
           run->renewing = true;
           renew_queue_.push_back(run);
           queued = true;
@@ -944,7 +951,7 @@ class Scheduler::Impl {
       lock.lock();
       run->renewing = false;
       WakeWatchdogLocked();
-      if (run->claim.fencing_token != claim.fencing_token || run->lost) continue;
+      if (run->claim.fencing_token != claim.fencing_token || run->lost || run->reporting) continue;
       if (s.ok()) {
         run->claim.lease_expires_at = claim.lease_expires_at;
         run->last_ok_sent = sent;
