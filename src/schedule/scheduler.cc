@@ -263,6 +263,10 @@ class Scheduler::Impl {
     while (!stopping_) {
       const Instant due = timers_.empty() ? Instant::Max() : timers_.top().due;
       if (due > Now()) {
+        // Owned fires due together are claimed together: whatever was gathered goes before the
+        // loop sleeps (checked here, not after the last due timer: Now() moves with the
+        // measured skew, so "nothing else is due" cannot be decided there).
+        FlushClaimBatchLocked();
         // Timers are on the backend's clock; the wait is on the node's.
         const Instant node_due = due == Instant::Max() ? due : due + Duration(skew_ms_.load());
         clock_.WaitUntil(lock, cv_, node_due, [&] { return stopping_ || wake_; });
@@ -272,13 +276,15 @@ class Scheduler::Impl {
       Timer t = timers_.top();
       timers_.pop();
       HandleTimerLocked(t);
-      // Owned fires due together are claimed together, in batches of a bounded size.
-      if (!claim_batch_.empty() &&
-          (claim_batch_.size() >= kClaimBatch || timers_.empty() || timers_.top().due > Now())) {
-        pool_->Submit([this, batch = std::move(claim_batch_)] { ClaimBatch(batch); });
-        claim_batch_.clear();
-      }
+      if (claim_batch_.size() >= kClaimBatch) FlushClaimBatchLocked();
     }
+  }
+
+  // Submits the gathered on-time fires as one claim batch. REQUIRES: mu_ held.
+  void FlushClaimBatchLocked() {
+    if (claim_batch_.empty()) return;
+    pool_->Submit([this, batch = std::move(claim_batch_)] { ClaimBatch(batch); });
+    claim_batch_.clear();
   }
 
   void HandleTimerLocked(const Timer& t) {
@@ -894,7 +900,7 @@ class Scheduler::Impl {
       for (const auto& [key, run] : active_) {
         if (!run->lost) {
           due = std::min(due, FenceDeadline(*run));
-          if (!run->renewing) due = std::min(due, run->next_renew);
+          if (!run->renewing && !run->reporting) due = std::min(due, run->next_renew);
         }
         if (run->timeout_at && run->reason == StopReason::kNone)
           due = std::min(due, *run->timeout_at);
