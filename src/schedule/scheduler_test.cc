@@ -937,20 +937,14 @@ TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
   EXPECT_EQ(History(backend, "m").size(), 11u) << "every fire has its record";
 }
 
-// The backend is unreachable for claims and skip records while `down`.
-class Outage : public testing::ForwardingCoordinator {
+// The backend is unreachable for claims too (and skip records, as FailingSkips) while `down`.
+class Outage : public FailingSkips {
  public:
-  using ForwardingCoordinator::ForwardingCoordinator;
+  using FailingSkips::FailingSkips;
   Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
     if (down) return UnavailableError("backend down");
-    return ForwardingCoordinator::Claim(req);
+    return FailingSkips::Claim(req);
   }
-  Status RecordSkipped(const FireKey& fire, const std::string& node,
-                       const std::string& reason) override {
-    if (down) return UnavailableError("backend down");
-    return ForwardingCoordinator::RecordSkipped(fire, node, reason);
-  }
-  std::atomic<bool> down{false};
 };
 
 // misfire = once after an outage: the latest fire of the outage runs once, even though the first

@@ -665,19 +665,28 @@ Result<std::optional<std::string>> RedisCoordinator::LoadCheckpoint(const FireKe
 
 // --- Job state ---------------------------------------------------------------------------------
 
+namespace {
+
+// An HMGET of a job's state fields: paused reason fails last.
+JobState JobStateOf(const RedisReply& r) {
+  JobState state;
+  state.paused = r.elements[0].str == "1";
+  state.pause_reason = r.elements[1].str;
+  int64_t fails = 0, last = 0;
+  if (IntAt(r, 2, fails)) state.consecutive_failures = static_cast<int>(fails);
+  if (IntAt(r, 3, last)) state.last_scheduled = Instant::FromUnixMillis(last);
+  return state;
+}
+
+}  // namespace
+
 Result<JobState> RedisCoordinator::GetJobState(const std::string& job_id) {
   if (!IsValidJobId(job_id)) return JobState{};
   Result<RedisReply> r =
       conn_->Command({"HMGET", JobBase(job_id) + ":state", "paused", "reason", "fails", "last"});
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 4)) return Malformed("job state");
-  JobState state;
-  state.paused = r->elements[0].str == "1";
-  state.pause_reason = r->elements[1].str;
-  int64_t fails = 0, last = 0;
-  if (IntAt(*r, 2, fails)) state.consecutive_failures = static_cast<int>(fails);
-  if (IntAt(*r, 3, last)) state.last_scheduled = Instant::FromUnixMillis(last);
-  return state;
+  return JobStateOf(*r);
 }
 
 Result<std::vector<JobState>> RedisCoordinator::GetJobStates(
@@ -698,17 +707,12 @@ Result<std::vector<JobState>> RedisCoordinator::GetJobStates(
     if (r->type != RedisReply::Type::kArray) return Malformed("job states");
     size_t k = 0;
     for (bool v : valid) {
-      JobState state;
-      if (v) {
-        if (k >= r->elements.size() || !IsArray(r->elements[k], 4)) return Malformed("job states");
-        const RedisReply& e = r->elements[k++];
-        state.paused = e.elements[0].str == "1";
-        state.pause_reason = e.elements[1].str;
-        int64_t fails = 0, last = 0;
-        if (IntAt(e, 2, fails)) state.consecutive_failures = static_cast<int>(fails);
-        if (IntAt(e, 3, last)) state.last_scheduled = Instant::FromUnixMillis(last);
+      if (!v) {
+        out.emplace_back();  // an invalid id has no state, as in GetJobState
+        continue;
       }
-      out.push_back(std::move(state));
+      if (k >= r->elements.size() || !IsArray(r->elements[k], 4)) return Malformed("job states");
+      out.push_back(JobStateOf(r->elements[k++]));
     }
   }
   return out;
