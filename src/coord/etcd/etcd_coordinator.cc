@@ -77,7 +77,8 @@ int64_t I64(const json& j, const char* field) {
 struct Kv {
   std::string key;
   std::string value;
-  int64_t mod_revision = 0;  // 0 = absent
+  int64_t mod_revision = 0;     // 0 = absent
+  int64_t create_revision = 0;  // the revision of the txn that created the key
 };
 
 Result<Kv> ParseKv(const json& j) {
@@ -88,6 +89,7 @@ Result<Kv> ParseKv(const json& j) {
   kv.key = std::move(*key);
   kv.value = std::move(*value);
   kv.mod_revision = I64(j, "mod_revision");
+  kv.create_revision = I64(j, "create_revision");
   return kv;
 }
 
@@ -108,6 +110,10 @@ struct Snapshot {
     auto it = kvs.find(key);
     return it != kvs.end() && it->second.mod_revision != 0;
   }
+  const Kv* Find(const std::string& key) const {
+    auto it = kvs.find(key);
+    return it == kvs.end() || it->second.mod_revision == 0 ? nullptr : &it->second;
+  }
   const std::string& Value(const std::string& key) const {
     static const std::string kEmpty;
     auto it = kvs.find(key);
@@ -118,7 +124,9 @@ struct Snapshot {
 // Puts and deletes of one commit (etcd refuses a txn naming a key twice: the last one wins).
 class Writes {
  public:
-  void Put(const std::string& key, std::string value) { ops_[key] = std::move(value); }
+  void Put(const std::string& key, std::string value, int64_t lease = 0) {
+    ops_[key] = Op{std::move(value), lease};
+  }
   void Delete(const std::string& key) { ops_[key] = std::nullopt; }
   // A range delete [from, to); must not overlap other keys of the txn.
   void DeleteRange(const std::string& from, const std::string& to) {
@@ -128,9 +136,9 @@ class Writes {
     json ops = json::array();
     for (const auto& [key, value] : ops_) {
       if (value) {
-        ops.push_back(
-            json{{"request_put",
-                  {{"key", coord::Base64Encode(key)}, {"value", coord::Base64Encode(*value)}}}});
+        json put{{"key", coord::Base64Encode(key)}, {"value", coord::Base64Encode(value->value)}};
+        if (value->lease != 0) put["lease"] = std::to_string(value->lease);
+        ops.push_back(json{{"request_put", std::move(put)}});
       } else {
         ops.push_back(json{{"request_delete_range", {{"key", coord::Base64Encode(key)}}}});
       }
@@ -144,23 +152,30 @@ class Writes {
   }
 
  private:
-  std::map<std::string, std::optional<std::string>> ops_;
+  struct Op {
+    std::string value;
+    int64_t lease = 0;  // etcd lease the key is attached to (0 = none)
+  };
+  std::map<std::string, std::optional<Op>> ops_;
   std::vector<std::pair<std::string, std::string>> ranges_;
 };
 
-// The open-or-closed state of one fire (the fire marker; the live key holds the same JSON).
+// A fire's claim. The fire marker (written once, when the fire is claimed or skipped) holds sc
+// and node; while an attempt holds the fire, its open key holds all of it. The attempt's token
+// is not stored here: it is the revision of the txn that started the attempt, which is the
+// create_revision of the attempt's history record.
 struct FireRec {
   int sc = 1;
   int att = 1;
-  int64_t tok = 0;
   std::string node;
-  int64_t lease = 0;  // unix ms, backend clock
-  bool open = false;
+  int64_t lease = 0;  // deadline, unix ms, backend clock
+  int64_t lid = 0;    // the attempt's etcd lease (its live key is attached to it)
+  int64_t lttl = 0;   // that lease's granted TTL, seconds
 };
 
 std::string Encode(const FireRec& f) {
-  return json{{"sc", f.sc},     {"att", f.att},     {"tok", f.tok},
-              {"node", f.node}, {"lease", f.lease}, {"open", f.open}}
+  return json{{"sc", f.sc},       {"att", f.att}, {"node", f.node},
+              {"lease", f.lease}, {"lid", f.lid}, {"lttl", f.lttl}}
       .dump();
 }
 
@@ -170,10 +185,10 @@ FireRec DecodeFire(const std::string& text) {
   if (!j.is_object()) return f;
   f.sc = j.value("sc", 1);
   f.att = j.value("att", 1);
-  f.tok = j.value("tok", int64_t{0});
   f.node = j.value("node", "");
   f.lease = j.value("lease", int64_t{0});
-  f.open = j.value("open", false);
+  f.lid = j.value("lid", int64_t{0});
+  f.lttl = j.value("lttl", int64_t{0});
   return f;
 }
 
@@ -182,11 +197,10 @@ struct StateRec {
   std::string reason;
   int fails = 0;
   std::optional<int64_t> last;  // unix ms
-  int64_t tok = 0;
 };
 
 std::string Encode(const StateRec& s) {
-  json j{{"paused", s.paused}, {"reason", s.reason}, {"fails", s.fails}, {"tok", s.tok}};
+  json j{{"paused", s.paused}, {"reason", s.reason}, {"fails", s.fails}};
   if (s.last) j["last"] = *s.last;
   return j.dump();
 }
@@ -198,7 +212,6 @@ StateRec DecodeState(const std::string& text) {
   s.paused = j.value("paused", false);
   s.reason = j.value("reason", "");
   s.fails = j.value("fails", 0);
-  s.tok = j.value("tok", int64_t{0});
   if (j.contains("last")) s.last = j["last"].get<int64_t>();
   return s;
 }
@@ -246,6 +259,16 @@ Result<RunRecord> DecodeRecord(const std::string& text) {
   r.output = std::move(*output);
   r.skip_reason = j.value("skip", "");
   if (j.contains("exit")) r.exit_code = j["exit"].get<int>();
+  return r;
+}
+
+// A stored history record. A record written when its attempt started carries token 0: the
+// token is the revision of that txn, i.e. the record key's create_revision.
+Result<RunRecord> DecodeRecord(const Kv& kv) {
+  Result<RunRecord> r = DecodeRecord(kv.value);
+  if (r.ok() && r->fencing_token == 0 && r->outcome != RunOutcome::kSkipped) {
+    r->fencing_token = kv.create_revision;
+  }
   return r;
 }
 
@@ -397,11 +420,11 @@ class EtcdCoordinator::Impl {
   }
 
   // Claims whose commit got no answer (it may have been applied, or be applied later by a
-  // server that was frozen): fire marker key -> the token it carried.
-  void RememberUncertain(const std::string& fire_key, int64_t token) {
+  // server that was frozen): fire marker key -> the etcd lease it attached.
+  void RememberUncertain(const std::string& fire_key, int64_t lease_id) {
     std::lock_guard<std::mutex> lock(uncertain_mu_);
     if (uncertain_.size() >= kMaxUncertainClaims) uncertain_.erase(uncertain_.begin());
-    uncertain_[fire_key] = token;
+    uncertain_[fire_key] = lease_id;
   }
   std::optional<int64_t> Uncertain(const std::string& fire_key) {
     std::lock_guard<std::mutex> lock(uncertain_mu_);
@@ -422,6 +445,8 @@ class EtcdCoordinator::Impl {
   std::string FireMarkerKey(const FireKey& f) const { return p_ + "fire/" + FireTail(f); }
   std::string LiveKey(const FireKey& f) const { return p_ + "live/" + FireTail(f); }
   std::string LivePrefix(const std::string& job) const { return p_ + "live/" + job + "/"; }
+  std::string OpenKey(const FireKey& f) const { return p_ + "open/" + FireTail(f); }
+  std::string OpenPrefix(const std::string& job) const { return p_ + "open/" + job + "/"; }
   std::string CheckpointKey(const FireKey& f) const { return p_ + "cp/" + FireTail(f); }
   std::string RunsPrefix() const { return p_ + "runs/"; }
   std::string RunKey(const std::string& job, int64_t ms, int shard, int attempt) const {
@@ -505,11 +530,10 @@ class EtcdCoordinator::Impl {
   };
 
   // Commits `w` (plus the read-only `extra` ops) if every key of `s` still has the mod_revision
-  // it was read at.
+  // it was read at and the further `compares` hold.
   // `maybe_applied`: see EtcdClient::Call.
   Result<Committed> Commit(const Snapshot& s, const Writes& w, const json& extra = json::array(),
-                           bool* maybe_applied = nullptr) {
-    json compares = json::array();
+                           bool* maybe_applied = nullptr, json compares = json::array()) {
     for (const auto& [key, kv] : s.kvs) {
       compares.push_back(json{{"key", coord::Base64Encode(key)},
                               {"target", "MOD"},
@@ -555,19 +579,56 @@ class EtcdCoordinator::Impl {
     if (total > options_.max_records_total) (void)TrimTotal(total - options_.max_records_total);
   }
 
+  // --- Leases --------------------------------------------------------------------------------
+  struct Lease {
+    int64_t id = 0;
+    int64_t ttl_s = 0;  // as granted (etcd raises a TTL below its minimum)
+  };
+  // A new etcd lease of at least `ttl`, in whole seconds.
+  Result<Lease> Grant(Duration ttl) {
+    const int64_t secs = std::max<int64_t>(1, std::chrono::ceil<std::chrono::seconds>(ttl).count());
+    Result<json> r = client_->Call("/v3/lease/grant", json{{"TTL", std::to_string(secs)}});
+    if (!r.ok()) return r.status();
+    Lease lease{I64(*r, "ID"), I64(*r, "TTL")};
+    if (lease.id == 0 || lease.ttl_s <= 0) {
+      return UnavailableError("etcd: lease grant refused: " + r->dump().substr(0, 200));
+    }
+    return lease;
+  }
+  // Refreshes lease `id` to its granted TTL: false when etcd no longer has it (it expired or was
+  // revoked, and its keys are gone).
+  Result<bool> KeepAlive(int64_t id) {
+    Result<json> r = client_->Call("/v3/lease/keepalive", json{{"ID", std::to_string(id)}});
+    if (!r.ok()) return r.status();
+    return I64(r->value("result", json::object()), "TTL") > 0;
+  }
+  // The lease for this operation's attempt: granted on first use, kept across conflict rounds.
+  Result<Lease> LeaseFor(std::optional<Lease>& lease, Duration ttl) {
+    if (!lease) {
+      Result<Lease> granted = Grant(ttl);
+      if (!granted.ok()) return granted.status();
+      lease = *granted;
+    }
+    return *lease;
+  }
+
   // --- Writes shared by several operations ---------------------------------------------------
   void PutRecord(Writes& w, const RunRecord& r) const {
     const int64_t ms = r.scheduled_at.unix_millis();
     w.Put(RunKey(r.job_id, ms, r.shard, r.attempt), Encode(r));
     w.Put(IndexKey(r.job_id, ms, r.shard, r.attempt), std::string(ToString(r.outcome)));
   }
-  void PutFire(Writes& w, const FireKey& fire, const FireRec& f) const {
+  // The permanent marker that the fire was claimed or skipped.
+  void PutMarker(Writes& w, const FireKey& fire, const std::string& node) const {
+    FireRec f;
+    f.sc = fire.shard_count;
+    f.node = node;
     w.Put(FireMarkerKey(fire), Encode(f));
-    if (f.open) {
-      w.Put(LiveKey(fire), Encode(f));
-    } else {
-      w.Delete(LiveKey(fire));
-    }
+  }
+  // Ends the attempt holding `fire`: its open and live keys go.
+  void CloseFire(Writes& w, const FireKey& fire) const {
+    w.Delete(OpenKey(fire));
+    w.Delete(LiveKey(fire));
   }
   static void AdvanceLast(StateRec& st, const FireKey& fire) {
     const int64_t ms = fire.scheduled_at.unix_millis();
@@ -576,63 +637,81 @@ class EtcdCoordinator::Impl {
   // The writes of a fire recorded as skipped (no claim).
   void SkipWrites(Writes& w, const FireKey& fire, const std::string& node,
                   const std::string& reason, Instant now, StateRec st) const {
-    FireRec f;
-    f.sc = fire.shard_count;
-    f.node = node;
-    f.lease = now.unix_millis();
-    f.open = false;
-    PutFire(w, fire, f);
+    PutMarker(w, fire, node);
     RunRecord r = coord::NewRecord(fire, 1, 0, node, now, RunOutcome::kSkipped);
     r.skip_reason = reason;
     PutRecord(w, r);
     AdvanceLast(st, fire);
     w.Put(StateKey(fire.job_id), Encode(st));
   }
-  // The next fencing token of a job whose state `st` was read in `s`.
-  static int64_t NextToken(StateRec& st, const Snapshot& s) {
-    st.tok = std::max(st.tok + 1, s.revision + 1);
-    return st.tok;
-  }
-  // Starts attempt `attempt` of `fire` (a running record and an open lease).
-  gnomon::Claim StartAttempt(Writes& w, const FireKey& fire, int attempt, int64_t token,
-                             const std::string& node, Duration ttl, Instant now) const {
+  // Starts attempt `attempt` of `fire` on `lease`: an open key with the deadline, a live key
+  // attached to the lease and a running record. The claim's token is the revision of the txn
+  // that commits these writes: the caller sets it from the commit.
+  gnomon::Claim StartAttempt(Writes& w, const FireKey& fire, int attempt, const std::string& node,
+                             Duration ttl, Instant now, const Lease& lease) const {
     FireRec f;
     f.sc = fire.shard_count;
     f.att = attempt;
-    f.tok = token;
     f.node = node;
     f.lease = (now + ttl).unix_millis();
-    f.open = true;
-    PutFire(w, fire, f);
-    PutRecord(w, coord::NewRecord(fire, attempt, token, node, now, RunOutcome::kRunning));
-    return gnomon::Claim{fire, attempt, token, node, now + ttl};
+    f.lid = lease.id;
+    f.lttl = lease.ttl_s;
+    w.Put(OpenKey(fire), Encode(f));
+    w.Put(LiveKey(fire), node, lease.id);
+    PutRecord(w, coord::NewRecord(fire, attempt, 0, node, now, RunOutcome::kRunning));
+    return gnomon::Claim{fire, attempt, 0, node, now + ttl};
   }
   // Closes a still-running record of `fire`'s attempt (read into `s`) with `outcome`.
   void FinishRunning(Writes& w, const Snapshot& s, const FireKey& fire, int attempt,
                      RunOutcome outcome, const std::string& error, Instant now) const {
-    const std::string key = RunKey(fire, attempt);
-    if (!s.Has(key)) return;
-    Result<RunRecord> r = DecodeRecord(s.Value(key));
+    const Kv* kv = s.Find(RunKey(fire, attempt));
+    if (!kv) return;
+    Result<RunRecord> r = DecodeRecord(*kv);
     if (!r.ok() || r->outcome != RunOutcome::kRunning) return;
     r->outcome = outcome;
     r->finished_at = now;
     r->error = error;
     PutRecord(w, *r);
   }
+  // The token of the attempt whose record `s` holds (0 when the record is gone).
+  int64_t TokenOf(const Snapshot& s, const FireKey& fire, int attempt) const {
+    const Kv* kv = s.Find(RunKey(fire, attempt));
+    return kv ? kv->create_revision : 0;
+  }
+  // Whether an attempt whose open record is `f` still holds `fire` at `now`: its etcd lease
+  // holds the live key and its deadline has not passed.
+  bool Holds(const Snapshot& s, const FireKey& fire, const FireRec& f, Instant now) const {
+    return s.Has(LiveKey(fire)) && f.lease > now.unix_millis();
+  }
 
-  // The fire marker of `claim` if it is still held by it at `now`, else LeaseLost.
+  // The keys Fenced reads for `claim`.
+  std::vector<std::string> HoldKeys(const gnomon::Claim& claim) const {
+    return {OpenKey(claim.fire), LiveKey(claim.fire), RunKey(claim.fire, claim.attempt)};
+  }
+  // The open record of `claim`'s fire if `claim` still holds it at `now`, else LeaseLost.
   Result<FireRec> Fenced(const Snapshot& s, const gnomon::Claim& claim, Instant now) const {
     const std::string what =
         claim.fire.RunId() + " (token " + std::to_string(claim.fencing_token) + ")";
-    const std::string key = FireMarkerKey(claim.fire);
-    if (!s.Has(key)) return LeaseLostError(what + ": the fire has no claim");
-    FireRec f = DecodeFire(s.Value(key));
-    if (f.tok != claim.fencing_token) {
-      return LeaseLostError(what + ": fenced off by token " + std::to_string(f.tok));
+    if (!s.Has(OpenKey(claim.fire))) {
+      if (!s.Has(RunKey(claim.fire, claim.attempt))) {
+        return LeaseLostError(what + ": the fire has no claim");
+      }
+      return LeaseLostError(what + ": the lease was released or revoked");
     }
-    if (!f.open) return LeaseLostError(what + ": the lease was released or revoked");
+    FireRec f = DecodeFire(s.Value(OpenKey(claim.fire)));
+    if (f.att != claim.attempt || TokenOf(s, claim.fire, claim.attempt) != claim.fencing_token) {
+      return LeaseLostError(what + ": fenced off by attempt " + std::to_string(f.att));
+    }
+    if (!s.Has(LiveKey(claim.fire))) return LeaseLostError(what + ": its etcd lease ended");
     if (f.lease <= now.unix_millis()) return LeaseLostError(what + ": the lease expired");
     return f;
+  }
+  // The compare that makes a txn apply only while `claim`'s record is the one its claim created.
+  json TokenCompare(const gnomon::Claim& claim) const {
+    return json::array({json{{"key", coord::Base64Encode(RunKey(claim.fire, claim.attempt))},
+                             {"target", "CREATE"},
+                             {"result", "EQUAL"},
+                             {"create_revision", std::to_string(claim.fencing_token)}}});
   }
 
   // --- Operations ----------------------------------------------------------------------------
@@ -641,35 +720,25 @@ class EtcdCoordinator::Impl {
     const FireKey& fire = req.fire;
     const std::string fk = FireMarkerKey(fire);
     const std::string sk = StateKey(fire.job_id);
-    const std::string live = LivePrefix(fire.job_id);
+    const std::string open = OpenPrefix(fire.job_id);
+    std::optional<Lease> lease;
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
       std::vector<std::string> prefixes;
-      if (req.overlap != OverlapPolicy::kAllow) prefixes.push_back(live);
+      if (req.overlap != OverlapPolicy::kAllow) {
+        prefixes = {open, LivePrefix(fire.job_id)};
+      }
       GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk}, prefixes));
       const Instant now = Now();
       if (s.Has(fk)) {
         std::optional<int64_t> mine = Uncertain(fk);
         if (!mine) return coord::MakeOutcome(R::kAlreadyClaimed, now);
-        // This node claimed the fire before but the answer was lost. If that claim was
-        // applied (late: a frozen server that resumed) and is still open, it is this node's:
-        // adopt it with a fresh lease rather than leave an orphan for ResolveLost.
-        FireRec f = DecodeFire(s.Value(fk));
-        if (f.tok != *mine || f.node != req.node_id || f.att != 1 || !f.open) {
-          ForgetUncertain(fk);
-          return coord::MakeOutcome(R::kAlreadyClaimed, now);
-        }
-        f.lease = (now + req.lease_ttl).unix_millis();
-        Writes w;
-        FireKey adopted = fire;
-        adopted.shard_count = f.sc;
-        PutFire(w, adopted, f);
-        Result<Committed> c = Commit(s, w);
-        if (!c.ok()) return c.status();
-        if (!c->succeeded) continue;
+        Result<std::optional<gnomon::Claim>> adopted = Adopt(req, *mine);
+        if (!adopted.ok()) return adopted.status();
         ForgetUncertain(fk);
+        if (!*adopted) return coord::MakeOutcome(R::kAlreadyClaimed, now);
         ClaimOutcome out = coord::MakeOutcome(R::kClaimed, now);
-        out.claim = gnomon::Claim{adopted, 1, f.tok, req.node_id, now + req.lease_ttl};
+        out.claim = **adopted;
         return out;
       }
       if (fire.scheduled_at > now + req.skew_tolerance) {
@@ -683,43 +752,42 @@ class EtcdCoordinator::Impl {
         SkipWrites(w, fire, req.node_id, "paused", now, st);
         out = coord::MakeOutcome(R::kPaused, now);
       } else {
-        // Live fires of the job at other instants (sibling shards of this instant run together).
+        // Running fires of the job at other instants (sibling shards of this instant run
+        // together).
         std::vector<std::pair<FireKey, FireRec>> others;
-        for (const Kv& kv : s.prefixes[live]) {
+        for (const Kv& kv : s.prefixes[open]) {
           KeyPos pos;
           if (!ParseFireTail(std::string_view(kv.key).substr(p_.size() + 5), pos)) continue;
-          FireRec other = DecodeFire(kv.value);
-          if (!other.open || other.lease <= now.unix_millis() ||
-              pos.ms == fire.scheduled_at.unix_millis()) {
-            continue;
-          }
           FireKey key;
           key.job_id = fire.job_id;
           key.scheduled_at = Instant::FromUnixMillis(pos.ms);
           key.shard = pos.shard;
+          FireRec other = DecodeFire(kv.value);
           key.shard_count = other.sc;
+          if (pos.ms == fire.scheduled_at.unix_millis() || !Holds(s, key, other, now)) continue;
           others.emplace_back(std::move(key), std::move(other));
         }
         if (!others.empty() && req.overlap == OverlapPolicy::kForbid) {
           SkipWrites(w, fire, req.node_id, "overlap", now, st);
           out = coord::MakeOutcome(R::kOverlap, now);
         } else {
+          Result<Lease> l = LeaseFor(lease, req.lease_ttl);
+          if (!l.ok()) return l.status();
           out = coord::MakeOutcome(R::kClaimed, now);
           if (!others.empty()) {  // replace: revoke them
             std::vector<std::string> records;
             for (const auto& [key, other] : others) records.push_back(RunKey(key, other.att));
             GNOMON_RETURN_IF_ERROR(Read(s, records));
-            for (auto& [key, other] : others) {
+            for (const auto& [key, other] : others) {
               FinishRunning(w, s, key, other.att, RunOutcome::kCancelled,
                             "replaced by " + fire.RunId(), now);
-              other.open = false;
-              PutFire(w, key, other);
+              CloseFire(w, key);
               out.replaced.push_back(key);
             }
           }
-          const int64_t token = NextToken(st, s);
           AdvanceLast(st, fire);
-          out.claim = StartAttempt(w, fire, 1, token, req.node_id, req.lease_ttl, now);
+          PutMarker(w, fire, req.node_id);
+          out.claim = StartAttempt(w, fire, 1, req.node_id, req.lease_ttl, now, *l);
           w.Put(sk, Encode(st));
           claimed = true;
         }
@@ -727,29 +795,79 @@ class EtcdCoordinator::Impl {
       bool maybe_applied = false;
       Result<Committed> c = Commit(s, w, CountOps(fire.job_id), &maybe_applied);
       if (!c.ok()) {
-        if (claimed && maybe_applied) RememberUncertain(fk, out.claim->fencing_token);
+        if (claimed && maybe_applied) RememberUncertain(fk, lease->id);
         return c.status();
       }
       if (!c->succeeded) continue;
+      if (claimed) out.claim->fencing_token = c->revision;
       TrimAfter(fire.job_id, *c);
       return out;
     }
     return Contention("claim " + fire.RunId());
   }
 
-  Status Renew(gnomon::Claim& claim, Duration ttl) {
-    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "renew: ttl"));
-    const std::string fk = FireMarkerKey(claim.fire);
+  // This node claimed `req`'s fire on lease `lid` but the answer was lost. If that claim was
+  // applied (late: a frozen server that resumed) and its lease still holds the fire, it is this
+  // node's: adopt it with a fresh lease rather than leave an orphan for ResolveLost.
+  Result<std::optional<gnomon::Claim>> Adopt(const ClaimRequest& req, int64_t lid) {
+    const FireKey& fire = req.fire;
+    const std::string ok = OpenKey(fire);
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {fk}));
+      GNOMON_RETURN_IF_ERROR(Read(s, {ok, LiveKey(fire), RunKey(fire, 1)}));
+      if (!s.Has(ok)) return std::optional<gnomon::Claim>();
+      FireRec f = DecodeFire(s.Value(ok));
+      const int64_t token = TokenOf(s, fire, 1);
+      if (f.node != req.node_id || f.att != 1 || f.lid != lid || token == 0 ||
+          !s.Has(LiveKey(fire))) {
+        return std::optional<gnomon::Claim>();
+      }
+      Result<bool> alive = KeepAlive(lid);
+      if (!alive.ok()) return alive.status();
+      if (!*alive) return std::optional<gnomon::Claim>();
+      const Instant now = Now();
+      f.lease = (now + req.lease_ttl).unix_millis();
+      Writes w;
+      w.Put(ok, Encode(f));
+      Result<Committed> c = Commit(s, w);
+      if (!c.ok()) return c.status();
+      if (!c->succeeded) continue;
+      FireKey adopted = fire;
+      adopted.shard_count = f.sc;
+      return std::optional<gnomon::Claim>(
+          gnomon::Claim{adopted, 1, token, req.node_id, now + req.lease_ttl});
+    }
+    return Contention("adopt " + fire.RunId());
+  }
+
+  // A renewal is a keepalive of the attempt's etcd lease plus the new deadline in its open key
+  // (a renewal asking for more than the lease's TTL moves the live key to a new lease).
+  Status Renew(gnomon::Claim& claim, Duration ttl) {
+    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "renew: ttl"));
+    std::optional<Lease> bigger;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      Snapshot s;
+      GNOMON_RETURN_IF_ERROR(Read(s, HoldKeys(claim)));
       const Instant now = Now();
       Result<FireRec> f = Fenced(s, claim, now);
       if (!f.ok()) return f.status();
-      f->lease = (now + ttl).unix_millis();
+      Result<bool> alive = KeepAlive(f->lid);
+      if (!alive.ok()) return alive.status();
+      if (!*alive) {
+        return LeaseLostError(claim.fire.RunId() + " (token " +
+                              std::to_string(claim.fencing_token) + "): its etcd lease ended");
+      }
       Writes w;
-      PutFire(w, claim.fire, *f);
-      Result<Committed> c = Commit(s, w);
+      if (std::chrono::seconds(f->lttl) < ttl) {
+        Result<Lease> l = LeaseFor(bigger, ttl);
+        if (!l.ok()) return l.status();
+        f->lid = l->id;
+        f->lttl = l->ttl_s;
+        w.Put(LiveKey(claim.fire), claim.node_id, l->id);
+      }
+      f->lease = (now + ttl).unix_millis();
+      w.Put(OpenKey(claim.fire), Encode(*f));
+      Result<Committed> c = Commit(s, w, json::array(), nullptr, TokenCompare(claim));
       if (!c.ok()) return c.status();
       if (!c->succeeded) continue;
       claim.lease_expires_at = now + ttl;
@@ -760,40 +878,40 @@ class EtcdCoordinator::Impl {
 
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) {
     GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "next attempt: ttl"));
-    const std::string fk = FireMarkerKey(claim.fire);
-    const std::string sk = StateKey(claim.fire.job_id);
+    std::optional<Lease> lease;
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk, RunKey(claim.fire, claim.attempt)}));
+      GNOMON_RETURN_IF_ERROR(Read(s, HoldKeys(claim)));
       const Instant now = Now();
       Result<FireRec> f = Fenced(s, claim, now);
       if (!f.ok()) return f.status();
+      Result<Lease> l = LeaseFor(lease, ttl);
+      if (!l.ok()) return l.status();
       Writes w;
       FireKey fire = claim.fire;
       fire.shard_count = f->sc;
       FinishRunning(
           w, s, fire, f->att, RunOutcome::kFailed,
           "superseded by attempt " + std::to_string(claim.attempt + 1) + " without a report", now);
-      StateRec st = DecodeState(s.Value(sk));
-      const int64_t token = NextToken(st, s);
-      gnomon::Claim next = StartAttempt(w, fire, f->att + 1, token, claim.node_id, ttl, now);
-      w.Put(sk, Encode(st));
-      Result<Committed> c = Commit(s, w, CountOps(fire.job_id));
+      gnomon::Claim next = StartAttempt(w, fire, f->att + 1, claim.node_id, ttl, now, *l);
+      Result<Committed> c = Commit(s, w, CountOps(fire.job_id), nullptr, TokenCompare(claim));
       if (!c.ok()) return c.status();
       if (!c->succeeded) continue;
+      next.fencing_token = c->revision;
       TrimAfter(fire.job_id, *c);
       return next;
     }
     return Contention("next attempt of " + claim.fire.RunId());
   }
 
+  // Completion: a txn comparing the token (the record's create_revision), the open key and the
+  // live key as read.
   Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) {
     GNOMON_RETURN_IF_ERROR(coord::ValidateReport(claim, record, final));
-    const std::string fk = FireMarkerKey(claim.fire);
     const std::string sk = StateKey(claim.fire.job_id);
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
-      std::vector<std::string> keys = {fk};
+      std::vector<std::string> keys = HoldKeys(claim);
       if (final) keys.push_back(sk);
       GNOMON_RETURN_IF_ERROR(Read(s, keys));
       const Instant now = Now();
@@ -804,8 +922,7 @@ class EtcdCoordinator::Impl {
       stored.output = coord::TruncateOutput(std::move(stored.output));
       PutRecord(w, stored);
       if (final) {
-        f->open = false;
-        PutFire(w, claim.fire, *f);
+        CloseFire(w, claim.fire);
         StateRec st = DecodeState(s.Value(sk));
         switch (coord::FailureEffectOf(record.outcome)) {
           case coord::FailureEffect::kReset:
@@ -819,41 +936,47 @@ class EtcdCoordinator::Impl {
         }
         w.Put(sk, Encode(st));
       }
-      Result<Committed> c = Commit(s, w);
+      Result<Committed> c = Commit(s, w, json::array(), nullptr, TokenCompare(claim));
       if (!c.ok()) return c.status();
       if (c->succeeded) return Status::Ok();
     }
     return Contention("report " + claim.fire.RunId());
   }
 
+  // Open fires whose attempt no longer holds them: the etcd lease ended (the live key is gone)
+  // or the deadline passed.
   Result<std::vector<ExpiredFire>> ListExpired(int limit) {
     Result<int> page = coord::PageLimit(limit);
     if (!page.ok()) return page.status();
     Snapshot s;
-    const std::string live = p_ + "live/";
-    GNOMON_RETURN_IF_ERROR(Read(s, {}, {live}));
+    const std::string open = p_ + "open/";
+    GNOMON_RETURN_IF_ERROR(Read(s, {}, {open, p_ + "live/"}));
     const Instant now = Now();
     std::vector<ExpiredFire> out;
-    for (const Kv& kv : s.prefixes[live]) {
+    for (const Kv& kv : s.prefixes[open]) {
       KeyPos pos;
-      if (!ParseFireTail(std::string_view(kv.key).substr(live.size()), pos)) continue;
+      if (!ParseFireTail(std::string_view(kv.key).substr(open.size()), pos)) continue;
       FireRec f = DecodeFire(kv.value);
-      if (!f.open || f.lease > now.unix_millis()) continue;
       ExpiredFire e;
       e.fire.job_id = pos.job;
       e.fire.scheduled_at = Instant::FromUnixMillis(pos.ms);
       e.fire.shard = pos.shard;
       e.fire.shard_count = f.sc;
+      if (Holds(s, e.fire, f, now)) continue;
       e.attempt = f.att;
-      e.fencing_token = f.tok;
       e.node_id = f.node;
-      e.lease_expired_at = Instant::FromUnixMillis(f.lease);
+      // The deadline, or now when the etcd lease ended first.
+      e.lease_expired_at = std::min(Instant::FromUnixMillis(f.lease), now);
       out.push_back(std::move(e));
     }
     std::stable_sort(out.begin(), out.end(), [](const ExpiredFire& a, const ExpiredFire& b) {
       return a.lease_expired_at < b.lease_expired_at;
     });
     if (out.size() > static_cast<size_t>(*page)) out.resize(*page);
+    std::vector<std::string> records;
+    for (const ExpiredFire& e : out) records.push_back(RunKey(e.fire, e.attempt));
+    GNOMON_RETURN_IF_ERROR(Read(s, records));
+    for (ExpiredFire& e : out) e.fencing_token = TokenOf(s, e.fire, e.attempt);
     return out;
   }
 
@@ -863,37 +986,45 @@ class EtcdCoordinator::Impl {
     GNOMON_RETURN_IF_ERROR(coord::ValidateResolveLost(expired, node_id, policy, ttl));
     const std::string fk = FireMarkerKey(expired.fire);
     const std::string sk = StateKey(expired.fire.job_id);
+    const std::string ok = OpenKey(expired.fire);
+    std::optional<Lease> lease;
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk}));
+      GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk, ok, LiveKey(expired.fire)}));
       const Instant now = Now();
       if (!s.Has(fk)) return NotFoundError("fire " + expired.fire.RunId() + " has no record");
-      FireRec f = DecodeFire(s.Value(fk));
-      if (!f.open || f.tok != expired.fencing_token || f.lease > now.unix_millis()) {
+      auto changed = [&] {
         return FailedPreconditionError("fire " + expired.fire.RunId() + " (token " +
                                        std::to_string(expired.fencing_token) +
                                        ") was resolved, renewed or taken over meanwhile");
-      }
+      };
+      if (!s.Has(ok)) return changed();
+      FireRec f = DecodeFire(s.Value(ok));
       FireKey fire = expired.fire;
       fire.shard_count = f.sc;
       GNOMON_RETURN_IF_ERROR(Read(s, {RunKey(fire, f.att)}));
+      if (f.att != expired.attempt || TokenOf(s, fire, f.att) != expired.fencing_token ||
+          Holds(s, fire, f, now)) {
+        return changed();
+      }
       Writes w;
       FinishRunning(w, s, fire, f.att, RunOutcome::kLost,
                     "lease expired; holder " + f.node + " vanished", now);
       StateRec st = DecodeState(s.Value(sk));
       std::optional<gnomon::Claim> next;
       if (policy == LostPolicy::kFail) {
-        f.open = false;
-        PutFire(w, fire, f);
+        CloseFire(w, fire);
         ++st.fails;
+        w.Put(sk, Encode(st));
       } else {
-        const int64_t token = NextToken(st, s);
-        next = StartAttempt(w, fire, f.att + 1, token, node_id, ttl, now);
+        Result<Lease> l = LeaseFor(lease, ttl);
+        if (!l.ok()) return l.status();
+        next = StartAttempt(w, fire, f.att + 1, node_id, ttl, now, *l);
       }
-      w.Put(sk, Encode(st));
       Result<Committed> c = Commit(s, w, CountOps(fire.job_id));
       if (!c.ok()) return c.status();
       if (!c->succeeded) continue;
+      if (next) next->fencing_token = c->revision;
       TrimAfter(fire.job_id, *c);
       return next;
     }
@@ -933,15 +1064,14 @@ class EtcdCoordinator::Impl {
   }
 
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) {
-    const std::string fk = FireMarkerKey(claim.fire);
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {fk}));
+      GNOMON_RETURN_IF_ERROR(Read(s, HoldKeys(claim)));
       Result<FireRec> f = Fenced(s, claim, Now());
       if (!f.ok()) return f.status();
       Writes w;
       w.Put(CheckpointKey(claim.fire), value);
-      Result<Committed> c = Commit(s, w);
+      Result<Committed> c = Commit(s, w, json::array(), nullptr, TokenCompare(claim));
       if (!c.ok()) return c.status();
       if (c->succeeded) return Status::Ok();
     }
@@ -1051,7 +1181,7 @@ class EtcdCoordinator::Impl {
     bool more = false;
     if (!by_job) {
       Status scan = Scan(from, to, std::min<int64_t>(want + 1, 256), false, [&](const Kv& kv) {
-        Result<RunRecord> r = DecodeRecord(kv.value);
+        Result<RunRecord> r = DecodeRecord(kv);
         if (!r.ok()) return true;
         if (query.outcome && r->outcome != *query.outcome) return true;
         if (found.size() == want) {
@@ -1081,7 +1211,7 @@ class EtcdCoordinator::Impl {
       GNOMON_RETURN_IF_ERROR(Read(s, keys));
       for (const std::string& key : keys) {
         if (!s.Has(key)) continue;  // pruned meanwhile
-        Result<RunRecord> r = DecodeRecord(s.Value(key));
+        Result<RunRecord> r = DecodeRecord(s.kvs.at(key));
         if (r.ok()) found.push_back(std::move(*r));
       }
     }
@@ -1115,7 +1245,7 @@ class EtcdCoordinator::Impl {
     GNOMON_RETURN_IF_ERROR(Read(s, {}, {prefix}));
     std::vector<RunRecord> out;
     for (const Kv& kv : s.prefixes[prefix]) {
-      Result<RunRecord> r = DecodeRecord(kv.value);
+      Result<RunRecord> r = DecodeRecord(kv);
       if (r.ok() && r->run_id == run_id) out.push_back(std::move(*r));
     }
     if (out.empty()) return not_found();
@@ -1229,11 +1359,15 @@ class EtcdCoordinator::Impl {
     });
     GNOMON_RETURN_IF_ERROR(scan);
     GNOMON_RETURN_IF_ERROR(DeleteRecords(job_id, victims));
-    // Fire markers are the claim keys that stop a second claim; they go only with max_age.
+    // Fire markers are the claim keys that stop a second claim; they go only with max_age, and
+    // never while an attempt holds the fire (its open key exists).
     const std::string fires = p_ + "fire/" + job_id + "/";
+    const std::string open = OpenPrefix(job_id);
+    Snapshot open_now;
+    GNOMON_RETURN_IF_ERROR(Read(open_now, {}, {open}));
     std::vector<Kv> old;
     scan = Scan(fires, fires + Asc(cutoff), 1000, false, [&](const Kv& kv) {
-      if (!DecodeFire(kv.value).open) old.push_back(kv);
+      if (!open_now.Has(open + kv.key.substr(fires.size()))) old.push_back(kv);
       return true;
     });
     GNOMON_RETURN_IF_ERROR(scan);

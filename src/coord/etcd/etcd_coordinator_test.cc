@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "src/coord/coordinator_conformance.h"
+#include "src/coord/coordinator_util.h"
 #include "src/coord/etcd/etcd_client.h"
 #include "src/coord/etcd/etcd_test_util.h"
 
@@ -221,6 +222,96 @@ TEST(EtcdCoordinatorTest, UnreachableClusterIsUnavailableWithoutBlocking) {
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(c.status().message().find("secret-pw"), std::string::npos);
   EXPECT_LT(SystemClock::Get().SteadyNow() - start, seconds(2));
+}
+
+// --- etcd leases ---------------------------------------------------------------------------------
+
+// The stored kv of `key` (absent: an empty object), read with a plain range request.
+nlohmann::json RawKv(int port, const std::string& key) {
+  coord::EtcdClientOptions co;
+  co.endpoints = {{"127.0.0.1", port}};
+  coord::EtcdClient client(co);
+  Result<nlohmann::json> r = client.Call("/v3/kv/range", {{"key", coord::Base64Encode(key)}});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok() || !r->contains("kvs")) return nlohmann::json::object();
+  return (*r)["kvs"][0];
+}
+int64_t Field(const nlohmann::json& kv, const char* name) {
+  return kv.contains(name) ? std::stoll(kv[name].get<std::string>()) : 0;
+}
+
+TEST(EtcdLeaseTest, TheClaimIsAttachedToALeaseAndItsTokenIsTheClaimRevision) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  const FireKey fire = Fire("j", clock.Now());
+  Result<ClaimOutcome> out = c->Claim(Req(fire, "n"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->result, R::kClaimed);
+  const int64_t token = out->claim->fencing_token;
+  // Key tails: "<job>/<ms + bias, 17 digits> <shard, 10 digits>".
+  const std::string tail =
+      "j/0" + std::to_string(fire.scheduled_at.unix_millis() + 5'000'000'000'000'000LL) +
+      " 0000000000";
+  // The fire marker was created by the claim's txn, and the live key with it, on a lease.
+  const nlohmann::json marker = RawKv(SharedServer()->client_port(), o.prefix + "fire/" + tail);
+  const nlohmann::json live = RawKv(SharedServer()->client_port(), o.prefix + "live/" + tail);
+  ASSERT_FALSE(marker.empty());
+  ASSERT_FALSE(live.empty());
+  EXPECT_EQ(Field(marker, "create_revision"), token);
+  EXPECT_EQ(Field(live, "create_revision"), token);
+  EXPECT_NE(Field(live, "lease"), 0);
+  EXPECT_EQ(Field(marker, "lease"), 0);  // the marker outlives the lease
+  // The history shows the same token, while running and once reported.
+  EXPECT_EQ(c->GetRun(fire.RunId())->at(0).fencing_token, token);
+  Claim claim = *out->claim;
+  RunRecord done = coord::NewRecord(fire, 1, token, "n", clock.Now(), RunOutcome::kSucceeded);
+  done.finished_at = clock.Now();
+  ASSERT_TRUE(c->Report(claim, done, true).ok());
+  EXPECT_EQ(c->GetRun(fire.RunId())->at(0).fencing_token, token);
+  EXPECT_TRUE(RawKv(SharedServer()->client_port(), o.prefix + "live/" + tail).empty());
+  EXPECT_FALSE(RawKv(SharedServer()->client_port(), o.prefix + "fire/" + tail).empty());
+}
+
+// The backend clock is frozen (a FakeClock nobody advances), so no deadline passes: only etcd
+// can end a lease. A claim that keeps renewing (keepalives) outlives its 2-s TTL; one that does
+// not is listed as expired once etcd drops its lease, and is then fenced off.
+TEST(EtcdLeaseTest, EtcdEndsTheLeaseOfAClaimThatStopsRenewing) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  auto c = OpenOrFail(OptionsFor(SharedServer()->client_port(), &clock));
+  ASSERT_NE(c, nullptr);
+  ClaimRequest kept_req = Req(Fire("kept", clock.Now()), "n");
+  ClaimRequest dropped_req = Req(Fire("dropped", clock.Now()), "n");
+  kept_req.lease_ttl = dropped_req.lease_ttl = seconds(2);
+  Result<ClaimOutcome> kept = c->Claim(kept_req);
+  Result<ClaimOutcome> dropped = c->Claim(dropped_req);
+  ASSERT_TRUE(kept.ok() && kept->claim);
+  ASSERT_TRUE(dropped.ok() && dropped->claim);
+  const Duration start = SystemClock::Get().SteadyNow();
+  std::vector<ExpiredFire> expired;
+  // etcd checks expiry every 500 ms; allow 15 s for a loaded machine.
+  while (expired.empty() && SystemClock::Get().SteadyNow() - start < seconds(15)) {
+    ASSERT_TRUE(c->Renew(*kept->claim, seconds(2)).ok());
+    std::this_thread::sleep_for(milliseconds(300));
+    Result<std::vector<ExpiredFire>> e = c->ListExpired(10);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    expired = *e;
+  }
+  EXPECT_GE(SystemClock::Get().SteadyNow() - start, milliseconds(1500));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].fire.job_id, "dropped");
+  EXPECT_EQ(expired[0].fencing_token, dropped->claim->fencing_token);
+  EXPECT_EQ(c->Renew(*dropped->claim, seconds(2)).code(), StatusCode::kLeaseLost);
+  EXPECT_TRUE(c->Renew(*kept->claim, seconds(2)).ok());
+  Result<std::optional<Claim>> rerun =
+      c->ResolveLost(expired[0], "m", LostPolicy::kRerun, seconds(30));
+  ASSERT_TRUE(rerun.ok()) << rerun.status().ToString();
+  ASSERT_TRUE(rerun->has_value());
+  EXPECT_GT((*rerun)->fencing_token, dropped->claim->fencing_token);
+  EXPECT_EQ((*rerun)->attempt, 2);
 }
 
 TEST(EtcdCoordinatorTest, HistoryIsBoundedPerJobAndInTotalButKeepsRunningRecords) {
