@@ -2,12 +2,10 @@
 #include "gnomon/scheduler.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
-#include <cinttypes>
-#include <cstdio>
 #include <deque>
 #include <map>
-#include <queue>
 #include <random>
 #include <set>
 
@@ -80,8 +78,11 @@ class Scheduler::Impl {
   }
 
   // ---------------------------------------------------------------------------------- jobs --
+  // A job's definition, shared (never copied) by its timers' fires, batches and runs.
+  using SpecPtr = std::shared_ptr<const JobSpec>;
+
   struct JobEntry {
-    JobSpec spec;
+    SpecPtr spec;
     std::shared_ptr<const CronExpr> expr;
     uint64_t gen = 0;  // bumps on every change; stale timers are dropped
     Instant cursor;    // fires at or before this were handled
@@ -166,8 +167,8 @@ class Scheduler::Impl {
     auto [it, inserted] = jobs_.try_emplace(job.id);
     JobEntry& e = it->second;
     const bool schedule_changed =
-        inserted || e.spec.schedule != job.schedule || e.spec.timezone != job.timezone;
-    e.spec = job;
+        inserted || e.spec->schedule != job.schedule || e.spec->timezone != job.timezone;
+    e.spec = std::make_shared<const JobSpec>(job);
     e.expr = std::move(expr);
     ++e.gen;
     if (inserted) {
@@ -180,9 +181,26 @@ class Scheduler::Impl {
     if (inserted && pool_) SubmitCatchUp({job.id});
   }
 
-  void ScheduleNextLocked(const std::string& id, JobEntry& e) {
-    e.next = e.spec.enabled ? e.expr->Next(e.cursor) : std::nullopt;
+  // Queues the job's next fire after its cursor. `known`: that fire, when the caller has it.
+  void ScheduleNextLocked(const std::string& id, JobEntry& e,
+                          std::optional<std::optional<Instant>> known = std::nullopt) {
+    if (!e.spec->enabled) {
+      e.next.reset();
+    } else {
+      e.next = known ? *known : NextLocked(e, e.cursor);
+    }
     if (e.next) timers_.push(Timer{*e.next, TimerKind::kFire, id, e.gen, {}});
+  }
+
+  // e.expr->Next(after). Jobs that share a compiled schedule (Compile) fire together and ask the
+  // same questions in a row, so the last answers are kept. REQUIRES: mu_ held.
+  std::optional<Instant> NextLocked(const JobEntry& e, Instant after) {
+    for (const NextMemo& m : next_memo_) {
+      if (m.expr == e.expr && m.after == after) return m.next;
+    }
+    NextMemo& slot = next_memo_[next_memo_victim_++ % next_memo_.size()];
+    slot = NextMemo{e.expr, after, e.expr->Next(after)};
+    return slot.next;
   }
 
   // ----------------------------------------------------------------------------- lifecycle --
@@ -257,6 +275,25 @@ class Scheduler::Impl {
     FireKey fire;  // kClaimRetry, kTakeover
     bool operator>(const Timer& o) const { return due > o.due; }
   };
+  // The timer min-heap (earliest due on top), as std::priority_queue but popping by move.
+  class TimerHeap {
+   public:
+    bool empty() const { return heap_.empty(); }
+    const Timer& top() const { return heap_.front(); }
+    void push(Timer t) {
+      heap_.push_back(std::move(t));
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+    }
+    Timer pop() {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      Timer t = std::move(heap_.back());
+      heap_.pop_back();
+      return t;
+    }
+
+   private:
+    std::vector<Timer> heap_;
+  };
 
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -269,13 +306,11 @@ class Scheduler::Impl {
         FlushClaimBatchLocked();
         // Timers are on the backend's clock; the wait is on the node's.
         const Instant node_due = due == Instant::Max() ? due : due + Duration(skew_ms_.load());
-        clock_.WaitUntil(lock, cv_, node_due, [&] { return stopping_ || wake_; });
+        clock_.WaitUntil(lock, cv_, node_due, [&] { return stopping_.load() || wake_; });
         wake_ = false;
         continue;
       }
-      Timer t = timers_.top();
-      timers_.pop();
-      HandleTimerLocked(t);
+      HandleTimerLocked(timers_.pop());
       if (claim_batch_.size() >= kClaimBatch) FlushClaimBatchLocked();
     }
   }
@@ -305,8 +340,8 @@ class Scheduler::Impl {
       std::vector<std::pair<FireKey, Instant>> batch{{t.fire, t.due}};
       while (!timers_.empty() && timers_.top().kind == TimerKind::kTakeover &&
              timers_.top().due <= now) {
-        batch.emplace_back(timers_.top().fire, timers_.top().due);
-        timers_.pop();
+        Timer next = timers_.pop();
+        batch.emplace_back(std::move(next.fire), next.due);
       }
       pool_->Submit([this, batch = std::move(batch)] { TakeOver(batch); });
       return;
@@ -321,13 +356,23 @@ class Scheduler::Impl {
     if (t.gen != e.gen) return;  // superseded by a change of the job
     // Every fire in (cursor, now]: on-time ones are claimed, older ones are misfires (this node
     // stalled, or its clock stepped forward).
-    std::vector<Instant> missed;
-    std::vector<Instant> on_time;
+    // (Scratch vectors kept between timers: most timers have one fire and no misfire.)
+    std::vector<Instant>& missed = missed_scratch_;
+    std::vector<Instant>& on_time = on_time_scratch_;
+    missed.clear();
+    on_time.clear();
     // With sharded ownership the other nodes take over a fire up to (nodes - 1) takeover delays
     // after its instant: a late owner still claims within that, rather than recording a misfire
     // for a fire a peer may be running (the claims decide who runs it).
     const Duration grace = TakeoverWindowLocked();
-    for (std::optional<Instant> f = e.expr->Next(e.cursor); f && *f <= now; f = e.expr->Next(*f)) {
+    // The first fire after the last one handled, once the loop ends without a break: the next
+    // timer's instant, Next(cursor).
+    std::optional<std::optional<Instant>> next;
+    for (std::optional<Instant> f = NextLocked(e, e.cursor);; f = NextLocked(e, *f)) {
+      if (!f || *f > now) {
+        next = f;
+        break;
+      }
       if (missed.size() + on_time.size() == kMaxMisfires) {
         // A long stall of a high-frequency job: the latest fire stands for the rest.
         f = e.expr->Prev(now + Duration(1));
@@ -338,21 +383,21 @@ class Scheduler::Impl {
     }
     ApplyMisfirePolicyLocked(e, missed, now);
     for (Instant f : on_time) SubmitOwnedLocked(e.spec, f);
-    ScheduleNextLocked(t.job_id, e);
+    ScheduleNextLocked(t.job_id, e, next);
   }
 
   // An on-time fire: claimed now by its owner; the other nodes check after their rank's delay.
-  void SubmitOwnedLocked(const JobSpec& spec, Instant scheduled_at) {
-    for (int s = 0; s < spec.shards; ++s) {
-      const FireKey fire{spec.id, scheduled_at, s, spec.shards};
+  void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) {
+    for (int s = 0; s < spec->shards; ++s) {
+      FireKey fire{spec->id, scheduled_at, s, spec->shards};
       const int rank = options_.takeover_delay > Duration(0)
-                           ? internal::RendezvousRank(live_nodes_, options_.node_id, spec.id, s)
+                           ? internal::RendezvousRank(live_nodes_, options_.node_id, spec->id, s)
                            : 0;
       if (rank == 0) {
-        claim_batch_.emplace_back(spec, fire);  // claimed together (Loop flushes)
+        claim_batch_.emplace_back(spec, std::move(fire));  // claimed together (Loop flushes)
       } else {
         timers_.push(Timer{scheduled_at + options_.takeover_delay * rank, TimerKind::kTakeover,
-                           spec.id, 0, fire});
+                           std::string(), 0, std::move(fire)});
       }
     }
   }
@@ -367,7 +412,7 @@ class Scheduler::Impl {
     Result<std::vector<bool>> recorded = coord_.FiresRecorded(fires);
     for (size_t i = 0; i < fires.size(); ++i) {
       if (recorded.ok() && i < recorded->size() && (*recorded)[i]) continue;
-      std::optional<JobSpec> spec = Spec(fires[i].job_id);
+      SpecPtr spec = Spec(fires[i].job_id);
       if (!spec || spec->shards != fires[i].shard_count) continue;  // removed or changed since
       {
         // Late (the check itself was slow: a hung backend), the fire is a misfire: it goes to
@@ -383,7 +428,7 @@ class Scheduler::Impl {
           continue;
         }
       }
-      SubmitFire(*spec, fires[i]);
+      SubmitFire(spec, fires[i]);
     }
   }
 
@@ -403,10 +448,10 @@ class Scheduler::Impl {
     std::vector<Instant> run;
     std::vector<Instant> skip;
     for (Instant f : missed) {
-      (f >= now - e.spec.catchup_window && e.spec.misfire != MisfirePolicy::kSkip ? run : skip)
+      (f >= now - e.spec->catchup_window && e.spec->misfire != MisfirePolicy::kSkip ? run : skip)
           .push_back(f);
     }
-    if (e.spec.misfire == MisfirePolicy::kOnce && !run.empty()) {
+    if (e.spec->misfire == MisfirePolicy::kOnce && !run.empty()) {
       SubmitSkipRecords(e.spec, skip);
       SubmitCatchUpOnce(e.spec, std::move(run), TakeoverWindowLocked());
       return;
@@ -416,8 +461,8 @@ class Scheduler::Impl {
     if (!run.empty()) {
       pool_->Submit([this, spec = e.spec, run] {
         for (Instant f : run) {
-          for (int s = 0; s < spec.shards; ++s) {
-            RunFire(spec, FireKey{spec.id, f, s, spec.shards}, std::nullopt, clock_.SteadyNow(),
+          for (int s = 0; s < spec->shards; ++s) {
+            RunFire(spec, FireKey{spec->id, f, s, spec->shards}, std::nullopt, clock_.SteadyNow(),
                     true);
           }
         }
@@ -431,18 +476,18 @@ class Scheduler::Impl {
   // after all (within `window` of its instant: a takeover, or the backend came back for the peer
   // first); then it was not missed and the next older one is the latest missed. A fire already
   // recorded late (another node's catch-up of this batch) ends the search: the batch is handled.
-  void SubmitCatchUpOnce(const JobSpec& spec, std::vector<Instant> batch, Duration window) {
+  void SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant> batch, Duration window) {
     pool_->Submit([this, spec, batch = std::move(batch), window] {
       std::optional<Instant> latest;
       size_t i = batch.size();
       while (i > 0) {
         const Instant f = batch[--i];
         Result<std::vector<RunRecord>> rec =
-            coord_.GetRun(FireKey{spec.id, f, 0, spec.shards}.RunId());
+            coord_.GetRun(FireKey{spec->id, f, 0, spec->shards}.RunId());
         if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) {
           // The backend cannot tell: decide again on a later pass.
           std::lock_guard<std::mutex> lock(mu_);
-          if (auto it = jobs_.find(spec.id); it != jobs_.end()) {
+          if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
             for (size_t k = 0; k <= i && it->second.failed.size() < kMaxMisfires; ++k) {
               it->second.failed.insert(batch[k]);
             }
@@ -457,8 +502,8 @@ class Scheduler::Impl {
       }
       SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
       if (!latest) return;
-      for (int s = 0; s < spec.shards; ++s) {
-        RunFire(spec, FireKey{spec.id, *latest, s, spec.shards}, std::nullopt, clock_.SteadyNow(),
+      for (int s = 0; s < spec->shards; ++s) {
+        RunFire(spec, FireKey{spec->id, *latest, s, spec->shards}, std::nullopt, clock_.SteadyNow(),
                 true);
       }
     });
@@ -466,13 +511,13 @@ class Scheduler::Impl {
 
   // Records fires as skipped ("misfire"). A record that could not be written (backend down) is
   // kept and written again by housekeeping, so no missed fire goes without its record.
-  void SubmitSkipRecords(const JobSpec& spec, const std::vector<Instant>& skip) {
+  void SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip) {
     if (skip.empty()) return;
     pool_->Submit([this, spec, skip] {
       std::vector<Instant> unwritten;
       for (Instant f : skip) {
-        for (int s = 0; s < spec.shards; ++s) {
-          const FireKey fire{spec.id, f, s, spec.shards};
+        for (int s = 0; s < spec->shards; ++s) {
+          const FireKey fire{spec->id, f, s, spec->shards};
           Status st = coord_.RecordSkipped(fire, options_.node_id, "misfire");
           if (st.ok()) {
             Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
@@ -484,7 +529,7 @@ class Scheduler::Impl {
       }
       if (unwritten.empty()) return;
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = jobs_.find(spec.id); it != jobs_.end()) {
+      if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
         for (Instant f : unwritten) {
           if (it->second.unrecorded.size() < kMaxMisfires) it->second.unrecorded.insert(f);
         }
@@ -508,7 +553,7 @@ class Scheduler::Impl {
         JobEntry& e = it->second;
         e.paused = state.paused;
         e.pause_reason = state.pause_reason;
-        if (!state.last_scheduled || !e.spec.enabled) continue;
+        if (!state.last_scheduled || !e.spec->enabled) continue;
         // Newest first, so a long outage of a frequent job keeps the fires inside the window.
         std::vector<Instant> missed;
         for (std::optional<Instant> f = e.expr->Prev(e.catchup_until + Duration(1));
@@ -522,13 +567,13 @@ class Scheduler::Impl {
     });
   }
 
-  void SubmitShards(const JobSpec& spec, Instant scheduled_at) {
-    for (int s = 0; s < spec.shards; ++s) {
-      SubmitFire(spec, FireKey{spec.id, scheduled_at, s, spec.shards});
+  void SubmitShards(const SpecPtr& spec, Instant scheduled_at) {
+    for (int s = 0; s < spec->shards; ++s) {
+      SubmitFire(spec, FireKey{spec->id, scheduled_at, s, spec->shards});
     }
   }
 
-  void SubmitFire(const JobSpec& spec, const FireKey& fire) {
+  void SubmitFire(const SpecPtr& spec, const FireKey& fire) {
     pool_->Submit([this, spec, fire] { RunFire(spec, fire, std::nullopt, clock_.SteadyNow()); });
   }
 
@@ -558,6 +603,7 @@ class Scheduler::Impl {
                                    const Result<ClaimOutcome>& out, bool catch_up) {
     // Events of a catch-up's claim say so (SchedulerEvent::catch_up).
     auto emit = [&](SchedulerEvent::Kind kind, std::string detail) {
+      if (!options_.observer) return;
       SchedulerEvent ev = MakeEvent(kind, fire);
       ev.detail = std::move(detail);
       ev.catch_up = catch_up;
@@ -598,12 +644,14 @@ class Scheduler::Impl {
     }
     const Claim claim = *out->claim;
     for (const FireKey& old : out->replaced) CancelLocalRun(old, StopReason::kReplaced);
-    SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
-    ev.attempt = claim.attempt;
-    ev.fencing_token = claim.fencing_token;
-    ev.duration = ev.at - fire.scheduled_at;  // lateness
-    ev.catch_up = catch_up;
-    Notify(ev);
+    if (options_.observer) {
+      SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
+      ev.attempt = claim.attempt;
+      ev.fencing_token = claim.fencing_token;
+      ev.duration = ev.at - fire.scheduled_at;  // lateness
+      ev.catch_up = catch_up;
+      Notify(ev);
+    }
     if (options_.admit) {
       if (const std::string why = options_.admit(spec, claim); !why.empty()) {
         RunRecord skipped = BaseRecord(fire, claim);
@@ -622,46 +670,40 @@ class Scheduler::Impl {
 
   // The owner's on-time fires of one instant (or a few due together), claimed in one backend
   // call (Coordinator::ClaimMany); each claimed fire then runs as its own task.
-  void ClaimBatch(const std::vector<std::pair<JobSpec, FireKey>>& batch) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-    }
+  void ClaimBatch(const std::vector<std::pair<SpecPtr, FireKey>>& batch) {
+    if (Stopping()) return;
     std::vector<ClaimRequest> reqs;
     reqs.reserve(batch.size());
-    for (const auto& [spec, fire] : batch) reqs.push_back(RequestFor(spec, fire));
+    for (const auto& [spec, fire] : batch) reqs.push_back(RequestFor(*spec, fire));
     const Duration sent = clock_.SteadyNow();
     std::vector<Result<ClaimOutcome>> outs = coord_.ClaimMany(reqs);
     for (size_t i = 0; i < batch.size(); ++i) {
       const auto& [spec, fire] = batch[i];
       const Result<ClaimOutcome> out =
           i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
-      if (std::optional<Claim> won = AcceptClaim(spec, fire, out, false)) {
+      if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, false)) {
         pool_->Submit([this, spec, fire, claim = *won, sent] { RunFire(spec, fire, claim, sent); });
       }
     }
   }
 
   // `catch_up`: a missed fire run per `misfire` (its claim's events say so: catch_up).
-  void RunFire(JobSpec spec, const FireKey& fire, std::optional<Claim> resumed, Duration claim_sent,
-               bool catch_up = false) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-    }
+  void RunFire(const SpecPtr& job, const FireKey& fire, std::optional<Claim> resumed,
+               Duration claim_sent, bool catch_up = false) {
+    if (Stopping()) return;
     Claim claim;
     if (resumed) {
       claim = *resumed;
     } else {
       claim_sent = clock_.SteadyNow();
       std::optional<Claim> won =
-          AcceptClaim(spec, fire, coord_.Claim(RequestFor(spec, fire)), catch_up);
+          AcceptClaim(*job, fire, coord_.Claim(RequestFor(*job, fire)), catch_up);
       if (!won) return;
       claim = *won;
     }
     if (options_.dispatch) {
       // Queue mode: a worker runs it (and renews and reports it from now on).
-      if (Status d = options_.dispatch(spec, claim); !d.ok()) {
+      if (Status d = options_.dispatch(*job, claim); !d.ok()) {
         Emit(SchedulerEvent::Kind::kError, fire, "dispatch: " + d.ToString());
         RunRecord failed = BaseRecord(fire, claim);
         failed.outcome = RunOutcome::kFailed;
@@ -671,43 +713,51 @@ class Scheduler::Impl {
       }
       return;
     }
-    // Kill a self-fenced process before the lease can end.
-    spec.kill_grace = std::min(spec.kill_grace, margin_ / 2);
+    // Kill a self-fenced process before the lease can end (the job's shared definition is copied
+    // only when the cap changes it).
+    std::optional<JobSpec> capped;
+    if (job->kill_grace > margin_ / 2) {
+      capped.emplace(*job);
+      capped->kill_grace = margin_ / 2;
+    }
+    const JobSpec& spec = capped ? *capped : *job;
 
     auto run = std::make_shared<ActiveRun>();
     run->claim = claim;
     run->last_ok_sent = claim_sent;
     RegisterRun(run);
-    AdjustRunning(fire.job_id, +1);
+    AdjustRunning(fire.job_id, +1, false);
     RunOutcome final_outcome = RunOutcome::kRunning;
     while (true) {
       const Claim current = CurrentClaim(*run);
       Duration took{0};
       std::string traceparent;
       RunRecord rec = Attempt(spec, fire, current, *run, took, traceparent);
-      StopReason reason;
+      bool retry;
+      Claim reporting;
       {
         std::lock_guard<std::mutex> lock(wd_mu_);
-        reason = run->reason;
+        const StopReason reason = run->reason;
+        const bool fenced = reason == StopReason::kLeaseLost || reason == StopReason::kSelfFenced ||
+                            reason == StopReason::kReplaced;
+        retry = !fenced && reason != StopReason::kShutdown &&
+                (rec.outcome == RunOutcome::kFailed || rec.outcome == RunOutcome::kTimedOut) &&
+                current.attempt <= spec.retries && !Stopping();
+        if (!retry) run->reporting = true;
+        reporting = run->claim;
       }
-      const bool fenced = reason == StopReason::kLeaseLost || reason == StopReason::kSelfFenced ||
-                          reason == StopReason::kReplaced;
-      bool retry = !fenced && reason != StopReason::kShutdown &&
-                   (rec.outcome == RunOutcome::kFailed || rec.outcome == RunOutcome::kTimedOut) &&
-                   current.attempt <= spec.retries && !Stopping();
-      if (!retry) {
-        std::lock_guard<std::mutex> lock(wd_mu_);
-        run->reporting = true;
-      }
-      Status reported = coord_.Report(CurrentClaim(*run), rec, !retry);
-      MarkRan(fire.job_id);
+      Status reported = coord_.Report(reporting, rec, !retry);
+      // The last attempt's mark goes with the end of the run (AdjustRunning), one lock less.
+      if (retry) MarkRan(fire.job_id);
       // Announced once recorded, so whoever hears it can read it back from the backend.
-      SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, current);
-      finished.traceparent = traceparent;
-      finished.outcome = rec.outcome;
-      finished.duration = took;
-      finished.detail = rec.error;
-      Notify(finished);
+      if (options_.observer) {
+        SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, current);
+        finished.traceparent = traceparent;
+        finished.outcome = rec.outcome;
+        finished.duration = took;
+        finished.detail = rec.error;
+        Notify(finished);
+      }
       if (!reported.ok()) {
         Emit(SchedulerEvent::Kind::kError, fire, "report: " + reported.ToString());
         retry = false;
@@ -724,7 +774,7 @@ class Scheduler::Impl {
       Notify(ev);
       {
         std::unique_lock<std::mutex> lock(mu_);
-        clock_.WaitFor(lock, cv_, delay, [&] { return stopping_; });
+        clock_.WaitFor(lock, cv_, delay, [&] { return stopping_.load(); });
       }
       Result<Claim> next = coord_.NextAttempt(CurrentClaim(*run), options_.lease_ttl);
       if (!next.ok()) {
@@ -748,7 +798,7 @@ class Scheduler::Impl {
       }
     }
     UnregisterRun(run);
-    AdjustRunning(fire.job_id, -1);
+    AdjustRunning(fire.job_id, -1, true);
     if ((final_outcome == RunOutcome::kFailed || final_outcome == RunOutcome::kTimedOut) &&
         spec.max_consecutive_failures > 0) {
       Breaker(spec);
@@ -796,12 +846,12 @@ class Scheduler::Impl {
     ctx.save_checkpoint = [this, &run](const std::string& value) {
       return coord_.SaveCheckpoint(CurrentClaim(run), value);
     };
-    {
+    if (spec.timeout.count() > 0) {
       std::lock_guard<std::mutex> lock(wd_mu_);
-      if (spec.timeout.count() > 0) run.timeout_at = clock_.SteadyNow() + spec.timeout;
-      WakeWatchdogLocked();
+      run.timeout_at = clock_.SteadyNow() + spec.timeout;
+      WakeWatchdogLocked(*run.timeout_at);
     }
-    {
+    if (options_.observer) {
       SchedulerEvent started = MakeEvent(SchedulerEvent::Kind::kRunStarted, fire, claim);
       started.traceparent = ctx.traceparent;
       Notify(started);
@@ -856,6 +906,12 @@ class Scheduler::Impl {
     ++wd_version_;
     wd_cv_.notify_all();
   }
+  // REQUIRES: wd_mu_ held. A run got the steady deadline `due`: the watchdog recomputes only when
+  // that is before the one it sleeps until (a fire's runs register in bursts: waking it for each
+  // would cost a thread switch and a scan of every run, per run).
+  void WakeWatchdogLocked(Duration due) {
+    if (due < wd_due_) WakeWatchdogLocked();
+  }
 
   void RegisterRun(const std::shared_ptr<ActiveRun>& run) {
     std::lock_guard<std::mutex> lock(wd_mu_);
@@ -865,13 +921,14 @@ class Scheduler::Impl {
       run->reason = StopReason::kShutdown;
       run->stop.request_stop();
     }
-    WakeWatchdogLocked();
+    WakeWatchdogLocked(std::min(run->next_renew, FenceDeadline(*run)));
   }
 
   void UnregisterRun(const std::shared_ptr<ActiveRun>& run) {
     std::lock_guard<std::mutex> lock(wd_mu_);
     active_.erase(run.get());
-    WakeWatchdogLocked();
+    // A removed run moves no deadline earlier; only a graceful stop waits for the last one.
+    if (active_.empty()) wd_cv_.notify_all();
   }
 
   Claim CurrentClaim(const ActiveRun& run) {
@@ -907,7 +964,10 @@ class Scheduler::Impl {
       }
       if (due > clock_.SteadyNow()) {
         const uint64_t seen = wd_version_;
+        wd_due_ = due;
         clock_.WaitUntilSteady(lock, wd_cv_, due, [&] { return wd_stop_ || wd_version_ != seen; });
+        // Awake (the lock may be let go below): whatever changes is seen by the next scan.
+        wd_due_ = Duration::min();
         if (wd_stop_) return;
       }
       const Duration now = clock_.SteadyNow();
@@ -1020,7 +1080,7 @@ class Scheduler::Impl {
     Result<std::vector<ExpiredFire>> expired = coord_.ListExpired(100);
     if (!expired.ok()) return;
     for (const ExpiredFire& e : *expired) {
-      std::optional<JobSpec> spec = Spec(e.fire.job_id);
+      SpecPtr spec = Spec(e.fire.job_id);
       if (!spec) continue;  // a node that knows the job resolves it
       const Duration sent = clock_.SteadyNow();
       Result<std::optional<Claim>> r =
@@ -1033,7 +1093,7 @@ class Scheduler::Impl {
       Notify(ev);
       if (*r) {
         const Claim claim = **r;
-        pool_->Submit([this, s = *spec, claim, sent] { RunFire(s, claim.fire, claim, sent); });
+        pool_->Submit([this, spec, claim, sent] { RunFire(spec, claim.fire, claim, sent); });
       }
     }
   }
@@ -1121,7 +1181,7 @@ class Scheduler::Impl {
   // what it wrote, so a pass costs in proportion to the runs, not to the number of jobs); once an
   // hour the sweep takes every job, for max_age of jobs that stopped running.
   void PruneHistorySlice() {
-    std::vector<JobSpec> specs;
+    std::vector<SpecPtr> specs;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (jobs_.empty()) return;
@@ -1145,8 +1205,8 @@ class Scheduler::Impl {
         ++it;
       }
     }
-    for (const JobSpec& s : specs) {
-      (void)coord_.PruneHistory(s.id, s.history_keep, s.history_max_age);
+    for (const SpecPtr& s : specs) {
+      (void)coord_.PruneHistory(s->id, s->history_keep, s->history_max_age);
     }
   }
 
@@ -1179,7 +1239,8 @@ class Scheduler::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
     }
-    pool_->Submit([this, spec, claim, renew_sent, done = std::move(done)] {
+    pool_->Submit([this, spec = std::make_shared<const JobSpec>(spec), claim, renew_sent,
+                   done = std::move(done)] {
       RunFire(spec, claim.fire, claim, renew_sent);
       if (done) done();
     });
@@ -1187,14 +1248,14 @@ class Scheduler::Impl {
   }
 
   Result<std::string> TriggerNow(const std::string& id) {
-    std::optional<JobSpec> spec = Spec(id);
+    SpecPtr spec = Spec(id);
     if (!spec) return NotFoundError("job \"" + id + "\" is not defined");
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
     }
     const Instant now = Now();
-    SubmitShards(*spec, now);
+    SubmitShards(spec, now);
     return FireKey{id, now, 0, spec->shards}.RunId();
   }
 
@@ -1224,24 +1285,26 @@ class Scheduler::Impl {
 
  private:
   static JobView View(const JobEntry& e) {
-    return JobView{e.spec, e.next, e.paused, e.pause_reason, e.running};
+    return JobView{*e.spec, e.next, e.paused, e.pause_reason, e.running};
   }
 
-  std::optional<JobSpec> Spec(const std::string& id) const {
+  // The job's definition; null when it is not defined.
+  SpecPtr Spec(const std::string& id) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(id);
-    if (it == jobs_.end()) return std::nullopt;
+    if (it == jobs_.end()) return nullptr;
     return it->second.spec;
   }
 
-  bool Stopping() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stopping_;
-  }
+  bool Stopping() const { return stopping_.load(); }
 
-  void AdjustRunning(const std::string& id, int delta) {
+  // Counts attempts running here; `ran`: also marks the job's history as grown (MarkRan).
+  void AdjustRunning(const std::string& id, int delta, bool ran) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = jobs_.find(id); it != jobs_.end()) it->second.running += delta;
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      it->second.running += delta;
+      if (ran) it->second.ran_since_prune = true;
+    }
   }
 
   int64_t RandomBelow(int64_t n) {
@@ -1249,13 +1312,23 @@ class Scheduler::Impl {
     return std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(0, n - 1))(rng_);
   }
 
+  // "00-<trace id: 32 hex>-<span id: 16 hex>-01" (one per attempt: formatted by hand).
   std::string TraceParent() {
-    std::lock_guard<std::mutex> lock(rng_mu_);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "00-%016" PRIx64 "%016" PRIx64 "-%016" PRIx64 "-01",
-                  static_cast<uint64_t>(rng_() | 1), static_cast<uint64_t>(rng_()),
-                  static_cast<uint64_t>(rng_() | 1));
-    return buf;
+    uint64_t trace_hi, trace_lo, span;
+    {
+      std::lock_guard<std::mutex> lock(rng_mu_);
+      trace_hi = rng_() | 1;
+      trace_lo = rng_();
+      span = rng_() | 1;
+    }
+    std::string out = "00-00000000000000000000000000000000-0000000000000000-01";
+    auto hex = [&out](size_t at, uint64_t v) {
+      for (int i = 15; i >= 0; --i, v >>= 4) out[at + i] = "0123456789abcdef"[v & 0xf];
+    };
+    hex(3, trace_hi);
+    hex(19, trace_lo);
+    hex(36, span);
+    return out;
   }
 
   SchedulerEvent MakeEvent(SchedulerEvent::Kind kind, const FireKey& fire) {
@@ -1273,7 +1346,9 @@ class Scheduler::Impl {
     ev.fencing_token = claim.fencing_token;
     return ev;
   }
+  // Events are built only when someone listens (a run id is formatted for each).
   void Emit(SchedulerEvent::Kind kind, const FireKey& fire, std::string detail) {
+    if (!options_.observer) return;
     SchedulerEvent ev = MakeEvent(kind, fire);
     ev.detail = std::move(detail);
     Notify(ev);
@@ -1292,19 +1367,30 @@ class Scheduler::Impl {
   mutable std::mutex mu_;            // jobs_, timers_, flags
   std::condition_variable cv_;
   std::map<std::string, JobEntry> jobs_;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  TimerHeap timers_;
+  // NextLocked's last answers (guarded by mu_).
+  struct NextMemo {
+    std::shared_ptr<const CronExpr> expr;
+    Instant after;
+    std::optional<Instant> next;
+  };
+  std::array<NextMemo, 2> next_memo_;
+  size_t next_memo_victim_ = 0;
+  // HandleTimerLocked's fires of one timer, kept for their capacity (guarded by mu_).
+  std::vector<Instant> missed_scratch_;
+  std::vector<Instant> on_time_scratch_;
   std::vector<std::string> live_nodes_;  // guarded by mu_: node ids with a live heartbeat
   std::mutex compiled_mu_;
   // Compiled schedules by "zone\nschedule", shared by the jobs that use them (compiled_mu_).
   std::map<std::string, std::weak_ptr<const CronExpr>> compiled_;
   // Owned on-time fires waiting to be claimed together (guarded by mu_; Loop flushes them).
-  std::vector<std::pair<JobSpec, FireKey>> claim_batch_;
+  std::vector<std::pair<SpecPtr, FireKey>> claim_batch_;
   static constexpr size_t kClaimBatch = 256;
   static constexpr size_t kStateBatch = 512;  // job states read per backend call
   size_t live_peak_ = 1;      // guarded by mu_: the largest live set of the last minute
   Duration live_peak_at_{0};  // guarded by mu_: steady time of that peak
   bool started_ = false;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};  // written under mu_ (a wait predicate), read anywhere
   bool wake_ = false;
   Instant started_at_;
 
@@ -1316,6 +1402,8 @@ class Scheduler::Impl {
   std::deque<std::shared_ptr<ActiveRun>> renew_queue_;  // guarded by wd_mu_
   bool cancel_all_ = false;  // graceful stop reached its grace: every run is cancelled
   uint64_t wd_version_ = 0;
+  // The steady deadline the watchdog sleeps until; Duration::min() while it is awake (wd_mu_).
+  Duration wd_due_ = Duration::min();
 
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
