@@ -746,7 +746,7 @@ class Scheduler::Impl {
         if (!retry) run->reporting = true;
         reporting = run->claim;
       }
-      Status reported = coord_.Report(reporting, rec, !retry);
+      Status reported = ReportWhileHeld(*run, reporting, rec, !retry);
       // The last attempt's mark goes with the end of the run (AdjustRunning), one lock less.
       if (retry) MarkRan(fire.job_id);
       // Announced once recorded, so whoever hears it can read it back from the backend.
@@ -1040,6 +1040,32 @@ class Scheduler::Impl {
 
   Duration FenceDeadline(const ActiveRun& run) const {
     return run.last_ok_sent + options_.lease_ttl - margin_;
+  }
+
+  // Reports `rec`, sending it again after a transient backend error (Unavailable) while the
+  // claim may still hold (until the run's self-fence deadline), 100 ms doubling to 1 s apart: a
+  // run that finished during a short outage is recorded with its outcome instead of being
+  // resolved as lost later (and, with on_lost = "rerun", run again). The backend still checks
+  // the lease; a retry of a report that was applied after all is refused (the fire is closed)
+  // and logged as an error, never recorded twice.
+  Status ReportWhileHeld(const ActiveRun& run, const Claim& claim, const RunRecord& rec,
+                         bool final) {
+    Duration backoff = std::chrono::milliseconds(100);
+    while (true) {
+      Status s = coord_.Report(claim, rec, final);
+      if (s.ok() || s.code() != StatusCode::kUnavailable) return s;
+      Duration fence_at;
+      {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        fence_at = FenceDeadline(run);
+      }
+      if (clock_.SteadyNow() + backoff >= fence_at || Stopping()) return s;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        clock_.WaitFor(lock, cv_, backoff, [&] { return stopping_.load(); });
+      }
+      backoff = std::min<Duration>(backoff * 2, std::chrono::seconds(1));
+    }
   }
 
   // ------------------------------------------------------------------------- housekeeping --

@@ -990,5 +990,57 @@ TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) 
   }
 }
 
+// Reports fail while `down` (a short backend outage as the run ends).
+class FailingReports : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override {
+    ++reports;
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::Report(claim, record, final);
+  }
+  std::atomic<bool> down{false};
+  std::atomic<int> reports{0};
+};
+
+// A run that finished while the backend was briefly down is recorded with its outcome once the
+// backend answers again (its lease still holds), not resolved as lost and run again.
+TEST(SchedulerReportTest, AReportThatFailsTransientlyIsSentAgainWhileTheLeaseHolds) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  FailingReports coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.lease_ttl = seconds(30);
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  JobSpec job = Job("r", "0 * * * * *");
+  job.on_lost = LostPolicy::kRerun;
+  ASSERT_TRUE(a.scheduler->AddJob(job).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  coord.down = true;
+  AdvanceTo(clock, kStart + seconds(60));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  // Two failed reports (100 ms apart on the fake clock), then the backend is back.
+  for (int i = 0; i < 100 && coord.reports.load() < 2; ++i) {
+    clock.Advance(milliseconds(50));
+    a.observer.Await(Kind::kRunFinished, 1, {}, milliseconds(20));
+  }
+  ASSERT_GE(coord.reports.load(), 2);
+  coord.down = false;
+  ASSERT_TRUE(AdvanceUntil(
+      clock, [&](milliseconds w) { return a.observer.Await(Kind::kRunFinished, 1, {}, w); },
+      milliseconds(100), seconds(5)));
+  EXPECT_EQ(a.observer.Count(Kind::kError), 0) << "the report was not given up";
+  // Past the lease: nothing is lost and nothing runs again.
+  clock.Advance(seconds(40));
+  EXPECT_FALSE(a.observer.Await(Kind::kLostRun, 1, {}, milliseconds(300)));
+  a.scheduler->Stop();
+  EXPECT_EQ(exec.attempts().size(), 1u);
+  const auto history = History(backend, "r");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
+}
+
 }  // namespace
 }  // namespace gnomon
