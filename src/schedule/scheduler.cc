@@ -90,8 +90,17 @@ class Scheduler::Impl {
     bool paused = false;
     std::string pause_reason;
     int running = 0;
-    std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
-    std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
+    // Fires waiting for the backend (allocated only while there are some: a million jobs
+    // mostly have none).
+    struct Backlog {
+      std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
+      std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
+    };
+    std::unique_ptr<Backlog> backlog;
+    Backlog& Waiting() {
+      if (!backlog) backlog = std::make_unique<Backlog>();
+      return *backlog;
+    }
     bool ran_since_prune = false;  // this node reported a run since the job was last pruned
     Instant catchup_until;         // the catch-up pass covers fires up to here (the install cursor)
   };
@@ -189,7 +198,7 @@ class Scheduler::Impl {
     } else {
       e.next = known ? *known : NextLocked(e, e.cursor);
     }
-    if (e.next) timers_.push(Timer{*e.next, TimerKind::kFire, id, e.gen, {}});
+    if (e.next) timers_.push(Timer{*e.next, TimerKind::kFire, e.gen, FireKey{id, {}, 0, 1}});
   }
 
   // e.expr->Next(after). Jobs that share a compiled schedule (Compile) fire together and ask the
@@ -227,8 +236,8 @@ class Scheduler::Impl {
         if (ids.size() == kStateBatch) SubmitCatchUp(std::exchange(ids, {}));
       }
       if (!ids.empty()) SubmitCatchUp(std::move(ids));
-      timers_.push(Timer{started_at_, TimerKind::kHousekeeping, "", 0, {}});
-      timers_.push(Timer{started_at_, TimerKind::kStatePoll, "", 0, {}});
+      timers_.push(Timer{started_at_, TimerKind::kHousekeeping, 0, {}});
+      timers_.push(Timer{started_at_, TimerKind::kStatePoll, 0, {}});
     }
     loop_thread_ = std::jthread([this] { Loop(); });
     watchdog_thread_ = std::jthread([this] { Watchdog(); });
@@ -270,9 +279,8 @@ class Scheduler::Impl {
   struct Timer {
     Instant due;
     TimerKind kind;
-    std::string job_id;
     uint64_t gen;
-    FireKey fire;  // kClaimRetry, kTakeover
+    FireKey fire;  // kFire: only its job_id; kClaimRetry, kTakeover: the fire
     bool operator>(const Timer& o) const { return due > o.due; }
   };
   // The timer min-heap (earliest due on top), as std::priority_queue but popping by move.
@@ -325,13 +333,12 @@ class Scheduler::Impl {
   void HandleTimerLocked(const Timer& t) {
     const Instant now = Now();
     if (t.kind == TimerKind::kHousekeeping) {
-      timers_.push(
-          Timer{now + options_.housekeeping_interval, TimerKind::kHousekeeping, "", 0, {}});
+      timers_.push(Timer{now + options_.housekeeping_interval, TimerKind::kHousekeeping, 0, {}});
       pool_->Submit([this] { Housekeeping(); });
       return;
     }
     if (t.kind == TimerKind::kStatePoll) {
-      timers_.push(Timer{now + options_.state_poll_interval, TimerKind::kStatePoll, "", 0, {}});
+      timers_.push(Timer{now + options_.state_poll_interval, TimerKind::kStatePoll, 0, {}});
       pool_->Submit([this] { RefreshJobStates(); });
       return;
     }
@@ -346,7 +353,7 @@ class Scheduler::Impl {
       pool_->Submit([this, batch = std::move(batch)] { TakeOver(batch); });
       return;
     }
-    auto it = jobs_.find(t.job_id);
+    auto it = jobs_.find(t.fire.job_id);
     if (it == jobs_.end()) return;
     JobEntry& e = it->second;
     if (t.kind == TimerKind::kClaimRetry) {
@@ -383,7 +390,7 @@ class Scheduler::Impl {
     }
     ApplyMisfirePolicyLocked(e, missed, now);
     for (Instant f : on_time) SubmitOwnedLocked(e.spec, f);
-    ScheduleNextLocked(t.job_id, e, next);
+    ScheduleNextLocked(t.fire.job_id, e, next);
   }
 
   // An on-time fire: claimed now by its owner; the other nodes check after their rank's delay.
@@ -396,8 +403,8 @@ class Scheduler::Impl {
       if (rank == 0) {
         claim_batch_.emplace_back(spec, std::move(fire));  // claimed together (Loop flushes)
       } else {
-        timers_.push(Timer{scheduled_at + options_.takeover_delay * rank, TimerKind::kTakeover,
-                           std::string(), 0, std::move(fire)});
+        timers_.push(Timer{scheduled_at + options_.takeover_delay * rank, TimerKind::kTakeover, 0,
+                           std::move(fire)});
       }
     }
   }
@@ -422,8 +429,8 @@ class Scheduler::Impl {
         std::lock_guard<std::mutex> lock(mu_);
         if (Now() - due[i].second > options_.claim_grace) {
           auto it = jobs_.find(fires[i].job_id);
-          if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
-            it->second.failed.insert(fires[i].scheduled_at);
+          if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
+            it->second.Waiting().failed.insert(fires[i].scheduled_at);
           }
           continue;
         }
@@ -488,8 +495,9 @@ class Scheduler::Impl {
           // The backend cannot tell: decide again on a later pass.
           std::lock_guard<std::mutex> lock(mu_);
           if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
-            for (size_t k = 0; k <= i && it->second.failed.size() < kMaxMisfires; ++k) {
-              it->second.failed.insert(batch[k]);
+            std::set<Instant>& failed = it->second.Waiting().failed;
+            for (size_t k = 0; k <= i && failed.size() < kMaxMisfires; ++k) {
+              failed.insert(batch[k]);
             }
           }
           return;
@@ -531,7 +539,8 @@ class Scheduler::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
         for (Instant f : unwritten) {
-          if (it->second.unrecorded.size() < kMaxMisfires) it->second.unrecorded.insert(f);
+          std::set<Instant>& unrecorded = it->second.Waiting().unrecorded;
+          if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
         }
       }
     });
@@ -613,8 +622,8 @@ class Scheduler::Impl {
       emit(SchedulerEvent::Kind::kError, "claim: " + out.status().ToString());
       std::lock_guard<std::mutex> lock(mu_);
       auto it = jobs_.find(fire.job_id);
-      if (it != jobs_.end() && it->second.failed.size() < kMaxMisfires) {
-        it->second.failed.insert(fire.scheduled_at);
+      if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
+        it->second.Waiting().failed.insert(fire.scheduled_at);
       }
       return std::nullopt;
     }
@@ -636,7 +645,7 @@ class Scheduler::Impl {
         const Duration wait =
             std::max(Duration(10), fire.scheduled_at - options_.skew_tolerance - out->backend_now);
         std::lock_guard<std::mutex> lock(mu_);
-        timers_.push(Timer{Now() + wait, TimerKind::kClaimRetry, fire.job_id, 0, fire});
+        timers_.push(Timer{Now() + wait, TimerKind::kClaimRetry, 0, fire});
         wake_ = true;
         cv_.notify_all();
         return std::nullopt;
@@ -1161,11 +1170,17 @@ class Scheduler::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     const Instant now = Now();
     for (auto& [id, e] : jobs_) {
-      if (!e.unrecorded.empty()) {
-        SubmitSkipRecords(e.spec, std::vector<Instant>(e.unrecorded.begin(), e.unrecorded.end()));
-        e.unrecorded.clear();
+      if (!e.backlog) continue;
+      std::set<Instant>& unrecorded = e.backlog->unrecorded;
+      std::set<Instant>& failed = e.backlog->failed;
+      if (!unrecorded.empty()) {
+        SubmitSkipRecords(e.spec, std::vector<Instant>(unrecorded.begin(), unrecorded.end()));
+        unrecorded.clear();
       }
-      if (e.failed.empty()) continue;
+      if (failed.empty()) {
+        e.backlog.reset();
+        continue;
+      }
       // The misfire decision for a job's failed claims is its owner's alone (nodes come back
       // from an outage at different moments, each with its own failed set: one decider keeps
       // "once" once). The others keep theirs for when they become the owner.
@@ -1181,7 +1196,7 @@ class Scheduler::Impl {
       const Duration window = TakeoverWindowLocked();
       std::vector<Instant> missed;
       std::vector<Instant> on_time;
-      for (Instant f : e.failed) {
+      for (Instant f : failed) {
         (now - f < options_.claim_grace ? on_time : missed).push_back(f);
       }
       if (!missed.empty()) {
@@ -1191,7 +1206,7 @@ class Scheduler::Impl {
           continue;  // all kept as failed, for a later pass
         }
       }
-      e.failed.clear();
+      e.backlog.reset();
       ApplyMisfirePolicyLocked(e, missed, now);
       for (Instant f : on_time) SubmitShards(e.spec, f);
     }
