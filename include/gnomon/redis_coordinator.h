@@ -18,7 +18,9 @@
 //   B:{job}:live                  zset: open fires of the job ("<ms>:<shard>"), score = lease end
 //   B:{job}:runs                  zset (all scores 0, ordered by member = listing order):
 //                                 "<9e15-ms, 16 digits> <job> <shard, 10> <2^31-1-attempt, 10>"
-//   B:{job}:run:<ms>:<shard>:<n>  hash: one history record (attempt n)
+//   B:{job}:run:<ms>:<shard>:<n>  hash: one history record (attempt n); written when the
+//                                 attempt starts and updated in place by its reports (a running
+//                                 record has no err, output, skip nor exit yet: read as empty)
 // Global keys (separate slots):
 //   B:leases      zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
 //   B:runs        zset, the same members as every B:{job}:runs: the all-jobs listing
@@ -32,12 +34,16 @@
 // Scripts that touch a job's keys and a global index (claims, reports, pausing) are not
 // Cluster-safe yet: this version supports one primary (optionally with replicas or Sentinel).
 //
-// Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total):
-// each new record trims the oldest finished records beyond the cap (running ones are kept).
+// Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total),
+// with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the
+// slack, the oldest finished records beyond the cap are dropped in one batch (running ones are
+// kept), so an index holds at most cap + slack - 1 records besides running ones (10,063 per job
+// and 100,063 in total by default) and the trimming work is shared by `slack` writes.
 // PruneHistory applies the per-job retention (keep_last fires, max_age). Fire markers are kept
 // fire_retention after they close, so a pruned fire still cannot be claimed twice.
 //
-// Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds). The
+// Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
+// per script in ms and multiplied by 1000, see redis_scripts.cc counter_after). The
 // counter makes tokens strictly increase while the server keeps its writes; the server-clock
 // floor makes them keep increasing after a restart that lost the last writes (no AOF, or an
 // fsync window): any token issued before the restart is at most the server's microsecond clock
@@ -118,10 +124,10 @@ struct RedisOptions {
   // Must cover the longest catchup_window + skew_tolerance of any job; at least 1 h.
   // Default 7 days.
   Duration fire_retention = std::chrono::hours(24 * 7);
-  // History records kept per job at most (oldest finished ones are trimmed). Default 10000.
-  // Must be >= 1.
+  // History records kept per job (oldest finished ones are trimmed, in batches: up to
+  // cap / 16, at most 63, more are held meanwhile; see Boundedness). Default 10000. Must be >= 1.
   int max_records_per_job = 10000;
-  // History records kept across all jobs at most. Default 100000. Must be >= 1.
+  // History records kept across all jobs (trimmed the same way). Default 100000. Must be >= 1.
   int max_records_total = 100000;
   // Open() succeeds on a server without `appendonly yes` (unsafe_persistence() is then true).
   // Default false: refuse.

@@ -450,7 +450,7 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
 
 std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
     const std::vector<ClaimRequest>& reqs) {
-  // Chunks bound how long one script holds the server (each claim is some 20 commands).
+  // Chunks bound how long one script holds the server (each claim is some 12 commands).
   constexpr size_t kChunk = 128;
   std::vector<Result<ClaimOutcome>> out(reqs.size(),
                                         Result<ClaimOutcome>(InternalError("redis: not claimed")));
@@ -548,6 +548,7 @@ Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& rec
                            Ms(record.started_at), "fin", Ms(record.finished_at), "out",
                            std::string(ToString(record.outcome)), "err", record.error, "output",
                            coord::TruncateOutput(record.output), "skip", record.skip_reason});
+  // exit comes last and only when known: the script removes a stored one otherwise.
   if (record.exit_code) args.insert(args.end(), {"exit", std::to_string(*record.exit_code)});
   Result<RedisReply> r = conn_->Eval(scripts::kReport, {JobBase(claim.fire.job_id), base_}, args);
   if (!r.ok()) return r.status();

@@ -599,6 +599,117 @@ TEST(RedisCoordinatorTest, HistoryIsCapped) {
   EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "0");
 }
 
+// Trimming waits for a slack of cap / 16 (at most 64) past the cap and then drops that many of
+// the oldest finished records at once: an index never holds more than cap + slack - 1 finished
+// records, every listed record still has its hash and every hash its listing, and running
+// records are kept however old.
+TEST(RedisCoordinatorTest, HistoryIsTrimmedInBatchesWithinCapPlusSlack) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  o.max_records_per_job = 128;  // slack 8
+  o.max_records_total = 320;    // slack 20
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Raw raw(SharedServer()->port());
+  const std::string b = o.prefix + ":default";
+  const Instant base = clock.Now() - hours(5);
+  // The oldest record of "a" stays running throughout.
+  Result<ClaimOutcome> running = c->Claim(Req(Fire("a", base - seconds(1)), "n"));
+  ASSERT_TRUE(running.ok() && running->claim) << running.status().ToString();
+  // "a" gets 3 fires a second, "b" and "c" one each: "a" reaches its own cap, all together the
+  // total cap.
+  int most_a = 0, most_all = 0;
+  for (int i = 0; i < 300; ++i) {
+    const Instant at = base + seconds(i);
+    const std::vector<FireKey> fires = {Fire("a", at), Fire("a", at + milliseconds(1)),
+                                        Fire("a", at + milliseconds(2)), Fire("b", at),
+                                        Fire("c", at)};
+    for (const FireKey& fire : fires) {
+      Result<ClaimOutcome> out = c->Claim(Req(fire, "n"));
+      ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
+      ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
+      most_a = std::max(most_a, std::stoi(raw.Str({"ZCARD", b + ":{a}:runs"})));
+      most_all = std::max(most_all, std::stoi(raw.Str({"ZCARD", b + ":runs"})));
+    }
+  }
+  // Never more than cap + slack - 1 (the running record counts too) ...
+  EXPECT_LE(most_a, 128 + 8 - 1);
+  EXPECT_LE(most_all, 320 + 20 - 1);
+  // ... and not trimmed at every write.
+  EXPECT_GT(most_a, 128 + 1);
+  EXPECT_GT(most_all, 320 + 1);
+  // Every listed record has its hash, every hash its listings.
+  int per_job = 0;
+  for (const char* job : {"a", "b", "c"}) {
+    per_job += std::stoi(raw.Str({"ZCARD", b + ":{" + job + "}:runs"}));
+  }
+  const int in_all = std::stoi(raw.Str({"ZCARD", b + ":runs"}));
+  EXPECT_EQ(per_job, in_all);
+  EXPECT_EQ(raw.Keys(b + ":*:run:*").size(), static_cast<size_t>(in_all));
+  Result<std::vector<RunRecord>> kept = c->GetRun(running->claim->fire.RunId());
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].outcome, RunOutcome::kRunning);
+}
+
+// A report updates the record its attempt's claim wrote: one listing entry, and a field a later
+// report no longer has (the exit code) is gone. A record that is gone by then (trimmed after a
+// non-final report) is written and listed again.
+TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Raw raw(SharedServer()->port());
+  const std::string b = o.prefix + ":default";
+  const Instant at = clock.Now() - seconds(10);
+  Result<ClaimOutcome> out = c->Claim(Req(Fire("u", at), "n"));
+  ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
+  const Claim& claim = *out->claim;
+  const std::string rec = b + ":{u}:run:" + std::to_string(at.unix_millis()) + ":0:1";
+
+  RunRecord first = Finished(claim, RunOutcome::kFailed);
+  first.exit_code = 3;
+  first.error = "exit 3";
+  ASSERT_TRUE(c->Report(claim, first, false).ok());
+  EXPECT_EQ(raw.Str({"HGET", rec, "exit"}), "3");
+  RunRecord last = Finished(claim, RunOutcome::kSucceeded);
+  last.output = "done";
+  ASSERT_TRUE(c->Report(claim, last, true).ok());
+  Result<std::vector<RunRecord>> run = c->GetRun(claim.fire.RunId());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->size(), 1u);
+  EXPECT_EQ((*run)[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_FALSE((*run)[0].exit_code.has_value());
+  EXPECT_EQ((*run)[0].error, "");
+  EXPECT_EQ((*run)[0].output, "done");
+  EXPECT_EQ((*run)[0].fencing_token, claim.fencing_token);
+  EXPECT_EQ(raw.Str({"ZCARD", b + ":{u}:runs"}), "1");
+  EXPECT_EQ(raw.Str({"ZCARD", b + ":runs"}), "1");
+
+  // The record of a second fire disappears (as a trim would drop it) after a non-final report.
+  Result<ClaimOutcome> again = c->Claim(Req(Fire("u", at + seconds(1)), "n"));
+  ASSERT_TRUE(again.ok() && again->claim) << again.status().ToString();
+  ASSERT_TRUE(c->Report(*again->claim, Finished(*again->claim, RunOutcome::kFailed), false).ok());
+  const std::string rec2 =
+      b + ":{u}:run:" + std::to_string((at + seconds(1)).unix_millis()) + ":0:1";
+  std::vector<std::string> members = raw.Array({"ZRANGE", b + ":{u}:runs", "0", "0"});
+  ASSERT_EQ(members.size(), 1u);
+  ASSERT_EQ(raw.Str({"DEL", rec2}), "1");
+  ASSERT_EQ(raw.Str({"ZREM", b + ":{u}:runs", members[0]}), "1");
+  ASSERT_EQ(raw.Str({"ZREM", b + ":runs", members[0]}), "1");
+  ASSERT_TRUE(c->Report(*again->claim, Finished(*again->claim, RunOutcome::kSucceeded), true).ok());
+  Result<RunPage> page = c->ListRuns(RunQuery{.job_id = "u"});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->runs.size(), 2u);
+  EXPECT_EQ(page->runs[0].run_id, again->claim->fire.RunId());
+  EXPECT_EQ(page->runs[0].outcome, RunOutcome::kSucceeded);
+}
+
 // --- Credentials -----------------------------------------------------------------------------
 
 TEST(RedisCoordinatorTest, PasswordNeverAppearsInErrors) {
