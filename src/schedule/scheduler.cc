@@ -963,10 +963,12 @@ class Scheduler::Impl {
     std::unique_lock<std::mutex> lock(wd_mu_);
     while (!wd_stop_) {
       Duration due = Duration::max() / 2;
+      // A run whose final report is under way has nothing left to stop: it is neither renewed
+      // nor self-fenced (the backend fences the report itself).
       for (const auto& [key, run] : active_) {
-        if (!run->lost) {
+        if (!run->lost && !run->reporting) {
           due = std::min(due, FenceDeadline(*run));
-          if (!run->renewing && !run->reporting) due = std::min(due, run->next_renew);
+          if (!run->renewing) due = std::min(due, run->next_renew);
         }
         if (run->timeout_at && run->reason == StopReason::kNone)
           due = std::min(due, *run->timeout_at);
@@ -987,7 +989,7 @@ class Scheduler::Impl {
           run->reason = StopReason::kTimeout;
           run->stop.request_stop();
         }
-        if (!run->lost && now >= FenceDeadline(*run)) {
+        if (!run->lost && !run->reporting && now >= FenceDeadline(*run)) {
           run->lost = true;
           if (run->reason == StopReason::kNone || run->reason == StopReason::kTimeout) {
             run->reason = StopReason::kSelfFenced;
