@@ -990,7 +990,10 @@ class EtcdCoordinator::Impl {
     std::optional<Lease> lease;
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {fk, sk, ok, LiveKey(expired.fire)}));
+      // The expired attempt's record too: if the fire moved to another attempt, the compare
+      // below fails anyway.
+      GNOMON_RETURN_IF_ERROR(
+          Read(s, {fk, sk, ok, LiveKey(expired.fire), RunKey(expired.fire, expired.attempt)}));
       const Instant now = Now();
       if (!s.Has(fk)) return NotFoundError("fire " + expired.fire.RunId() + " has no record");
       auto changed = [&] {
@@ -1002,7 +1005,6 @@ class EtcdCoordinator::Impl {
       FireRec f = DecodeFire(s.Value(ok));
       FireKey fire = expired.fire;
       fire.shard_count = f.sc;
-      GNOMON_RETURN_IF_ERROR(Read(s, {RunKey(fire, f.att)}));
       if (f.att != expired.attempt || TokenOf(s, fire, f.att) != expired.fencing_token ||
           Holds(s, fire, f, now)) {
         return changed();
