@@ -77,8 +77,11 @@ void MetricsObserver::OnEvent(const SchedulerEvent& event) {
   switch (event.kind) {
     case Kind::kClaimed:
       ++claims_["claimed"];
-      // A claim may precede its instant by up to skew_tolerance: that is lateness 0.
-      lateness_.Observe(std::max(0.0, Seconds(event.duration)));
+      break;
+    case Kind::kRunStarted:
+      // A fire's lateness is when its first attempt started (a claim may precede the instant:
+      // SchedulerOptions::claim_ahead); a start never precedes it by more than the skew.
+      if (event.attempt == 1) lateness_.Observe(std::max(0.0, Seconds(event.duration)));
       break;
     case Kind::kClaimLost:
       ++claims_["lost"];
@@ -157,8 +160,9 @@ std::string MetricsObserver::Render() const {
     Sample(out, "gnomon_fires_total", Label("job", key.first) + "," + Label("outcome", key.second),
            std::to_string(n));
   }
-  Header(out, "gnomon_fire_lateness_seconds", "histogram",
-         "Delay between a fire's scheduled instant and this node's claim.");
+  Header(
+      out, "gnomon_fire_lateness_seconds", "histogram",
+      "Delay between a fire's scheduled instant and the start of its first attempt on this node.");
   RenderHistogram(out, "gnomon_fire_lateness_seconds", "", "", lateness_);
   Header(out, "gnomon_run_duration_seconds", "histogram", "Duration of attempts run here.");
   for (const auto& [job, h] : durations_) {

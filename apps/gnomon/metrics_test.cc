@@ -24,9 +24,13 @@ TEST(MetricsTest, EscapesLabelValues) {
 
 TEST(MetricsTest, CountsEvents) {
   MetricsObserver m("1.2.3");
-  SchedulerEvent claimed = Event(SchedulerEvent::Kind::kClaimed);
-  claimed.duration = std::chrono::milliseconds(30);
-  m.OnEvent(claimed);
+  m.OnEvent(Event(SchedulerEvent::Kind::kClaimed));
+  SchedulerEvent started = Event(SchedulerEvent::Kind::kRunStarted);
+  started.attempt = 1;
+  started.duration = std::chrono::milliseconds(30);
+  m.OnEvent(started);
+  started.attempt = 2;  // a retry's start is no fire's lateness
+  m.OnEvent(started);
   SchedulerEvent done = Event(SchedulerEvent::Kind::kRunFinished);
   done.outcome = RunOutcome::kSucceeded;
   done.duration = std::chrono::milliseconds(1500);

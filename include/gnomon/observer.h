@@ -32,8 +32,10 @@ struct SchedulerEvent {
   int64_t fencing_token = 0;
   RunOutcome outcome = RunOutcome::kRunning;
   Instant scheduled_at;
-  Instant at;            // when it happened (wall clock)
-  Duration duration{0};  // kRunFinished: run duration; kClaimed: lateness
+  Instant at;  // when it happened (wall clock)
+  // kRunFinished: run duration; kRunStarted: lateness of the start (start minus the scheduled
+  // instant); kClaimed: claim time minus the scheduled instant (negative for a claim ahead).
+  Duration duration{0};
   std::string detail;
   std::string traceparent;  // kRunStarted, kRunFinished: the attempt's W3C trace context
   // kClaimed, kSkipped, kClaimLost: the claim was a misfire catch-up (docs/semantics.md), not an

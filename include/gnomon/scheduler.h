@@ -35,6 +35,14 @@ struct SchedulerOptions {
   Duration claim_grace = std::chrono::seconds(1);
   // Early-fire guard tolerance against the backend clock. Default 500 ms.
   Duration skew_tolerance = std::chrono::milliseconds(500);
+  // Claim ahead: fires of jobs with overlap = "allow" are claimed up to this long before their
+  // instant (on the backend's clock) and started at the instant, so neither the claim's round
+  // trip nor a burst of claims due at one instant (a thousand jobs every second) makes them late.
+  // Capped at half of skew_tolerance (the backend refuses a claim earlier than that). Jobs with
+  // overlap forbid or replace are claimed at their instant: whether a run is still going is
+  // decided then. A fire claimed ahead is this node's: a stop before its instant waits for it
+  // (within shutdown_grace) and runs it. Default 200 ms; 0 = claim at the instant.
+  Duration claim_ahead = std::chrono::milliseconds(200);
   // Lease length; renewed every ttl/3. Default 30 s.
   Duration lease_ttl = std::chrono::seconds(30);
   // A run that could not renew by (last successful renew sent) + ttl - margin cancels itself.

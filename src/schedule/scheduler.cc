@@ -6,8 +6,10 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <queue>
 #include <random>
 #include <set>
+#include <unordered_map>
 
 #include "gnomon/cron.h"
 #include "src/schedule/rendezvous.h"
@@ -54,6 +56,7 @@ class Scheduler::Impl {
         exec_(executor),
         clock_(clock),
         margin_(options_.lease_margin.value_or(options_.lease_ttl / 3)),
+        ahead_(std::clamp(options_.claim_ahead, Duration(0), options_.skew_tolerance / 2)),
         rng_(options_.random_seed ? options_.random_seed : std::random_device{}()) {}
 
   ~Impl() { Stop(); }
@@ -187,7 +190,7 @@ class Scheduler::Impl {
     if (schedule_changed && !inserted) e.cursor = std::max(e.cursor, now - Duration(1));
     ScheduleNextLocked(job.id, e);
     wake_ = true;
-    if (inserted && pool_) SubmitCatchUp({job.id});
+    if (inserted && pool_) SubmitCatchUpLocked({job.id});
   }
 
   // Queues the job's next fire after its cursor. `known`: that fire, when the caller has it.
@@ -198,7 +201,15 @@ class Scheduler::Impl {
     } else {
       e.next = known ? *known : NextLocked(e, e.cursor);
     }
-    if (e.next) timers_.push(Timer{*e.next, TimerKind::kFire, e.gen, FireKey{id, {}, 0, 1}});
+    if (e.next) {
+      timers_.push(
+          Timer{*e.next - AheadOf(*e.spec), TimerKind::kFire, e.gen, FireKey{id, {}, 0, 1}});
+    }
+  }
+
+  // How long before its instant a fire of `spec` is claimed (SchedulerOptions::claim_ahead).
+  Duration AheadOf(const JobSpec& spec) const {
+    return spec.overlap == OverlapPolicy::kAllow ? ahead_ : Duration(0);
   }
 
   // e.expr->Next(after). Jobs that share a compiled schedule (Compile) fire together and ask the
@@ -233,9 +244,9 @@ class Scheduler::Impl {
         ++e.gen;
         ScheduleNextLocked(id, e);
         ids.push_back(id);
-        if (ids.size() == kStateBatch) SubmitCatchUp(std::exchange(ids, {}));
+        if (ids.size() == kStateBatch) SubmitCatchUpLocked(std::exchange(ids, {}));
       }
-      if (!ids.empty()) SubmitCatchUp(std::move(ids));
+      if (!ids.empty()) SubmitCatchUpLocked(std::move(ids));
       timers_.push(Timer{started_at_, TimerKind::kHousekeeping, 0, {}});
       timers_.push(Timer{started_at_, TimerKind::kStatePoll, 0, {}});
     }
@@ -254,9 +265,25 @@ class Scheduler::Impl {
     cv_.notify_all();
     if (loop_thread_.joinable()) loop_thread_.join();
     {
-      // Let runs finish for up to shutdown_grace, then cancel what is left.
+      // Fires claimed ahead are this node's to run: each starts at its instant (at most
+      // claim_ahead away).
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!start_at_.empty()) {
+        const auto [at, id] = start_at_.top();
+        if (at > Now()) {
+          clock_.WaitUntil(lock, cv_, at + Duration(skew_ms_.load()), [] { return false; });
+          continue;
+        }
+        SubmitStartLocked(id);
+        start_at_.pop();
+      }
+    }
+    {
+      // Let runs finish (and claimed fires start) for up to shutdown_grace, then cancel what is
+      // left.
       std::unique_lock<std::mutex> lock(wd_mu_);
-      clock_.WaitFor(lock, wd_cv_, options_.shutdown_grace, [&] { return active_.empty(); });
+      clock_.WaitFor(lock, wd_cv_, options_.shutdown_grace,
+                     [&] { return active_.empty() && starting_ == 0; });
       cancel_all_ = true;
       for (auto& [key, run] : active_) {
         if (run->reason == StopReason::kNone) run->reason = StopReason::kShutdown;
@@ -264,6 +291,7 @@ class Scheduler::Impl {
       }
     }
     pool_->Shutdown(/*drop_pending=*/true);
+    RecordUnstarted();
     {
       std::lock_guard<std::mutex> lock(wd_mu_);
       wd_stop_ = true;
@@ -272,6 +300,26 @@ class Scheduler::Impl {
     renew_cv_.notify_all();
     if (watchdog_thread_.joinable()) watchdog_thread_.join();
     if (renewer_thread_.joinable()) renewer_thread_.join();
+  }
+
+  // Claimed fires that did not start within shutdown_grace (still queued for a worker): recorded
+  // cancelled, their leases released.
+  void RecordUnstarted() {
+    std::vector<Unstarted> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, u] : unstarted_) left.push_back(std::move(u));
+      unstarted_.clear();
+    }
+    for (const Unstarted& u : left) {
+      RunRecord rec = BaseRecord(u.claim.fire, u.claim);
+      rec.outcome = RunOutcome::kCancelled;
+      rec.error = std::string(ReasonText(StopReason::kShutdown)) + " before the run started";
+      rec.finished_at = Now();
+      if (Status s = coord_.Report(u.claim, rec, true); !s.ok()) {
+        Emit(SchedulerEvent::Kind::kError, u.claim.fire, "report: " + s.ToString());
+      }
+    }
   }
 
   // --------------------------------------------------------------------------------- loop --
@@ -306,7 +354,8 @@ class Scheduler::Impl {
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
-      const Instant due = timers_.empty() ? Instant::Max() : timers_.top().due;
+      const Instant due = std::min(timers_.empty() ? Instant::Max() : timers_.top().due,
+                                   start_at_.empty() ? Instant::Max() : start_at_.top().first);
       if (due > Now()) {
         // Owned fires due together are claimed together: whatever was gathered goes before the
         // loop sleeps (checked here, not after the last due timer: Now() moves with the
@@ -316,6 +365,11 @@ class Scheduler::Impl {
         const Instant node_due = due == Instant::Max() ? due : due + Duration(skew_ms_.load());
         clock_.WaitUntil(lock, cv_, node_due, [&] { return stopping_.load() || wake_; });
         wake_ = false;
+        continue;
+      }
+      if (!start_at_.empty() && start_at_.top().first <= Now()) {
+        SubmitStartLocked(start_at_.top().second);
+        start_at_.pop();
         continue;
       }
       HandleTimerLocked(timers_.pop());
@@ -375,8 +429,9 @@ class Scheduler::Impl {
     // The first fire after the last one handled, once the loop ends without a break: the next
     // timer's instant, Next(cursor).
     std::optional<std::optional<Instant>> next;
+    const Instant horizon = now + AheadOf(*e.spec);  // fires up to here are claimed now
     for (std::optional<Instant> f = NextLocked(e, e.cursor);; f = NextLocked(e, *f)) {
-      if (!f || *f > now) {
+      if (!f || *f > horizon) {
         next = f;
         break;
       }
@@ -548,12 +603,40 @@ class Scheduler::Impl {
 
   // At start (or when a job is added): fires missed while no node ran, from the backend's
   // last_scheduled up to this node's start, go through the misfire policy.
-  // (The job states of many jobs are read together: a node starting with a million jobs.)
-  void SubmitCatchUp(std::vector<std::string> ids) {
-    pool_->Submit([this, ids = std::move(ids)] {
-      Result<std::vector<JobState>> states = coord_.GetJobStates(ids);
-      if (!states.ok() || states->size() != ids.size()) return;
+  // The job states of many jobs are read together (a node starting with a million jobs reads
+  // them 512 per call), one call at a time: each next chunk is queued behind the tasks submitted
+  // meanwhile, so the reads never hold back the claims of on-time fires (a thousand chunks queued
+  // at once did, for the minute they took, and the fires they delayed became misfires).
+  // REQUIRES: mu_ held.
+  void SubmitCatchUpLocked(std::vector<std::string> ids) {
+    if (!catchup_queue_.empty() && catchup_queue_.back().size() + ids.size() <= kStateBatch) {
+      auto& back = catchup_queue_.back();
+      back.insert(back.end(), std::make_move_iterator(ids.begin()),
+                  std::make_move_iterator(ids.end()));
+    } else {
+      catchup_queue_.push_back(std::move(ids));
+    }
+    if (catchup_busy_) return;
+    catchup_busy_ = true;
+    pool_->Submit([this] { CatchUpStep(); });
+  }
+
+  // Reads one queued chunk of job states and applies the misfire policy; then queues itself again
+  // while chunks are left.
+  void CatchUpStep() {
+    std::vector<std::string> ids;
+    {
       std::lock_guard<std::mutex> lock(mu_);
+      if (catchup_queue_.empty()) {
+        catchup_busy_ = false;
+        return;
+      }
+      ids = std::move(catchup_queue_.front());
+      catchup_queue_.pop_front();
+    }
+    Result<std::vector<JobState>> states = coord_.GetJobStates(ids);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (states.ok() && states->size() == ids.size()) {
       const Instant now = Now();
       for (size_t i = 0; i < ids.size(); ++i) {
         const JobState& state = (*states)[i];
@@ -573,7 +656,8 @@ class Scheduler::Impl {
         std::reverse(missed.begin(), missed.end());
         ApplyMisfirePolicyLocked(e, missed, now);
       }
-    });
+    }
+    if (catchup_queue_.empty() || !pool_->Submit([this] { CatchUpStep(); })) catchup_busy_ = false;
   }
 
   void SubmitShards(const SpecPtr& spec, Instant scheduled_at) {
@@ -691,23 +775,70 @@ class Scheduler::Impl {
       const Result<ClaimOutcome> out =
           i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
       if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, false)) {
-        pool_->Submit([this, spec, fire, claim = *won, sent] { RunFire(spec, fire, claim, sent); });
+        StartClaimed(spec, *won, sent);
       }
     }
   }
 
+  // Runs a claimed fire on a worker, at its instant (a fire claimed ahead waits for it in
+  // start_at_). Until its run starts it is listed in unstarted_: a graceful stop starts it too
+  // (the claim is this node's; no other node may run the fire), and one the stop could not start
+  // within shutdown_grace is recorded cancelled and its lease released, not left to expire.
+  void StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent) {
+    {
+      std::lock_guard<std::mutex> lock(wd_mu_);
+      ++starting_;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t id = ++unstarted_seq_;
+    unstarted_.emplace(id, Unstarted{spec, claim, sent});
+    if (claim.fire.scheduled_at <= Now()) {
+      SubmitStartLocked(id);
+      return;
+    }
+    start_at_.emplace(claim.fire.scheduled_at, id);
+    if (start_at_.top().second == id) {  // earlier than what the loop waits for: wake it
+      wake_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  // REQUIRES: mu_ held.
+  void SubmitStartLocked(uint64_t id) {
+    pool_->Submit([this, id] {
+      std::optional<Unstarted> u;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = unstarted_.find(id);
+        if (it == unstarted_.end()) return;  // recorded cancelled by Stop
+        u = std::move(it->second);
+        unstarted_.erase(it);
+      }
+      RunFire(u->spec, u->claim.fire, u->claim, u->sent);
+      std::lock_guard<std::mutex> lock(wd_mu_);
+      if (--starting_ == 0) wd_cv_.notify_all();
+    });
+  }
+
   // `catch_up`: a missed fire run per `misfire` (its claim's events say so: catch_up).
+  // `report_inline` (and for a catch-up): the final report is sent by this call before it returns
+  // (a queue worker acknowledges the fire after it); otherwise it is a task of its own.
   void RunFire(const SpecPtr& job, const FireKey& fire, std::optional<Claim> resumed,
-               Duration claim_sent, bool catch_up = false) {
-    if (Stopping()) return;
+               Duration claim_sent, bool catch_up = false, bool report_inline = false) {
     Claim claim;
     if (resumed) {
+      // A claim this node holds already runs also during a graceful stop (which waits for it).
       claim = *resumed;
     } else {
+      if (Stopping()) return;
       claim_sent = clock_.SteadyNow();
       std::optional<Claim> won =
           AcceptClaim(*job, fire, coord_.Claim(RequestFor(*job, fire)), catch_up);
       if (!won) return;
+      if (fire.scheduled_at > Now()) {  // claimed ahead (or early, within skew_tolerance)
+        StartClaimed(job, *won, claim_sent);
+        return;
+      }
       claim = *won;
     }
     if (options_.dispatch) {
@@ -755,24 +886,28 @@ class Scheduler::Impl {
         if (!retry) run->reporting = true;
         reporting = run->claim;
       }
-      Status reported = ReportWhileHeld(*run, reporting, rec, !retry);
-      // The last attempt's mark goes with the end of the run (AdjustRunning), one lock less.
-      if (retry) MarkRan(fire.job_id);
-      // Announced once recorded, so whoever hears it can read it back from the backend.
-      if (options_.observer) {
-        SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, current);
-        finished.traceparent = traceparent;
-        finished.outcome = rec.outcome;
-        finished.duration = took;
-        finished.detail = rec.error;
-        Notify(finished);
+      if (!retry) {
+        // The final report is a task of its own, queued behind the fires already waiting for a
+        // worker: a worker that ran an attempt does not hold back the start of the next fire
+        // (the fires due at one instant all start, then their reports go). The run stays
+        // registered, its lease renewed, until its report is in (FinishRun).
+        auto done = std::make_shared<FinishedAttempt>(FinishedAttempt{
+            job, fire, run, current, reporting, std::move(rec), took, std::move(traceparent)});
+        // Catch-up runs are reported inline: they go one after another (ApplyMisfirePolicyLocked).
+        if (report_inline || catch_up ||
+            !pool_->Submit([this, done] { FinishRun(*done); }, /*kept=*/true)) {
+          FinishRun(*done);
+        }
+        return;
       }
+      Status reported = ReportWhileHeld(*run, reporting, rec, false);
+      MarkRan(fire.job_id);
+      AnnounceFinished(fire, current, rec, took, traceparent);
+      final_outcome = rec.outcome;
       if (!reported.ok()) {
         Emit(SchedulerEvent::Kind::kError, fire, "report: " + reported.ToString());
-        retry = false;
+        break;
       }
-      final_outcome = rec.outcome;
-      if (!retry) break;
       // Full jitter: uniform in [0, min(cap, backoff * 2^(attempt-1))].
       const Duration cap = std::min<Duration>(
           kMaxRetryBackoff, spec.retry_backoff * (int64_t{1} << std::min(current.attempt - 1, 20)));
@@ -806,7 +941,46 @@ class Scheduler::Impl {
         break;
       }
     }
+    EndRun(*job, fire, run, final_outcome);
+  }
+
+  // A run's last attempt, ended, and the claim its report goes under.
+  struct FinishedAttempt {
+    SpecPtr job;
+    FireKey fire;
+    std::shared_ptr<ActiveRun> run;
+    Claim attempt;
+    Claim reporting;
+    RunRecord rec;
+    Duration took;
+    std::string traceparent;
+  };
+
+  // Sends the final report of a run (while its lease holds), then ends the run.
+  void FinishRun(FinishedAttempt& a) {
+    Status reported = ReportWhileHeld(*a.run, a.reporting, a.rec, true);
+    AnnounceFinished(a.fire, a.attempt, a.rec, a.took, a.traceparent);
+    if (!reported.ok())
+      Emit(SchedulerEvent::Kind::kError, a.fire, "report: " + reported.ToString());
+    EndRun(*a.job, a.fire, a.run, a.rec.outcome);
+  }
+
+  // Announced once recorded, so whoever hears it can read it back from the backend.
+  void AnnounceFinished(const FireKey& fire, const Claim& attempt, const RunRecord& rec,
+                        Duration took, const std::string& traceparent) {
+    if (!options_.observer) return;
+    SchedulerEvent finished = MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, attempt);
+    finished.traceparent = traceparent;
+    finished.outcome = rec.outcome;
+    finished.duration = took;
+    finished.detail = rec.error;
+    Notify(finished);
+  }
+
+  void EndRun(const JobSpec& spec, const FireKey& fire, const std::shared_ptr<ActiveRun>& run,
+              RunOutcome final_outcome) {
     UnregisterRun(run);
+    // The last attempt's history mark (MarkRan) goes with the end of the run, one lock less.
     AdjustRunning(fire.job_id, -1, true);
     if ((final_outcome == RunOutcome::kFailed || final_outcome == RunOutcome::kTimedOut) &&
         spec.max_consecutive_failures > 0) {
@@ -863,6 +1037,7 @@ class Scheduler::Impl {
     if (options_.observer) {
       SchedulerEvent started = MakeEvent(SchedulerEvent::Kind::kRunStarted, fire, claim);
       started.traceparent = ctx.traceparent;
+      started.duration = started.at - fire.scheduled_at;  // lateness
       Notify(started);
     }
     traceparent = ctx.traceparent;
@@ -1129,8 +1304,7 @@ class Scheduler::Impl {
       ev.detail = std::string(ToString(spec->on_lost)) + " (holder " + e.node_id + ")";
       Notify(ev);
       if (*r) {
-        const Claim claim = **r;
-        pool_->Submit([this, spec, claim, sent] { RunFire(spec, claim.fire, claim, sent); });
+        StartClaimed(spec, **r, sent);
       }
     }
   }
@@ -1284,7 +1458,7 @@ class Scheduler::Impl {
     }
     pool_->Submit([this, spec = std::make_shared<const JobSpec>(spec), claim, renew_sent,
                    done = std::move(done)] {
-      RunFire(spec, claim.fire, claim, renew_sent);
+      RunFire(spec, claim.fire, claim, renew_sent, false, /*report_inline=*/true);
       if (done) done();
     });
     return Status::Ok();
@@ -1405,6 +1579,7 @@ class Scheduler::Impl {
   Executor& exec_;
   Clock& clock_;
   const Duration margin_;
+  const Duration ahead_;  // claim_ahead, capped
 
   std::atomic<int64_t> skew_ms_{0};  // node clock minus backend clock (MeasureSkew)
   mutable std::mutex mu_;            // jobs_, timers_, flags
@@ -1452,11 +1627,28 @@ class Scheduler::Impl {
   std::mt19937_64 rng_;
 
   std::mutex housekeeping_mu_;
+  std::deque<std::vector<std::string>> catchup_queue_;  // job states to read (guarded by mu_)
+  bool catchup_busy_ = false;  // a CatchUpStep is queued or running (guarded by mu_)
   std::mutex state_poll_mu_;
   int64_t jobs_version_ = -1;                // guarded by state_poll_mu_
   std::string prune_cursor_;                 // the last job pruned; guarded by mu_
   std::optional<Duration> last_full_prune_;  // steady; guarded by mu_
   size_t full_prune_left_ = 0;               // jobs the hourly full sweep still visits; mu_
+
+  // Claimed fires whose run has not started (StartClaimed), by a sequence number (guarded by mu_).
+  struct Unstarted {
+    SpecPtr spec;
+    Claim claim;
+    Duration sent;  // steady: when the claim was sent (the lease counts from there)
+  };
+  std::unordered_map<uint64_t, Unstarted> unstarted_;
+  uint64_t unstarted_seq_ = 0;
+  // The ones claimed ahead, by instant (guarded by mu_; Loop hands each to a worker at its
+  // instant).
+  std::priority_queue<std::pair<Instant, uint64_t>, std::vector<std::pair<Instant, uint64_t>>,
+                      std::greater<>>
+      start_at_;
+  int starting_ = 0;  // StartClaimed fires whose RunFire has not returned (guarded by wd_mu_)
 
   std::unique_ptr<internal::WorkerPool> pool_;
   std::jthread loop_thread_;

@@ -693,6 +693,125 @@ TEST_F(SchedulerTest, GracefulStopCancelsAfterGraceAndRecords) {
   EXPECT_TRUE(open->empty()) << "the lease was released, nothing is left running";
 }
 
+// claim_ahead: a fire of an overlap = allow job is claimed before its instant and started at it;
+// one of a forbid job is claimed at its instant (whether a run is still going is decided then).
+TEST_F(SchedulerTest, AllowJobsAreClaimedAheadAndStartAtTheirInstant) {
+  SchedulerOptions opts;
+  opts.claim_ahead = milliseconds(200);
+  Node n("a", coord_, exec_, clock_, opts);
+  JobSpec ahead = Job("ahead", "*/10 * * * * *");
+  ahead.overlap = OverlapPolicy::kAllow;
+  ASSERT_TRUE(n.scheduler->AddJob(ahead).ok());
+  ASSERT_TRUE(n.scheduler->AddJob(Job("strict", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  const Instant instant = kStart + seconds(10);
+  AdvanceTo(clock_, instant - milliseconds(150));
+  ASSERT_TRUE(n.observer.Await(Kind::kClaimed, 1));
+  std::vector<RunRecord> held = History(coord_, "ahead");
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].scheduled_at, instant);
+  EXPECT_EQ(held[0].outcome, RunOutcome::kRunning);
+  EXPECT_TRUE(History(coord_, "strict").empty()) << "a forbid job was claimed ahead";
+  EXPECT_EQ(exec_.attempts().size(), 0u) << "a fire claimed ahead started before its instant";
+  EXPECT_EQ(n.observer.Count(Kind::kRunStarted), 0);
+
+  AdvanceTo(clock_, instant);
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 2));
+  for (const SchedulerEvent& e : n.observer.events()) {
+    if (e.kind == Kind::kRunStarted) {
+      EXPECT_EQ(e.at, instant) << e.job_id;
+      EXPECT_EQ(e.duration, Duration(0)) << e.job_id << ": lateness";
+    }
+    if (e.kind == Kind::kClaimed && e.job_id == "ahead") {
+      EXPECT_EQ(e.duration, -milliseconds(150)) << "claimed 150 ms ahead";
+    }
+  }
+  n.scheduler->Stop();
+  for (const std::string job : {"ahead", "strict"}) {
+    const std::vector<RunRecord> history = History(coord_, job);
+    ASSERT_EQ(history.size(), 1u) << job;
+    EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded) << job;
+    EXPECT_EQ(history[0].started_at, instant) << job;
+  }
+}
+
+// A fire claimed ahead is this node's: a graceful stop before its instant runs it at the instant
+// (no peer may claim it any more), rather than dropping it to be found lost after its lease.
+TEST_F(SchedulerTest, AStopBeforeTheInstantOfAFireClaimedAheadRunsIt) {
+  SchedulerOptions opts;
+  opts.claim_ahead = milliseconds(200);
+  opts.shutdown_grace = seconds(20);
+  Node n("a", coord_, exec_, clock_, opts);
+  JobSpec ahead = Job("ahead", "*/10 * * * * *");
+  ahead.overlap = OverlapPolicy::kAllow;
+  ASSERT_TRUE(n.scheduler->AddJob(ahead).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  const Instant instant = kStart + seconds(10);
+  AdvanceTo(clock_, instant - milliseconds(100));
+  ASSERT_TRUE(n.observer.Await(Kind::kClaimed, 1));
+  std::atomic<bool> stopped{false};
+  std::jthread stopper([&] {
+    n.scheduler->Stop();
+    stopped = true;
+  });
+  ASSERT_TRUE(clock_.AwaitWaiters(1));
+  EXPECT_EQ(exec_.attempts().size(), 0u);
+  // Stop waits for the instant on the fake clock (and for the run, within the grace).
+  for (Duration passed{0}; !stopped && passed < seconds(30); passed += milliseconds(50)) {
+    exec_.AwaitFinished(1, milliseconds(5));
+    clock_.Advance(milliseconds(50));
+  }
+  stopper.join();
+  ASSERT_EQ(exec_.attempts().size(), 1u);
+  EXPECT_EQ(exec_.attempts()[0].scheduled_at, instant);
+  const std::vector<RunRecord> history = History(coord_, "ahead");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_GE(history[0].started_at, instant);
+}
+
+// Claimed fires still queued for a worker when shutdown_grace ends are recorded cancelled and
+// their leases released: none is left open for the lost-run scan.
+TEST_F(SchedulerTest, ClaimedFiresThatCouldNotStartBeforeTheStopAreRecordedCancelled) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  SchedulerOptions opts;
+  opts.node_id = "a";
+  opts.shutdown_grace = seconds(5);
+  opts.worker_threads = 1;  // the first run holds the only worker; the second fire waits
+  RecordingObserver observer;
+  opts.observer = &observer;
+  Scheduler scheduler(opts, coord_, exec_, clock_);
+  ASSERT_TRUE(scheduler.AddJob(Job("one", "0 * * * * *")).ok());
+  ASSERT_TRUE(scheduler.AddJob(Job("two", "0 * * * * *")).ok());
+  ASSERT_TRUE(scheduler.Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(observer.Await(Kind::kClaimed, 2));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  std::atomic<bool> stopped{false};
+  std::jthread stopper([&] {
+    scheduler.Stop();
+    stopped = true;
+  });
+  for (Duration passed{0}; !stopped && passed < seconds(60); passed += seconds(1)) {
+    exec_.AwaitFinished(2, milliseconds(20));
+    clock_.Advance(seconds(1));
+  }
+  stopper.join();
+  for (const std::string job : {"one", "two"}) {
+    const std::vector<RunRecord> history = History(coord_, job);
+    ASSERT_EQ(history.size(), 1u) << job;
+    EXPECT_EQ(history[0].outcome, RunOutcome::kCancelled) << job;
+    EXPECT_NE(history[0].error.find("graceful shutdown"), std::string::npos) << job;
+  }
+  clock_.Advance(minutes(5));
+  Result<std::vector<ExpiredFire>> open = coord_.ListExpired(10);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->empty()) << "a claimed fire was left open";
+}
+
 TEST_F(SchedulerTest, PauseResumeAndTriggerNow) {
   Node n("a", coord_, exec_, clock_);
   ASSERT_TRUE(n.scheduler->AddJob(Job("manual", "0 0 1 1 *")).ok());

@@ -8,11 +8,11 @@ WorkerPool::WorkerPool(int threads) {
 
 WorkerPool::~WorkerPool() { Shutdown(true); }
 
-bool WorkerPool::Submit(std::function<void()> task) {
+bool WorkerPool::Submit(std::function<void()> task, bool kept) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return false;
-    queue_.push_back(std::move(task));
+    queue_.push_back(Task{std::move(task), kept});
   }
   cv_.notify_one();
   return true;
@@ -39,15 +39,17 @@ void WorkerPool::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-    if (queue_.empty() || drop_) {
+    if (queue_.empty()) {
       if (closed_) return;
       continue;
     }
-    std::function<void()> task = std::move(queue_.front());
+    Task task = std::move(queue_.front());
     queue_.pop_front();
+    if (drop_ && !task.kept) continue;
     ++busy_;
     lock.unlock();
-    task();
+    task.run();
+    task = {};  // its captures go outside the lock
     lock.lock();
     --busy_;
   }

@@ -17,9 +17,11 @@ class WorkerPool {
   explicit WorkerPool(int threads);
   ~WorkerPool();  // Shutdown(true)
 
-  // Queues `task`. Returns false (and drops it) after Shutdown.
-  bool Submit(std::function<void()> task);
-  // Stops accepting tasks; drops queued ones when `drop_pending`, else runs them; joins threads.
+  // Queues `task`. Returns false (and drops it) after Shutdown. A `kept` task is run even by a
+  // Shutdown that drops the pending ones (the end of something already under way).
+  bool Submit(std::function<void()> task, bool kept = false);
+  // Stops accepting tasks; drops queued ones (but the kept) when `drop_pending`, else runs them;
+  // joins threads.
   void Shutdown(bool drop_pending);
   int busy() const;
 
@@ -28,7 +30,11 @@ class WorkerPool {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Task {
+    std::function<void()> run;
+    bool kept;
+  };
+  std::deque<Task> queue_;
   bool closed_ = false;
   bool drop_ = false;
   int busy_ = 0;
