@@ -404,6 +404,7 @@ using std::chrono::seconds;
 const SchedulerKey kSchedulerDurations[] = {
     {"claim_grace", &SchedulerSettings::claim_grace, milliseconds(1), minutes(10)},
     {"skew_tolerance", &SchedulerSettings::skew_tolerance, Duration(0), minutes(1)},
+    {"claim_ahead", &SchedulerSettings::claim_ahead, Duration(0), minutes(1)},
     {"lease_ttl", &SchedulerSettings::lease_ttl, seconds(1), hours(1)},
     {"shutdown_grace", &SchedulerSettings::shutdown_grace, Duration(0), hours(1)},
     {"heartbeat_interval", &SchedulerSettings::heartbeat_interval, milliseconds(100), minutes(10)},

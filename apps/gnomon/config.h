@@ -37,6 +37,9 @@ struct SchedulerSettings {
   Duration claim_grace = std::chrono::seconds(1);
   // Early-fire guard: a claim is refused before scheduled instant - this (backend clock). 0-1m.
   Duration skew_tolerance = std::chrono::milliseconds(500);
+  // Fires of overlap = "allow" jobs are claimed this long before their instant and started at it
+  // (SchedulerOptions::claim_ahead; at most skew_tolerance / 2 takes effect). 0-1m.
+  Duration claim_ahead = std::chrono::milliseconds(200);
   // Lease of a claim; the watchdog renews it every lease_ttl/3. 1s-1h.
   Duration lease_ttl = std::chrono::seconds(30);
   // On SIGTERM/SIGINT: how long running runs may finish before they are cancelled. 0-1h.

@@ -84,6 +84,7 @@ TEST(ServeConfigTest, EmptyFileGivesDocumentedDefaults) {
   EXPECT_TRUE(c->jobs.empty());
   EXPECT_EQ(c->scheduler.claim_grace, seconds(1));
   EXPECT_EQ(c->scheduler.skew_tolerance, milliseconds(500));
+  EXPECT_EQ(c->scheduler.claim_ahead, milliseconds(200));
   EXPECT_EQ(c->scheduler.lease_ttl, seconds(30));
   EXPECT_EQ(c->scheduler.shutdown_grace, seconds(30));
   EXPECT_EQ(c->scheduler.worker_threads, 8);
@@ -108,6 +109,7 @@ crontab = ["user.crontab"]
 [scheduler]
 claim_grace = "2s"
 skew_tolerance = "250ms"
+claim_ahead = "100ms"
 lease_ttl = "1m"
 shutdown_grace = "45s"
 worker_threads = 16
@@ -155,6 +157,7 @@ http = { url = "http://127.0.0.1:9000/x", method = "GET", headers = { X-Team = "
   EXPECT_EQ(c->log_level, LogLevel::kDebug);
   EXPECT_EQ(c->scheduler.claim_grace, seconds(2));
   EXPECT_EQ(c->scheduler.skew_tolerance, milliseconds(250));
+  EXPECT_EQ(c->scheduler.claim_ahead, milliseconds(100));
   EXPECT_EQ(c->scheduler.lease_ttl, minutes(1));
   EXPECT_EQ(c->scheduler.shutdown_grace, seconds(45));
   EXPECT_EQ(c->scheduler.worker_threads, 16);
@@ -169,7 +172,7 @@ http = { url = "http://127.0.0.1:9000/x", method = "GET", headers = { X-Team = "
   ASSERT_EQ(c->jobs.size(), 5u);
   const JobSpec& inline_job = c->jobs[0];
   EXPECT_EQ(inline_job.id, "inline");
-  EXPECT_EQ(inline_job.source, config + ":26");
+  EXPECT_EQ(inline_job.source, config + ":27");
   EXPECT_TRUE(inline_job.read_only);
   EXPECT_EQ(inline_job.timeout, minutes(5));         // [defaults]
   EXPECT_EQ(inline_job.retries, 2);                  // [defaults]

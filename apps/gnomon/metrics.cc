@@ -7,7 +7,7 @@
 namespace gnomon::app {
 namespace {
 
-// Lateness of claims: a healthy node claims within milliseconds; claim_grace defaults to 1 s.
+// Lateness of starts: a healthy node starts within milliseconds; claim_grace defaults to 1 s.
 const std::vector<double> kLatenessBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                              0.5,   1,    2.5,   5,    10,  30};
 // Run durations: from in-process handlers (ms) to batch jobs (an hour).

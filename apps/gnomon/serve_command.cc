@@ -148,6 +148,7 @@ SchedulerOptions SchedulerOptionsFor(const ServeConfig& config, Observer* observ
   o.node_id = config.node_id;
   o.claim_grace = config.scheduler.claim_grace;
   o.skew_tolerance = config.scheduler.skew_tolerance;
+  o.claim_ahead = config.scheduler.claim_ahead;
   o.lease_ttl = config.scheduler.lease_ttl;
   o.worker_threads = config.scheduler.worker_threads;
   o.shutdown_grace = config.scheduler.shutdown_grace;
