@@ -1394,32 +1394,36 @@ class Scheduler::Impl {
     if (auto it = jobs_.find(job_id); it != jobs_.end()) it->second.ran_since_prune = true;
   }
 
-  // Prunes the jobs whose history this node added to since their last pruning (each node prunes
-  // what it wrote, so a pass costs in proportion to the runs, not to the number of jobs); once an
-  // hour the sweep takes every job, for max_age of jobs that stopped running.
+  // Prunes the jobs whose history this node added to since their last pruning, each within a
+  // minute (each node prunes what it wrote, so this costs in proportion to the runs, not to the
+  // number of jobs); and every job once an hour, for max_age of jobs that stopped running. Both
+  // walk the jobs in slices, one per pass: the hourly sweep of a million jobs is spread over the
+  // hour (about 1,400 a pass), not one call per job in the node's first minute.
   void PruneHistorySlice() {
     std::vector<SpecPtr> specs;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (jobs_.empty()) return;
-      if (const Duration now = clock_.SteadyNow();
-          !last_full_prune_ || now - *last_full_prune_ >= std::chrono::hours(1)) {
-        last_full_prune_ = now;
-        full_prune_left_ = jobs_.size();
-      }
-      // Passes per minute (at least 1): each prunes its share, continuing after the last job.
-      const int64_t passes = std::max<int64_t>(
-          1, std::chrono::minutes(1) / std::max(options_.housekeeping_interval, Duration(1)));
-      const size_t slice =
-          static_cast<size_t>((static_cast<int64_t>(jobs_.size()) + passes - 1) / passes);
+      const Duration interval = std::max(options_.housekeeping_interval, Duration(1));
+      // The jobs a pass visits so that every job is visited once per `period` (at least 1).
+      auto slice_of = [&](Duration period) {
+        const int64_t passes = std::max<int64_t>(1, period / interval);
+        return std::min(
+            jobs_.size(),
+            static_cast<size_t>((static_cast<int64_t>(jobs_.size()) + passes - 1) / passes));
+      };
       auto it = jobs_.upper_bound(prune_cursor_);
-      for (size_t n = 0; n < slice && n < jobs_.size(); ++n) {
+      for (size_t n = 0, slice = slice_of(std::chrono::minutes(1)); n < slice; ++n, ++it) {
         if (it == jobs_.end()) it = jobs_.begin();
-        if (it->second.ran_since_prune || full_prune_left_ > 0) specs.push_back(it->second.spec);
+        if (it->second.ran_since_prune) specs.push_back(it->second.spec);
         it->second.ran_since_prune = false;
-        if (full_prune_left_ > 0) --full_prune_left_;
         prune_cursor_ = it->first;
-        ++it;
+      }
+      it = jobs_.upper_bound(sweep_cursor_);
+      for (size_t n = 0, slice = slice_of(std::chrono::hours(1)); n < slice; ++n, ++it) {
+        if (it == jobs_.end()) it = jobs_.begin();
+        specs.push_back(it->second.spec);
+        sweep_cursor_ = it->first;
       }
     }
     for (const SpecPtr& s : specs) {
@@ -1630,10 +1634,9 @@ class Scheduler::Impl {
   std::deque<std::vector<std::string>> catchup_queue_;  // job states to read (guarded by mu_)
   bool catchup_busy_ = false;  // a CatchUpStep is queued or running (guarded by mu_)
   std::mutex state_poll_mu_;
-  int64_t jobs_version_ = -1;                // guarded by state_poll_mu_
-  std::string prune_cursor_;                 // the last job pruned; guarded by mu_
-  std::optional<Duration> last_full_prune_;  // steady; guarded by mu_
-  size_t full_prune_left_ = 0;               // jobs the hourly full sweep still visits; mu_
+  int64_t jobs_version_ = -1;  // guarded by state_poll_mu_
+  std::string prune_cursor_;   // the last job the minute's walk visited; guarded by mu_
+  std::string sweep_cursor_;   // the last job the hourly sweep visited; guarded by mu_
 
   // Claimed fires whose run has not started (StartClaimed), by a sequence number (guarded by mu_).
   struct Unstarted {

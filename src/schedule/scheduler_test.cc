@@ -924,6 +924,41 @@ TEST(SchedulerRetentionTest, HousekeepingPrunesHistoryToKeepLast) {
 namespace gnomon {
 namespace {
 
+class CountingPrunes : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) override {
+    ++prunes;
+    return ForwardingCoordinator::PruneHistory(job_id, keep_last, max_age);
+  }
+  std::atomic<int> prunes{0};
+};
+
+// The hourly sweep over every job (max_age of jobs that stopped running) is spread over the hour:
+// with 5-s passes, 1/720 of the jobs a pass, not all of them in the first minute.
+TEST(SchedulerRetentionTest, TheHourlySweepIsSpreadOverTheHour) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator memory(clock);
+  CountingPrunes coord(memory);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node n("a", coord, exec, clock, opts);
+  for (int k = 0; k < 1440; ++k) {
+    ASSERT_TRUE(n.scheduler->AddJob(Job("j" + std::to_string(k), "0 0 1 1 *")).ok());
+  }
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  for (int pass = 1; pass <= 3; ++pass) {
+    for (int i = 0; i < 500 && coord.prunes < 2 * pass; ++i) {
+      n.observer.Await(Kind::kError, 1, {}, milliseconds(10));  // a bounded real wait
+    }
+    n.observer.Await(Kind::kError, 1, {}, milliseconds(100));  // room for more (there must be none)
+    EXPECT_EQ(coord.prunes, 2 * pass) << "pass " << pass << ": 1440 jobs / 720 passes an hour";
+    clock.Advance(seconds(5));
+  }
+  n.scheduler->Stop();
+}
+
 TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
   FakeClock clock(kBoot);
   MemoryCoordinator coord(clock);
