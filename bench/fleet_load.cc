@@ -6,7 +6,7 @@
 //                        [--tag run1]
 //   fleet_load lateness --backend URL [--jobs 1000] [--seconds 20] [--node n1] [--workers 16]
 //   fleet_load scale    --backend URL [--jobs N] [--per-second K] [--seconds S] [--node n1]
-//                        [--samples PATH]
+//                        [--kinds 10s,1m,5m,1h,1d] [--samples PATH]
 //
 // Backend URLs: redis://host:port[/db] (the server must run with appendonly yes: Open refuses
 // otherwise), etcd://host:port[,host:port...][/prefix], sqlite:///absolute/path.
@@ -73,6 +73,7 @@ struct Flags {
   int jobs = 1000;
   int workers = 16;
   int per_second = 1000;  // scale: jobs firing every second (the rest: every 10 s .. daily)
+  std::string kinds = "10s,1m,5m,1h,1d";  // scale: the schedules the rest is spread over
   double measure_at = 0;  // scale: unix seconds when the measurement starts (0 = after warm-up)
   double seconds = 10;
 };
@@ -374,6 +375,20 @@ int RunScale(const Flags& f) {
   };
   const char* kSlow[] = {"%d/10 * * * * *", "%d * * * * *", "%d %d/5 * * * *", "%d %d * * * *",
                          "%d %d 3 * * *"};
+  const char* kKindNames[] = {"10s", "1m", "5m", "1h", "1d"};
+  std::vector<int> kinds;  // indexes into kSlow, from --kinds
+  for (size_t at = 0; at <= f.kinds.size();) {
+    const size_t comma = std::min(f.kinds.find(',', at), f.kinds.size());
+    const std::string name = f.kinds.substr(at, comma - at);
+    const auto known = std::find(std::begin(kKindNames), std::end(kKindNames), name);
+    if (known == std::end(kKindNames)) {
+      std::cerr << "fleet_load: --kinds: unknown kind \"" << name << "\" (10s 1m 5m 1h 1d)\n";
+      return 1;
+    }
+    kinds.push_back(static_cast<int>(known - std::begin(kKindNames)));
+    at = comma + 1;
+  }
+  const int n_kinds = static_cast<int>(kinds.size());
   const double t0 = gnomon::SystemClock::Get().SteadyNow().count() / 1000.0;
   for (int k = 0; k < f.jobs; ++k) {
     char id[32];
@@ -384,8 +399,8 @@ int RunScale(const Flags& f) {
     if (k < f.per_second) {
       std::snprintf(sched, sizeof sched, "* * * * * *");
     } else {
-      const int kind = k % 5;
-      const int sec = (k / 5) % (kind == 0 ? 10 : 60), min = (k / 300) % 60;
+      const int kind = kinds[k % n_kinds];
+      const int sec = (k / n_kinds) % (kind == 0 ? 10 : 60), min = (k / (60 * n_kinds)) % 60;
       std::snprintf(sched, sizeof sched, kSlow[kind], sec, min);
     }
     job.schedule = sched;
@@ -479,6 +494,8 @@ int main(int argc, char** argv) {
       f.jobs = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--measure-at") {
       f.measure_at = std::atof(value.c_str());
+    } else if (flag == "--kinds") {
+      f.kinds = value;
     } else if (flag == "--per-second") {
       f.per_second = std::max(0, std::atoi(value.c_str()));
     } else if (flag == "--workers") {

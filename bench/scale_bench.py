@@ -2,12 +2,14 @@
 """make bench-scale: many jobs with mixed schedules over three gnomon nodes and one Redis.
 
     python3 bench/scale_bench.py BUILD_DIR        (env: SCALE_JOBS, SCALE_PER_SECOND,
-                                                   SCALE_SECONDS, SCALE_WORKERS)
+                                                   SCALE_KINDS, SCALE_SECONDS, SCALE_WARMUP,
+                                                   SCALE_WORKERS)
 
 Starts redis-server (appendonly yes, appendfsync everysec, data on /dev/shm when present) on a
 free loopback port, then three `fleet_load scale` processes (bench/fleet_load.cc) with the same
-SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread over every
-10 s, every minute, every 5 minutes, hourly and daily. Each node measures, after a warm-up: the
+SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
+SCALE_KINDS (default "10s,1m,5m,1h,1d": every 10 s, every minute, every 5 minutes, hourly and
+daily). Each node measures, after a warm-up: the
 fires it ran, its claim attempts, fire lateness (start minus scheduled instant, a reservoir of
 samples), CPU and resident memory. Prints a markdown table and a RESULT json line. Fires cannot
 run twice (each run is a claimed fire: the backend refuses a second claim); a miss shows as a
@@ -31,12 +33,16 @@ def free_port():
     return p
 
 
-def expected_rate(jobs, per_second):
-    """Fires per second of the job mix (see RunScale in bench/fleet_load.cc)."""
+PERIOD_S = {"10s": 10, "1m": 60, "5m": 300, "1h": 3600, "1d": 86400}
+
+
+def expected_rate(jobs, per_second, kinds):
+    """Fires per second of the job mix (see RunScale in bench/fleet_load.cc): per_second jobs
+    every second, the rest spread evenly over `kinds`."""
     rest = max(0, jobs - per_second)
-    kinds = [rest // 5 + (1 if i < rest % 5 else 0) for i in range(5)]
-    return per_second + kinds[0] / 10 + kinds[1] / 60 + kinds[2] / 300 + kinds[3] / 3600 + \
-        kinds[4] / 86400
+    n = len(kinds)
+    return per_second + sum((rest // n + (1 if i < rest % n else 0)) / PERIOD_S[k]
+                            for i, k in enumerate(kinds))
 
 
 def main():
@@ -49,6 +55,9 @@ def main():
         return 0
     jobs = int(os.environ.get("SCALE_JOBS", "1000000"))
     per_second = int(os.environ.get("SCALE_PER_SECOND", "0"))
+    kinds = os.environ.get("SCALE_KINDS", "10s,1m,5m,1h,1d").split(",")
+    if any(k not in PERIOD_S for k in kinds):
+        sys.exit("scale_bench: SCALE_KINDS: a comma list of %s" % " ".join(PERIOD_S))
     seconds = float(os.environ.get("SCALE_SECONDS", "30"))
     # Every node measures the same window, after loading its jobs and a warm-up in which
     # ownership settles (each node has read the others' heartbeats).
@@ -72,6 +81,7 @@ def main():
         nodes = [subprocess.Popen([tool, "scale", "--backend", "redis://127.0.0.1:%d" % port,
                                    "--measure-at", "%.3f" % measure_at,
                                    "--jobs", str(jobs), "--per-second", str(per_second),
+                                   "--kinds", ",".join(kinds),
                                    "--seconds", str(seconds), "--workers", workers,
                                    "--node", "n%d" % i],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -94,9 +104,9 @@ def main():
     runs = sum(r["runs"] for r in results)
     claims = sum(r["claimed"] + r["claim_lost"] for r in results)
     rate = runs / seconds
-    want = expected_rate(jobs, per_second)
-    print("\n### bench-scale: %d jobs (%d every second), 3 nodes, one Redis, %.0f s measured"
-          % (jobs, per_second, seconds))
+    want = expected_rate(jobs, per_second, kinds)
+    print("\n### bench-scale: %d jobs (%d every second, the rest every %s), 3 nodes, one Redis, "
+          "%.0f s measured" % (jobs, per_second, " / ".join(kinds), seconds))
     print("load average at the end: %s" % open("/proc/loadavg").read().split()[0])
     print("\n| node | fires run/s | claims/fire | lateness p50 | p99 | max | CPU (cores) | "
           "RSS after load | RSS at end | job load time |")
@@ -110,7 +120,8 @@ def main():
     print("\ncluster: %.0f fires/s run of %.0f/s scheduled (%.1f%%), %.2f claim attempts per fire, "
           "Redis memory %s, wall %.0f s" % (rate, want, 100 * rate / want if want else 0,
                                              claims / max(1, runs), redis_mem, time.time() - t0))
-    print("RESULT " + json.dumps({"jobs": jobs, "per_second": per_second, "rate": rate,
+    print("RESULT " + json.dumps({"jobs": jobs, "per_second": per_second, "kinds": kinds,
+                                  "rate": rate,
                                   "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
                                   "nodes": results, "redis_memory": redis_mem}))
     return 0

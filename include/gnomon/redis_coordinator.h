@@ -11,7 +11,8 @@
 //
 // Key layout. Every key starts with `<prefix>:<ns>` (RedisOptions::prefix / ns), written B below.
 // The keys of one job carry the job id as a hash tag, so they share one Redis Cluster slot:
-//   B:{job}:state                 hash: paused, reason, fails, last (ms), token (counter)
+//   B:{job}:state                 hash: paused, reason, fails, last (ms), token (counter),
+//                                 trim_at (see Boundedness)
 //   B:{job}:fire:<ms>:<shard>     hash: the fire marker: att, tok, node, lease (ms), open, sc,
 //                                 cp (checkpoint). No TTL while open; PEXPIRE fire_retention
 //                                 once closed or skipped.
@@ -38,7 +39,13 @@
 // with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the
 // slack, the oldest finished records beyond the cap are dropped in one batch (running ones are
 // kept), so an index holds at most cap + slack - 1 records besides running ones (10,063 per job
-// and 100,063 in total by default) and the trimming work is shared by `slack` writes.
+// and 100,063 in total by default) and the trimming work is shared by `slack` writes. A batch
+// looks at most at 4 slacks + 64 records. Claims of old instants (a misfire catch-up) list at the
+// old end: in the global index a running record there leaves the global listing only (it stays
+// listed under its job); in a job's index running records are kept, and when more than 64 hold
+// the trim back, the job's trim_at (now + 1 s) defers the next try by a second, so no write
+// scans the whole excess. A job's index is then bounded by its cap, its running fires and a
+// second of its writes.
 // PruneHistory applies the per-job retention (keep_last fires, max_age). Fire markers are kept
 // fire_retention after they close, so a pruned fire still cannot be claimed twice.
 //

@@ -146,20 +146,48 @@ end
     {"trim", R"lua(
 -- Bounds an index (a job's or the global listing) to `cap` finished records plus a slack:
 -- nothing happens until the excess reaches the slack (cap / 16, 1 to 64), and then the oldest
--- finished records beyond the cap go in one batch, so one fetch and a few deletions serve
--- `slack` writes and an index never holds more than cap + slack - 1 finished records (running
--- ones are kept; up to 64 of them among the oldest are looked past).
-local function trim(zkey, cap)
-  local excess = redis.call('ZCARD', zkey) - cap
+-- finished records beyond the cap go in one batch of at most 4 slacks, so one fetch and a few
+-- deletions serve `slack` writes and, in steady state, an index holds at most cap + slack - 1
+-- records besides running ones. One call looks at no more than 4 slacks + 64 records.
+-- A job's index keeps its running records (up to 64 of them among the oldest are looked past):
+-- when more hold the trim back, the state's trim_at (now + 1 s) says to look again only a second
+-- later (runs end with time), so the writes meanwhile pay one HGET, not a scan of the excess each.
+-- The global index (`global`) never waits for running records: a running one among its oldest
+-- leaves the global listing only (it stays listed under its job, which trims it once finished).
+-- Late claims of old instants (a misfire catch-up) list at the old end of the indexes; a trim that
+-- scanned past all of them at every write made a backlog slow every claim down.
+local function trim(zkey, cap, hint, global)
+  local n = redis.call('ZCARD', zkey)
+  local excess = n - cap
   local slack = (cap - cap % 16) / 16
   if slack > 64 then slack = 64 elseif slack < 1 then slack = 1 end
   if excess < slack then return end
-  local victims = {}
-  for _, m in ipairs(redis.call('ZREVRANGEBYLEX', zkey, '+', '-', 'LIMIT', '0', S(excess + 64))) do
-    if #victims >= excess then break end
-    if redis.call('HGET', rec_key_of(m), 'out') ~= 'running' then victims[#victims + 1] = m end
+  local wait = nil
+  if not global then
+    wait = redis.call('HGET', hint, 'trim_at')
+    if wait and NOW < wait + 0 then return end
+  end
+  local want = excess
+  if want > 4 * slack then want = 4 * slack end
+  local victims, unlisted = {}, {}
+  local look = want + 64
+  if global then look = want end
+  for _, m in ipairs(redis.call('ZREVRANGEBYLEX', zkey, '+', '-', 'LIMIT', '0', S(look))) do
+    if #victims >= want then break end
+    if redis.call('HGET', rec_key_of(m), 'out') ~= 'running' then
+      victims[#victims + 1] = m
+    elseif global then
+      unlisted[#unlisted + 1] = m
+    end
   end
   drop_records(victims)
+  if #unlisted > 0 then redis.call('ZREM', zkey, unpack(unlisted)) end
+  if global then return end
+  if #victims < want then
+    redis.call('HSET', hint, 'trim_at', S(NOW + 1000))
+  elseif wait then
+    redis.call('HDEL', hint, 'trim_at')
+  end
 end
 )lua"},
     {"index_record", R"lua(
@@ -168,8 +196,8 @@ local function index_record(jb, job, ms, shard, att)
   local m = member(job, ms, shard, att)
   redis.call('ZADD', jb .. ':runs', '0', m)
   redis.call('ZADD', GB .. ':runs', '0', m)
-  trim(jb .. ':runs', ARGV[2] + 0)
-  trim(GB .. ':runs', ARGV[3] + 0)
+  trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state', false)
+  trim(GB .. ':runs', ARGV[3] + 0, nil, true)
 end
 )lua"},
     {"new_record", R"lua(
