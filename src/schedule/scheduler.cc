@@ -380,7 +380,9 @@ class Scheduler::Impl {
   // Submits the gathered on-time fires as one claim batch. REQUIRES: mu_ held.
   void FlushClaimBatchLocked() {
     if (claim_batch_.empty()) return;
-    pool_->Submit([this, batch = std::move(claim_batch_)] { ClaimBatch(batch); });
+    pool_->Submit(
+        [this, batch = std::move(claim_batch_)]() mutable { ClaimBatch(std::move(batch)); },
+        kClaimLane);
     claim_batch_.clear();
   }
 
@@ -388,12 +390,12 @@ class Scheduler::Impl {
     const Instant now = Now();
     if (t.kind == TimerKind::kHousekeeping) {
       timers_.push(Timer{now + options_.housekeeping_interval, TimerKind::kHousekeeping, 0, {}});
-      pool_->Submit([this] { Housekeeping(); });
+      pool_->Submit([this] { Housekeeping(); }, kControlLane);
       return;
     }
     if (t.kind == TimerKind::kStatePoll) {
       timers_.push(Timer{now + options_.state_poll_interval, TimerKind::kStatePoll, 0, {}});
-      pool_->Submit([this] { RefreshJobStates(); });
+      pool_->Submit([this] { RefreshJobStates(); }, kControlLane);
       return;
     }
     if (t.kind == TimerKind::kTakeover) {
@@ -404,7 +406,7 @@ class Scheduler::Impl {
         Timer next = timers_.pop();
         batch.emplace_back(std::move(next.fire), next.due);
       }
-      pool_->Submit([this, batch = std::move(batch)] { TakeOver(batch); });
+      pool_->Submit([this, batch = std::move(batch)] { TakeOver(batch); }, kClaimLane);
       return;
     }
     auto it = jobs_.find(t.fire.job_id);
@@ -521,14 +523,16 @@ class Scheduler::Impl {
     // Catch-up runs go one after another, oldest first, so that overlap = forbid does not skip
     // them against each other.
     if (!run.empty()) {
-      pool_->Submit([this, spec = e.spec, run] {
-        for (Instant f : run) {
-          for (int s = 0; s < spec->shards; ++s) {
-            RunFire(spec, FireKey{spec->id, f, s, spec->shards}, std::nullopt, clock_.SteadyNow(),
-                    true);
-          }
-        }
-      });
+      pool_->Submit(
+          [this, spec = e.spec, run] {
+            for (Instant f : run) {
+              for (int s = 0; s < spec->shards; ++s) {
+                RunFire(spec, FireKey{spec->id, f, s, spec->shards}, std::nullopt,
+                        clock_.SteadyNow(), true);
+              }
+            }
+          },
+          kClaimLane);
     }
     SubmitSkipRecords(e.spec, skip);
   }
@@ -539,66 +543,70 @@ class Scheduler::Impl {
   // first); then it was not missed and the next older one is the latest missed. A fire already
   // recorded late (another node's catch-up of this batch) ends the search: the batch is handled.
   void SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant> batch, Duration window) {
-    pool_->Submit([this, spec, batch = std::move(batch), window] {
-      std::optional<Instant> latest;
-      size_t i = batch.size();
-      while (i > 0) {
-        const Instant f = batch[--i];
-        Result<std::vector<RunRecord>> rec =
-            coord_.GetRun(FireKey{spec->id, f, 0, spec->shards}.RunId());
-        if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) {
-          // The backend cannot tell: decide again on a later pass.
-          std::lock_guard<std::mutex> lock(mu_);
-          if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
-            std::set<Instant>& failed = it->second.Waiting().failed;
-            for (size_t k = 0; k <= i && failed.size() < kMaxMisfires; ++k) {
-              failed.insert(batch[k]);
+    pool_->Submit(
+        [this, spec, batch = std::move(batch), window] {
+          std::optional<Instant> latest;
+          size_t i = batch.size();
+          while (i > 0) {
+            const Instant f = batch[--i];
+            Result<std::vector<RunRecord>> rec =
+                coord_.GetRun(FireKey{spec->id, f, 0, spec->shards}.RunId());
+            if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) {
+              // The backend cannot tell: decide again on a later pass.
+              std::lock_guard<std::mutex> lock(mu_);
+              if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
+                std::set<Instant>& failed = it->second.Waiting().failed;
+                for (size_t k = 0; k <= i && failed.size() < kMaxMisfires; ++k) {
+                  failed.insert(batch[k]);
+                }
+              }
+              return;
             }
+            if (!rec.ok() || rec->empty()) {
+              latest = f;
+              break;
+            }
+            if (rec->front().started_at - f > window) break;  // recorded late: handled
           }
-          return;
-        }
-        if (!rec.ok() || rec->empty()) {
-          latest = f;
-          break;
-        }
-        if (rec->front().started_at - f > window) break;  // recorded late: handled
-      }
-      SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
-      if (!latest) return;
-      for (int s = 0; s < spec->shards; ++s) {
-        RunFire(spec, FireKey{spec->id, *latest, s, spec->shards}, std::nullopt, clock_.SteadyNow(),
-                true);
-      }
-    });
+          SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
+          if (!latest) return;
+          for (int s = 0; s < spec->shards; ++s) {
+            RunFire(spec, FireKey{spec->id, *latest, s, spec->shards}, std::nullopt,
+                    clock_.SteadyNow(), true);
+          }
+        },
+        kClaimLane);
   }
 
   // Records fires as skipped ("misfire"). A record that could not be written (backend down) is
   // kept and written again by housekeeping, so no missed fire goes without its record.
   void SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip) {
     if (skip.empty()) return;
-    pool_->Submit([this, spec, skip] {
-      std::vector<Instant> unwritten;
-      for (Instant f : skip) {
-        for (int s = 0; s < spec->shards; ++s) {
-          const FireKey fire{spec->id, f, s, spec->shards};
-          Status st = coord_.RecordSkipped(fire, options_.node_id, "misfire");
-          if (st.ok()) {
-            Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
-          } else if (st.code() != StatusCode::kAlreadyExists) {
-            Emit(SchedulerEvent::Kind::kError, fire, "record skipped: " + st.ToString());
-            if (unwritten.empty() || unwritten.back() != f) unwritten.push_back(f);
+    pool_->Submit(
+        [this, spec, skip] {
+          std::vector<Instant> unwritten;
+          for (Instant f : skip) {
+            for (int s = 0; s < spec->shards; ++s) {
+              const FireKey fire{spec->id, f, s, spec->shards};
+              Status st = coord_.RecordSkipped(fire, options_.node_id, "misfire");
+              if (st.ok()) {
+                Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
+              } else if (st.code() != StatusCode::kAlreadyExists) {
+                Emit(SchedulerEvent::Kind::kError, fire, "record skipped: " + st.ToString());
+                if (unwritten.empty() || unwritten.back() != f) unwritten.push_back(f);
+              }
+            }
           }
-        }
-      }
-      if (unwritten.empty()) return;
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
-        for (Instant f : unwritten) {
-          std::set<Instant>& unrecorded = it->second.Waiting().unrecorded;
-          if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
-        }
-      }
-    });
+          if (unwritten.empty()) return;
+          std::lock_guard<std::mutex> lock(mu_);
+          if (auto it = jobs_.find(spec->id); it != jobs_.end()) {
+            for (Instant f : unwritten) {
+              std::set<Instant>& unrecorded = it->second.Waiting().unrecorded;
+              if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
+            }
+          }
+        },
+        kClaimLane);
   }
 
   // At start (or when a job is added): fires missed while no node ran, from the backend's
@@ -618,7 +626,7 @@ class Scheduler::Impl {
     }
     if (catchup_busy_) return;
     catchup_busy_ = true;
-    pool_->Submit([this] { CatchUpStep(); });
+    pool_->Submit([this] { CatchUpStep(); }, kClaimLane);
   }
 
   // Reads one queued chunk of job states and applies the misfire policy; then queues itself again
@@ -657,7 +665,9 @@ class Scheduler::Impl {
         ApplyMisfirePolicyLocked(e, missed, now);
       }
     }
-    if (catchup_queue_.empty() || !pool_->Submit([this] { CatchUpStep(); })) catchup_busy_ = false;
+    if (catchup_queue_.empty() || !pool_->Submit([this] { CatchUpStep(); }, kClaimLane)) {
+      catchup_busy_ = false;
+    }
   }
 
   void SubmitShards(const SpecPtr& spec, Instant scheduled_at) {
@@ -667,7 +677,8 @@ class Scheduler::Impl {
   }
 
   void SubmitFire(const SpecPtr& spec, const FireKey& fire) {
-    pool_->Submit([this, spec, fire] { RunFire(spec, fire, std::nullopt, clock_.SteadyNow()); });
+    pool_->Submit([this, spec, fire] { RunFire(spec, fire, std::nullopt, clock_.SteadyNow()); },
+                  kClaimLane);
   }
 
   // ------------------------------------------------------------------------------ running --
@@ -763,8 +774,24 @@ class Scheduler::Impl {
 
   // The owner's on-time fires of one instant (or a few due together), claimed in one backend
   // call (Coordinator::ClaimMany); each claimed fire then runs as its own task.
-  void ClaimBatch(const std::vector<std::pair<SpecPtr, FireKey>>& batch) {
+  // A batch that waited past the takeover window for a worker (the node is overloaded: more
+  // fires are due than the backend claims) is no longer on time: its fires go to their jobs'
+  // failed claims, which housekeeping hands to the misfire policy, as a late takeover's do.
+  void ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch) {
     if (Stopping()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const Instant late = Now() - TakeoverWindowLocked();
+      std::erase_if(batch, [&](const std::pair<SpecPtr, FireKey>& f) {
+        if (f.second.scheduled_at >= late) return false;
+        if (auto it = jobs_.find(f.second.job_id);
+            it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
+          it->second.Waiting().failed.insert(f.second.scheduled_at);
+        }
+        return true;
+      });
+    }
+    if (batch.empty()) return;
     std::vector<ClaimRequest> reqs;
     reqs.reserve(batch.size());
     for (const auto& [spec, fire] : batch) reqs.push_back(RequestFor(*spec, fire));
@@ -805,19 +832,21 @@ class Scheduler::Impl {
 
   // REQUIRES: mu_ held.
   void SubmitStartLocked(uint64_t id) {
-    pool_->Submit([this, id] {
-      std::optional<Unstarted> u;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = unstarted_.find(id);
-        if (it == unstarted_.end()) return;  // recorded cancelled by Stop
-        u = std::move(it->second);
-        unstarted_.erase(it);
-      }
-      RunFire(u->spec, u->claim.fire, u->claim, u->sent);
-      std::lock_guard<std::mutex> lock(wd_mu_);
-      if (--starting_ == 0) wd_cv_.notify_all();
-    });
+    pool_->Submit(
+        [this, id] {
+          std::optional<Unstarted> u;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            auto it = unstarted_.find(id);
+            if (it == unstarted_.end()) return;  // recorded cancelled by Stop
+            u = std::move(it->second);
+            unstarted_.erase(it);
+          }
+          RunFire(u->spec, u->claim.fire, u->claim, u->sent);
+          std::lock_guard<std::mutex> lock(wd_mu_);
+          if (--starting_ == 0) wd_cv_.notify_all();
+        },
+        kRunLane);
   }
 
   // `catch_up`: a missed fire run per `misfire` (its claim's events say so: catch_up).
@@ -895,7 +924,7 @@ class Scheduler::Impl {
             job, fire, run, current, reporting, std::move(rec), took, std::move(traceparent)});
         // Catch-up runs are reported inline: they go one after another (ApplyMisfirePolicyLocked).
         if (report_inline || catch_up ||
-            !pool_->Submit([this, done] { FinishRun(*done); }, /*kept=*/true)) {
+            !pool_->Submit([this, done] { FinishRun(*done); }, kRunLane, /*kept=*/true)) {
           FinishRun(*done);
         }
         return;
@@ -1460,11 +1489,13 @@ class Scheduler::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
     }
-    pool_->Submit([this, spec = std::make_shared<const JobSpec>(spec), claim, renew_sent,
-                   done = std::move(done)] {
-      RunFire(spec, claim.fire, claim, renew_sent, false, /*report_inline=*/true);
-      if (done) done();
-    });
+    pool_->Submit(
+        [this, spec = std::make_shared<const JobSpec>(spec), claim, renew_sent,
+         done = std::move(done)] {
+          RunFire(spec, claim.fire, claim, renew_sent, false, /*report_inline=*/true);
+          if (done) done();
+        },
+        kRunLane);
     return Status::Ok();
   }
 
@@ -1654,6 +1685,9 @@ class Scheduler::Impl {
   int starting_ = 0;  // StartClaimed fires whose RunFire has not returned (guarded by wd_mu_)
 
   std::unique_ptr<internal::WorkerPool> pool_;
+  static constexpr auto kRunLane = internal::WorkerPool::Lane::kRun;
+  static constexpr auto kControlLane = internal::WorkerPool::Lane::kControl;
+  static constexpr auto kClaimLane = internal::WorkerPool::Lane::kClaim;
   std::jthread loop_thread_;
   std::jthread watchdog_thread_;
   std::jthread renewer_thread_;

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -810,6 +812,70 @@ TEST_F(SchedulerTest, ClaimedFiresThatCouldNotStartBeforeTheStopAreRecordedCance
   Result<std::vector<ExpiredFire>> open = coord_.ListExpired(10);
   ASSERT_TRUE(open.ok());
   EXPECT_TRUE(open->empty()) << "a claimed fire was left open";
+}
+
+// The first ClaimMany call waits until the test opens the gate.
+class GatedClaims : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (calls_++ == 0) {
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return open_; });
+      }
+    }
+    return ForwardingCoordinator::ClaimMany(reqs);
+  }
+  bool AwaitFirstCall() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return calls_ > 0; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+  bool open_ = false;
+};
+
+// An overloaded node (here: its one worker held) does not claim a fire as on time after the
+// fire's claim waited past the claim window: the fire goes through the misfire policy (here skip:
+// recorded skipped) instead of running late as if on time.
+TEST_F(SchedulerTest, AClaimThatWaitedPastTheClaimWindowIsAMisfire) {
+  GatedClaims gated(coord_);
+  SchedulerOptions opts;
+  opts.node_id = "a";
+  opts.worker_threads = 1;
+  RecordingObserver observer;
+  opts.observer = &observer;
+  Scheduler scheduler(opts, gated, exec_, clock_);
+  // 257 jobs at one instant: two claim batches (256 + 1), the second queued behind the first.
+  for (int k = 0; k < 257; ++k) {
+    JobSpec j = Job("j" + std::to_string(k), "0 * * * * *");
+    j.misfire = MisfirePolicy::kSkip;
+    ASSERT_TRUE(scheduler.AddJob(j).ok());
+  }
+  ASSERT_TRUE(scheduler.Start().ok());
+  ASSERT_TRUE(clock_.AwaitWaiters(2));  // the loop and the watchdog
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(gated.AwaitFirstCall());      // the only worker is in the first batch's claim
+  ASSERT_TRUE(clock_.AwaitWaiters(2));      // the loop waits again: the second batch is queued
+  AdvanceTo(clock_, kStart + seconds(62));  // it has waited 2 s > claim_grace
+  gated.Open();
+  ASSERT_TRUE(AdvanceUntil(
+      clock_, [&](milliseconds t) { return observer.Await(Kind::kSkipped, 1, "misfire", t); },
+      seconds(1), seconds(30)));
+  ASSERT_TRUE(exec_.AwaitFinished(256));
+  scheduler.Stop();
+  EXPECT_EQ(observer.Count(Kind::kSkipped, "misfire"), 1);
+  EXPECT_EQ(exec_.attempts().size(), 256u) << "the late batch ran as if on time";
 }
 
 TEST_F(SchedulerTest, PauseResumeAndTriggerNow) {

@@ -8,11 +8,11 @@ WorkerPool::WorkerPool(int threads) {
 
 WorkerPool::~WorkerPool() { Shutdown(true); }
 
-bool WorkerPool::Submit(std::function<void()> task, bool kept) {
+bool WorkerPool::Submit(std::function<void()> task, Lane lane, bool kept) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return false;
-    queue_.push_back(Task{std::move(task), kept});
+    lanes_[static_cast<int>(lane)].push_back(Task{std::move(task), kept});
   }
   cv_.notify_one();
   return true;
@@ -38,13 +38,19 @@ int WorkerPool::busy() const {
 void WorkerPool::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-    if (queue_.empty()) {
-      if (closed_) return;
-      continue;
-    }
-    Task task = std::move(queue_.front());
-    queue_.pop_front();
+    std::deque<Task>* lane = nullptr;
+    cv_.wait(lock, [&] {
+      for (std::deque<Task>& l : lanes_) {
+        if (!l.empty()) {
+          lane = &l;
+          return true;
+        }
+      }
+      return closed_;
+    });
+    if (lane == nullptr) return;  // closed, and nothing is queued
+    Task task = std::move(lane->front());
+    lane->pop_front();
     if (drop_ && !task.kept) continue;
     ++busy_;
     lock.unlock();

@@ -1,5 +1,6 @@
-// WorkerPool: a fixed set of threads running submitted tasks in FIFO order. Bounded threads; the
-// queue is not bounded (tasks are fires and housekeeping, bounded by the job set).
+// WorkerPool: a fixed set of threads running submitted tasks, FIFO within each priority lane.
+// Bounded threads; the queue is not bounded (tasks are fires and housekeeping, bounded by the job
+// set).
 #ifndef GNOMON_SRC_SCHEDULE_WORKER_POOL_H_
 #define GNOMON_SRC_SCHEDULE_WORKER_POOL_H_
 
@@ -14,12 +15,22 @@ namespace gnomon::internal {
 
 class WorkerPool {
  public:
+  // Queues by priority: a free worker takes the oldest task of the first non-empty lane. Under
+  // overload (more fires due than the backend can claim), work already under way must not wait
+  // behind new claims: a claimed fire that does not start in time loses its lease, a node whose
+  // heartbeat waits is taken for dead.
+  enum class Lane {
+    kRun,      // starts of claimed fires, final reports
+    kControl,  // housekeeping (heartbeat, lost runs, pruning), pause-state refresh
+    kClaim,    // new claims, takeover checks, misfire work
+  };
+
   explicit WorkerPool(int threads);
   ~WorkerPool();  // Shutdown(true)
 
-  // Queues `task`. Returns false (and drops it) after Shutdown. A `kept` task is run even by a
-  // Shutdown that drops the pending ones (the end of something already under way).
-  bool Submit(std::function<void()> task, bool kept = false);
+  // Queues `task` in `lane`. Returns false (and drops it) after Shutdown. A `kept` task is run
+  // even by a Shutdown that drops the pending ones (the end of something already under way).
+  bool Submit(std::function<void()> task, Lane lane, bool kept = false);
   // Stops accepting tasks; drops queued ones (but the kept) when `drop_pending`, else runs them;
   // joins threads.
   void Shutdown(bool drop_pending);
@@ -34,7 +45,7 @@ class WorkerPool {
     std::function<void()> run;
     bool kept;
   };
-  std::deque<Task> queue_;
+  std::deque<Task> lanes_[3];  // by Lane
   bool closed_ = false;
   bool drop_ = false;
   int busy_ = 0;
