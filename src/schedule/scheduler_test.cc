@@ -814,21 +814,20 @@ TEST_F(SchedulerTest, ClaimedFiresThatCouldNotStartBeforeTheStopAreRecordedCance
   EXPECT_TRUE(open->empty()) << "a claimed fire was left open";
 }
 
-// The first ClaimMany call waits until the test opens the gate.
-class GatedClaims : public testing::ForwardingCoordinator {
+// A gate for calls into a test coordinator: Pass() counts the call and blocks while the gate is
+// closed (`first_only`: only the first call is held).
+class Gate {
  public:
-  using ForwardingCoordinator::ForwardingCoordinator;
-  std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (calls_++ == 0) {
-        cv_.notify_all();
-        cv_.wait(lock, [&] { return open_; });
-      }
-    }
-    return ForwardingCoordinator::ClaimMany(reqs);
+  explicit Gate(bool first_only = false) : first_only_(first_only) {}
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool hold = !first_only_ || calls_ == 0;
+    ++calls_;
+    cv_.notify_all();
+    if (hold) cv_.wait(lock, [&] { return open_; });
   }
-  bool AwaitFirstCall() {
+  // Waits (real time, up to 10 s) for a first call.
+  bool AwaitCall() {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, seconds(10), [&] { return calls_ > 0; });
   }
@@ -839,10 +838,22 @@ class GatedClaims : public testing::ForwardingCoordinator {
   }
 
  private:
+  const bool first_only_;
   std::mutex mu_;
   std::condition_variable cv_;
   int calls_ = 0;
   bool open_ = false;
+};
+
+// The first ClaimMany call waits until the test opens the gate.
+class GatedClaims : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override {
+    gate.Pass();
+    return ForwardingCoordinator::ClaimMany(reqs);
+  }
+  Gate gate{/*first_only=*/true};
 };
 
 // An overloaded node (here: its one worker held) does not claim a fire as on time after the
@@ -865,10 +876,10 @@ TEST_F(SchedulerTest, AClaimThatWaitedPastTheClaimWindowIsAMisfire) {
   ASSERT_TRUE(scheduler.Start().ok());
   ASSERT_TRUE(clock_.AwaitWaiters(2));  // the loop and the watchdog
   AdvanceTo(clock_, kStart + seconds(60));
-  ASSERT_TRUE(gated.AwaitFirstCall());      // the only worker is in the first batch's claim
+  ASSERT_TRUE(gated.gate.AwaitCall());      // the only worker is in the first batch's claim
   ASSERT_TRUE(clock_.AwaitWaiters(2));      // the loop waits again: the second batch is queued
   AdvanceTo(clock_, kStart + seconds(62));  // it has waited 2 s > claim_grace
-  gated.Open();
+  gated.gate.Open();
   ASSERT_TRUE(AdvanceUntil(
       clock_, [&](milliseconds t) { return observer.Await(Kind::kSkipped, 1, "misfire", t); },
       seconds(1), seconds(30)));
@@ -1055,29 +1066,12 @@ class HangingRenewals : public testing::ForwardingCoordinator {
  public:
   using ForwardingCoordinator::ForwardingCoordinator;
   Status Renew(gnomon::Claim& claim, Duration ttl) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      ++calls_;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return released_; });
-    }
+    gate.Pass();
     return ForwardingCoordinator::Renew(claim, ttl);
   }
-  bool AwaitCall() {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return calls_ > 0; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int calls_ = 0;
-  bool released_ = false;
+  bool AwaitCall() { return gate.AwaitCall(); }
+  void Release() { gate.Open(); }
+  Gate gate;
 };
 
 // Chaos F5: a renewal stuck on a dead connection must not delay the self-fence.
