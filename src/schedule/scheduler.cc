@@ -104,8 +104,9 @@ class Scheduler::Impl {
       if (!backlog) backlog = std::make_unique<Backlog>();
       return *backlog;
     }
-    bool ran_since_prune = false;  // this node reported a run since the job was last pruned
-    Instant catchup_until;         // the catch-up pass covers fires up to here (the install cursor)
+    // Attempts this node reported since the job's history was last pruned (capped).
+    uint16_t runs_since_prune = 0;
+    Instant catchup_until;  // the catch-up pass covers fires up to here (the install cursor)
   };
 
   Result<std::shared_ptr<const CronExpr>> Compile(const JobSpec& job) {
@@ -1418,16 +1419,21 @@ class Scheduler::Impl {
   }
 
   // A job whose history grew here since it was last pruned.
-  void MarkRan(const std::string& job_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = jobs_.find(job_id); it != jobs_.end()) it->second.ran_since_prune = true;
+  static void CountRunLocked(JobEntry& e) {
+    if (e.runs_since_prune < UINT16_MAX) ++e.runs_since_prune;
   }
 
-  // Prunes the jobs whose history this node added to since their last pruning, each within a
-  // minute (each node prunes what it wrote, so this costs in proportion to the runs, not to the
-  // number of jobs); and every job once an hour, for max_age of jobs that stopped running. Both
-  // walk the jobs in slices, one per pass: the hourly sweep of a million jobs is spread over the
-  // hour (about 1,400 a pass), not one call per job in the node's first minute.
+  void MarkRan(const std::string& job_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = jobs_.find(job_id); it != jobs_.end()) CountRunLocked(it->second);
+  }
+
+  // Prunes the jobs whose history this node added a quarter of their history_keep to since their
+  // last pruning, each within a minute (each node prunes what it wrote, so this costs in
+  // proportion to the runs, not to the number of jobs); and every job once an hour, for max_age of
+  // jobs that stopped running. Both walk the jobs in slices, one per pass: the hourly sweep of a
+  // million jobs is spread over the hour (about 1,400 a pass), not one call per job in the node's
+  // first minute.
   void PruneHistorySlice() {
     std::vector<SpecPtr> specs;
     {
@@ -1444,8 +1450,12 @@ class Scheduler::Impl {
       auto it = jobs_.upper_bound(prune_cursor_);
       for (size_t n = 0, slice = slice_of(std::chrono::minutes(1)); n < slice; ++n, ++it) {
         if (it == jobs_.end()) it = jobs_.begin();
-        if (it->second.ran_since_prune) specs.push_back(it->second.spec);
-        it->second.ran_since_prune = false;
+        // A job is pruned once its history may have grown by a quarter of what it keeps (at
+        // least one run): a job that keeps 100 fires every 25 of its runs, not after each.
+        if (it->second.runs_since_prune >= std::max(1, it->second.spec->history_keep / 4)) {
+          specs.push_back(it->second.spec);
+          it->second.runs_since_prune = 0;
+        }
         prune_cursor_ = it->first;
       }
       it = jobs_.upper_bound(sweep_cursor_);
@@ -1555,7 +1565,7 @@ class Scheduler::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = jobs_.find(id); it != jobs_.end()) {
       it->second.running += delta;
-      if (ran) it->second.ran_since_prune = true;
+      if (ran) CountRunLocked(it->second);
     }
   }
 
