@@ -313,10 +313,9 @@ class Scheduler::Impl {
       unstarted_.clear();
     }
     for (const Unstarted& u : left) {
-      RunRecord rec = BaseRecord(u.claim.fire, u.claim);
-      rec.outcome = RunOutcome::kCancelled;
-      rec.error = std::string(ReasonText(StopReason::kShutdown)) + " before the run started";
-      rec.finished_at = Now();
+      const RunRecord rec =
+          NotRunRecord(u.claim, RunOutcome::kCancelled,
+                       std::string(ReasonText(StopReason::kShutdown)) + " before the run started");
       if (Status s = coord_.Report(u.claim, rec, true); !s.ok()) {
         Emit(SchedulerEvent::Kind::kError, u.claim.fire, "report: " + s.ToString());
       }
@@ -486,14 +485,21 @@ class Scheduler::Impl {
         // the live set's window now: that shrinks when heartbeats lapse in an outage.
         std::lock_guard<std::mutex> lock(mu_);
         if (Now() - due[i].second > options_.claim_grace) {
-          auto it = jobs_.find(fires[i].job_id);
-          if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
-            it->second.Waiting().failed.insert(fires[i].scheduled_at);
-          }
+          KeepFailedLocked(fires[i]);
           continue;
         }
       }
       SubmitFire(spec, fires[i]);
+    }
+  }
+
+  // A fire that was not claimed on time (a backend error, a late takeover or claim batch): kept in
+  // its job's failed claims, which housekeeping hands to the misfire policy (RetryFailedClaims).
+  // REQUIRES: mu_ held.
+  void KeepFailedLocked(const FireKey& fire) {
+    auto it = jobs_.find(fire.job_id);
+    if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
+      it->second.Waiting().failed.insert(fire.scheduled_at);
     }
   }
 
@@ -717,10 +723,7 @@ class Scheduler::Impl {
     if (!out.ok()) {
       emit(SchedulerEvent::Kind::kError, "claim: " + out.status().ToString());
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = jobs_.find(fire.job_id);
-      if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
-        it->second.Waiting().failed.insert(fire.scheduled_at);
-      }
+      KeepFailedLocked(fire);
       return std::nullopt;
     }
     switch (out->result) {
@@ -785,10 +788,7 @@ class Scheduler::Impl {
       const Instant late = Now() - TakeoverWindowLocked();
       std::erase_if(batch, [&](const std::pair<SpecPtr, FireKey>& f) {
         if (f.second.scheduled_at >= late) return false;
-        if (auto it = jobs_.find(f.second.job_id);
-            it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
-          it->second.Waiting().failed.insert(f.second.scheduled_at);
-        }
+        KeepFailedLocked(f.second);
         return true;
       });
     }
@@ -875,11 +875,8 @@ class Scheduler::Impl {
       // Queue mode: a worker runs it (and renews and reports it from now on).
       if (Status d = options_.dispatch(*job, claim); !d.ok()) {
         Emit(SchedulerEvent::Kind::kError, fire, "dispatch: " + d.ToString());
-        RunRecord failed = BaseRecord(fire, claim);
-        failed.outcome = RunOutcome::kFailed;
-        failed.error = "dispatch: " + d.message();
-        failed.finished_at = Now();
-        (void)coord_.Report(claim, failed, true);
+        (void)coord_.Report(
+            claim, NotRunRecord(claim, RunOutcome::kFailed, "dispatch: " + d.message()), true);
       }
       return;
     }
@@ -963,11 +960,11 @@ class Scheduler::Impl {
       }
       if (Stopping()) {
         // Shutdown during the backoff: the retry is recorded as cancelled, the lease released.
-        RunRecord cancelled = BaseRecord(fire, *next);
-        cancelled.outcome = RunOutcome::kCancelled;
-        cancelled.error = std::string(ReasonText(StopReason::kShutdown)) + " before the retry";
-        cancelled.finished_at = Now();
-        (void)coord_.Report(*next, cancelled, true);
+        (void)coord_.Report(
+            *next,
+            NotRunRecord(*next, RunOutcome::kCancelled,
+                         std::string(ReasonText(StopReason::kShutdown)) + " before the retry"),
+            true);
         break;
       }
     }
@@ -1016,6 +1013,15 @@ class Scheduler::Impl {
         spec.max_consecutive_failures > 0) {
       Breaker(spec);
     }
+  }
+
+  // The final record of an attempt that was claimed but never executed.
+  RunRecord NotRunRecord(const Claim& claim, RunOutcome outcome, std::string error) {
+    RunRecord rec = BaseRecord(claim.fire, claim);
+    rec.outcome = outcome;
+    rec.error = std::move(error);
+    rec.finished_at = Now();
+    return rec;
   }
 
   RunRecord BaseRecord(const FireKey& fire, const Claim& claim) {

@@ -152,11 +152,12 @@ end
 -- A job's index keeps its running records (up to 64 of them among the oldest are looked past):
 -- when more hold the trim back, the state's trim_at (now + 1 s) says to look again only a second
 -- later (runs end with time), so the writes meanwhile pay one HGET, not a scan of the excess each.
--- The global index (`global`) never waits for running records: a running one among its oldest
+-- The global index (no `hint`) never waits for running records: a running one among its oldest
 -- leaves the global listing only (it stays listed under its job, which trims it once finished).
 -- Late claims of old instants (a misfire catch-up) list at the old end of the indexes; a trim that
 -- scanned past all of them at every write made a backlog slow every claim down.
-local function trim(zkey, cap, hint, global)
+local function trim(zkey, cap, hint)
+  local global = not hint
   local n = redis.call('ZCARD', zkey)
   local excess = n - cap
   local slack = (cap - cap % 16) / 16
@@ -196,8 +197,8 @@ local function index_record(jb, job, ms, shard, att)
   local m = member(job, ms, shard, att)
   redis.call('ZADD', jb .. ':runs', '0', m)
   redis.call('ZADD', GB .. ':runs', '0', m)
-  trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state', false)
-  trim(GB .. ':runs', ARGV[3] + 0, nil, true)
+  trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state')
+  trim(GB .. ':runs', ARGV[3] + 0, nil)
 end
 )lua"},
     {"new_record", R"lua(
