@@ -1372,6 +1372,9 @@ class Scheduler::Impl {
         }
       }
     }
+    // The pass is over before it is announced: a poll due right after the announcement must not
+    // find this pass still holding the lock and skip.
+    one.unlock();
     Emit(SchedulerEvent::Kind::kJobsReloaded, FireKey{},
          "jobs version " + std::to_string(*version));
   }
