@@ -97,9 +97,11 @@
 
 namespace gnomon {
 namespace coord {
+class RedisBatcher;
 class RedisConnection;
 class RedisConnectionPool;
 struct RedisConnectionConfig;
+struct RedisReply;
 }  // namespace coord
 
 struct RedisOptions {
@@ -242,6 +244,15 @@ class RedisCoordinator final : public Coordinator {
   std::vector<std::string> ClaimArgs(const ClaimRequest& req) const;
   // The hiredis connections, reconnects and scripts (hides hiredis.h); thread-safe.
   std::unique_ptr<coord::RedisConnectionPool> conn_;
+  // Concurrent Claim and Report calls go to the server together (src/coord/redis/redis_batcher.h):
+  // one script call per batch. Chunks bound how long one script holds the server (a claim is
+  // some 12 commands, a report some 8).
+  static constexpr size_t kClaimChunk = 128;
+  static constexpr size_t kReportChunk = 64;
+  Result<coord::RedisReply> SendClaims(const std::vector<const std::vector<std::string>*>& items);
+  Result<coord::RedisReply> SendReports(const std::vector<const std::vector<std::string>*>& items);
+  std::unique_ptr<coord::RedisBatcher> claims_;
+  std::unique_ptr<coord::RedisBatcher> reports_;
   // WaitJobsChange's subscriber connection (made on first use), one waiter at a time.
   std::mutex watch_mu_;
   std::unique_ptr<coord::RedisConnection> subscriber_;  // guarded by watch_mu_

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "src/coord/coordinator_util.h"
+#include "src/coord/redis/redis_batcher.h"
 #include "src/coord/redis/redis_connection.h"
 #include "src/coord/redis/redis_scripts.h"
 
@@ -336,7 +337,13 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
 
 RedisCoordinator::RedisCoordinator(const RedisOptions& options,
                                    std::unique_ptr<coord::RedisConnectionPool> conn)
-    : options_(options), base_(options.prefix + ":" + options.ns), conn_(std::move(conn)) {}
+    : options_(options),
+      base_(options.prefix + ":" + options.ns),
+      conn_(std::move(conn)),
+      claims_(std::make_unique<coord::RedisBatcher>(
+          kClaimChunk, [this](const auto& items) { return SendClaims(items); })),
+      reports_(std::make_unique<coord::RedisBatcher>(
+          kReportChunk, [this](const auto& items) { return SendReports(items); })) {}
 
 RedisCoordinator::~RedisCoordinator() = default;
 
@@ -441,17 +448,31 @@ Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& 
 Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
   GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
   GNOMON_RETURN_IF_ERROR(ValidateFire(req.fire));
-  std::vector<std::string> args = CommonArgs();
-  for (std::string& a : ClaimArgs(req)) args.push_back(std::move(a));
-  Result<RedisReply> r = conn_->Eval(scripts::kClaim, {JobBase(req.fire.job_id), base_}, args);
+  Result<RedisReply> r = claims_->Submit(ClaimArgs(req));
   if (!r.ok()) return r.status();
   return ParseClaimReply(req, *r);
 }
 
+Result<RedisReply> RedisCoordinator::SendClaims(const std::vector<const std::vector<std::string>*>& items) {
+  std::vector<std::string> args = CommonArgs();
+  args.push_back(std::to_string(items.size()));
+  for (const std::vector<std::string>* item : items) args.insert(args.end(), item->begin(), item->end());
+  return conn_->Eval(scripts::kClaimMany, {base_, base_}, args);
+}
+
+Result<RedisReply> RedisCoordinator::SendReports(const std::vector<const std::vector<std::string>*>& items) {
+  std::vector<std::string> args = CommonArgs();
+  args.push_back(std::to_string(items.size()));
+  for (const std::vector<std::string>* item : items) {
+    args.push_back(std::to_string(item->size()));
+    args.insert(args.end(), item->begin(), item->end());
+  }
+  return conn_->Eval(scripts::kReportMany, {base_, base_}, args);
+}
+
 std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
     const std::vector<ClaimRequest>& reqs) {
-  // Chunks bound how long one script holds the server (each claim is some 12 commands).
-  constexpr size_t kChunk = 128;
+  constexpr size_t kChunk = kClaimChunk;
   std::vector<Result<ClaimOutcome>> out(reqs.size(),
                                         Result<ClaimOutcome>(InternalError("redis: not claimed")));
   for (size_t from = 0; from < reqs.size(); from += kChunk) {
@@ -539,10 +560,13 @@ Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& rec
         break;
     }
   }
-  std::vector<std::string> args = CommonArgs();
-  args.insert(args.end(), {claim.fire.job_id, Ms(claim.fire.scheduled_at),
-                           std::to_string(claim.fire.shard), std::to_string(claim.fencing_token),
-                           std::to_string(claim.attempt), final ? "1" : "0", effect});
+  std::vector<std::string> args = {claim.fire.job_id,
+                                   Ms(claim.fire.scheduled_at),
+                                   std::to_string(claim.fire.shard),
+                                   std::to_string(claim.fencing_token),
+                                   std::to_string(claim.attempt),
+                                   final ? "1" : "0",
+                                   effect};
   args.insert(args.end(), {"sc", std::to_string(record.shard_count), "tok",
                            std::to_string(record.fencing_token), "node", record.node_id, "st",
                            Ms(record.started_at), "fin", Ms(record.finished_at), "out",
@@ -550,7 +574,7 @@ Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& rec
                            coord::TruncateOutput(record.output), "skip", record.skip_reason});
   // exit comes last and only when known: the script removes a stored one otherwise.
   if (record.exit_code) args.insert(args.end(), {"exit", std::to_string(*record.exit_code)});
-  Result<RedisReply> r = conn_->Eval(scripts::kReport, {JobBase(claim.fire.job_id), base_}, args);
+  Result<RedisReply> r = reports_->Submit(std::move(args));
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("report");
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);

@@ -359,11 +359,6 @@ end
 return out
 )lua";
 
-// ARGV[5..14]: one claim (claim_one).
-constexpr const char* kClaimBody = R"lua(
-return claim_one(ARGV, 5)
-)lua";
-
 // ARGV[5]: n; ARGV[6..]: n claims of 10 arguments each (claim_one). -> one reply per claim.
 constexpr const char* kClaimManyBody = R"lua(
 local out = {}
@@ -398,34 +393,50 @@ local tok_s, lease_s = start_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0,
 return {'OK', att_s, tok_s, lease_s}
 )lua";
 
-// ARGV[5..]: job, ms, shard, token, attempt, final (1/0), failure effect (reset/inc/none),
-// then the record's field/value pairs: all of sc tok node st fin out err output skip, and exit
-// last when known. -> OK | LEASE reason
-constexpr const char* kReportBody = R"lua(
-local fid = ARGV[6] .. ':' .. ARGV[7]
-local why = fenced(JB .. ':fire:' .. fid, ARGV[8])
-if why then return {'LEASE', why} end
--- The attempt's record, written when it started, is updated in place (HSET answers the number
--- of fields it added: all of them only when the record is gone, e.g. trimmed after a non-final
--- report, and then it is listed again). Every field but exit is overwritten.
-local rk = JB .. ':run:' .. fid .. ':' .. ARGV[9]
-if redis.call('HSET', rk, unpack(ARGV, 12)) * 2 == #ARGV - 11 then
-  index_record(JB, ARGV[5], ARGV[6] + 0, ARGV[7] + 0, ARGV[9] + 0)
-elseif ARGV[#ARGV - 1] ~= 'exit' then
-  redis.call('HDEL', rk, 'exit')
-end
-if ARGV[10] == '1' then
-  close_fire(JB, ARGV[5], fid)
-  if ARGV[11] == 'inc' then
-    redis.call('HINCRBY', JB .. ':state', 'fails', '1')
-  elseif ARGV[11] == 'reset' then
-    -- Read first: a write costs the server several times a read, and fails is mostly 0
-    -- (readers take a missing field as 0).
-    local fails = redis.call('HGET', JB .. ':state', 'fails')
-    if fails and fails ~= '0' then redis.call('HSET', JB .. ':state', 'fails', '0') end
+// report_one(A, i, last): A[i..i+6] = job, ms, shard, token, attempt, final (1/0), failure
+// effect (reset/inc/none); A[i+7..last] the record's field/value pairs: all of sc tok node st fin
+// out err output skip, and exit last when known. -> OK | LEASE reason
+constexpr const char* kReportFn = R"lua(
+local function report_one(A, i, last)
+  local job, ms_s, shard_s = A[i], A[i + 1], A[i + 2]
+  local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
+  local why = fenced(jb .. ':fire:' .. fid, A[i + 3])
+  if why then return {'LEASE', why} end
+  -- The attempt's record, written when it started, is updated in place (HSET answers the number
+  -- of fields it added: all of them only when the record is gone, e.g. trimmed after a non-final
+  -- report, and then it is listed again). Every field but exit is overwritten.
+  local rk = jb .. ':run:' .. fid .. ':' .. A[i + 4]
+  if redis.call('HSET', rk, unpack(A, i + 7, last)) * 2 == last - i - 6 then
+    index_record(jb, job, ms_s + 0, shard_s + 0, A[i + 4] + 0)
+  elseif A[last - 1] ~= 'exit' then
+    redis.call('HDEL', rk, 'exit')
   end
+  if A[i + 5] == '1' then
+    close_fire(jb, job, fid)
+    if A[i + 6] == 'inc' then
+      redis.call('HINCRBY', jb .. ':state', 'fails', '1')
+    elseif A[i + 6] == 'reset' then
+      -- Read first: a write costs the server several times a read, and fails is mostly 0
+      -- (readers take a missing field as 0).
+      local fails = redis.call('HGET', jb .. ':state', 'fails')
+      if fails and fails ~= '0' then redis.call('HSET', jb .. ':state', 'fails', '0') end
+    end
+  end
+  return {'OK'}
 end
-return {'OK'}
+)lua";
+
+// ARGV[5]: n; then n reports, each its argument count and its arguments (report_one).
+// -> one reply per report.
+constexpr const char* kReportManyBody = R"lua(
+local out = {}
+local at = 6
+for k = 1, ARGV[5] + 0 do
+  local n = ARGV[at] + 0
+  out[k] = report_one(ARGV, at + 1, at + n)
+  at = at + n + 1
+end
+return out
 )lua";
 
 // KEYS[1] = global base. ARGV[5]: limit.
@@ -660,8 +671,6 @@ std::string WithHelpers(const std::string& body) {
 std::string Source(Id id) {
   const char* body = nullptr;
   switch (id) {
-    case kClaim:
-      return WithHelpers(std::string(kClaimFn) + kClaimBody);
     case kClaimMany:
       return WithHelpers(std::string(kClaimFn) + kClaimManyBody);
     case kGetJobStates:
@@ -673,9 +682,8 @@ std::string Source(Id id) {
     case kNextAttempt:
       body = kNextAttemptBody;
       break;
-    case kReport:
-      body = kReportBody;
-      break;
+    case kReportMany:
+      return WithHelpers(std::string(kReportFn) + kReportManyBody);
     case kListExpired:
       body = kListExpiredBody;
       break;

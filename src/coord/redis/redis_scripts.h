@@ -18,10 +18,9 @@ namespace gnomon::coord::redis_scripts {
 
 // Scripts in registration order (RedisConnection::AddScript ids).
 enum Id {
-  kClaim,
   kRenew,
   kNextAttempt,
-  kReport,
+  kReportMany,
   kListExpired,
   kResolveLost,
   kRecordSkipped,
