@@ -9,12 +9,12 @@ RedisBatcher::RedisBatcher(size_t max_batch, SendFn send)
     : max_batch_(std::max<size_t>(1, max_batch)), send_(std::move(send)) {}
 
 Result<RedisReply> RedisBatcher::Submit(Item item) {
-  Slot mine{std::move(item), std::nullopt};
+  Slot mine{std::move(item), std::nullopt, {}};
   std::unique_lock<std::mutex> lock(mu_);
   waiting_.push_back(&mine);
   while (!mine.reply) {
     if (sending_) {
-      cv_.wait(lock);
+      mine.cv.wait(lock);
       continue;
     }
     // This caller sends: the oldest waiting calls, its own among them sooner or later.
@@ -43,7 +43,12 @@ Result<RedisReply> RedisBatcher::Submit(Item item) {
       }
     }
     sending_ = false;
-    cv_.notify_all();
+    // Wake the callers just answered, and the oldest waiting one: it sends next. Nobody else
+    // (a wake-up of every waiter per batch costs each a context switch).
+    for (Slot* s : batch) {
+      if (s != &mine) s->cv.notify_one();
+    }
+    if (!waiting_.empty()) waiting_.front()->cv.notify_one();
   }
   return std::move(*mine.reply);
 }

@@ -44,12 +44,12 @@ class RedisBatcher {
   struct Slot {
     Item item;
     std::optional<Result<RedisReply>> reply;  // set by the sender, under mu_
+    std::condition_variable cv;               // its caller waits here
   };
 
   const size_t max_batch_;
   const SendFn send_;
   std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<Slot*> waiting_;  // guarded by mu_; not yet sent, in arrival order
   bool sending_ = false;       // guarded by mu_; a batch is in flight
 };
