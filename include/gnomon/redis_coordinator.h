@@ -7,7 +7,9 @@
 // marker created only if absent, early-fire guard, paused check, overlap check, fencing token),
 // a renew (owner and token compared, then extended), a report (token compared, history record
 // written, lease released), ResolveLost (compare-and-set on the token) and a checkpoint save
-// (fenced) each happen whole or not at all, whatever the number of nodes.
+// (fenced) each happen whole or not at all, whatever the number of nodes. Claims and reports
+// made at once by several threads are sent together, one script call per batch (claim_one and
+// report_one per item, each answered on its own; src/coord/redis/redis_batcher.h).
 //
 // Key layout. Every key starts with `<prefix>:<ns>` (RedisOptions::prefix / ns), written B below.
 // The keys of one job carry the job id as a hash tag, so they share one Redis Cluster slot:

@@ -4,7 +4,10 @@
 // waiting one (up to `max_batch`) together. So under load the calls ride together, and the
 // server and the client pay one round trip, one script call and one TIME per batch instead of
 // per call; a call made alone waits for nobody. RedisCoordinator sends its claims (claim_one) and
-// reports (report_one) this way.
+// reports (report_one) this way. Each call gets its own element of the script's reply (a refused
+// claim or a fenced-off report concerns that call only); a failed send (a lost connection, a
+// timeout, a script error) is the answer of every call in the batch, as it would have been of
+// each call sent alone.
 //
 // Thread safety: Submit may be called from many threads at once.
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_BATCHER_H_
