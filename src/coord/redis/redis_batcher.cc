@@ -29,8 +29,8 @@ Result<RedisReply> RedisBatcher::Submit(Item item) {
     items.reserve(batch.size());
     for (const Slot* s : batch) items.push_back(&s->item);
     Result<RedisReply> r = send_(items);
-    const bool shaped = r.ok() && r->type == RedisReply::Type::kArray &&
-                        r->elements.size() == batch.size();
+    const bool shaped =
+        r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == batch.size();
     lock.lock();
     for (size_t k = 0; k < batch.size(); ++k) {
       if (shaped) {

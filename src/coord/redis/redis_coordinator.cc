@@ -453,14 +453,17 @@ Result<ClaimOutcome> RedisCoordinator::Claim(const ClaimRequest& req) {
   return ParseClaimReply(req, *r);
 }
 
-Result<RedisReply> RedisCoordinator::SendClaims(const std::vector<const std::vector<std::string>*>& items) {
+Result<RedisReply> RedisCoordinator::SendClaims(
+    const std::vector<const std::vector<std::string>*>& items) {
   std::vector<std::string> args = CommonArgs();
   args.push_back(std::to_string(items.size()));
-  for (const std::vector<std::string>* item : items) args.insert(args.end(), item->begin(), item->end());
+  for (const std::vector<std::string>* item : items)
+    args.insert(args.end(), item->begin(), item->end());
   return conn_->Eval(scripts::kClaimMany, {base_, base_}, args);
 }
 
-Result<RedisReply> RedisCoordinator::SendReports(const std::vector<const std::vector<std::string>*>& items) {
+Result<RedisReply> RedisCoordinator::SendReports(
+    const std::vector<const std::vector<std::string>*>& items) {
   std::vector<std::string> args = CommonArgs();
   args.push_back(std::to_string(items.size()));
   for (const std::vector<std::string>* item : items) {

@@ -848,9 +848,8 @@ TEST(RedisCoordinatorTest, ConcurrentClaimsAndReportsEachGetTheirOwnAnswer) {
     }
   }
   // Not asserted (it depends on the threads' timing), shown: the calls shared script calls.
-  std::cout << "[ info ] " << kThreads * kFires * 2 << " claims and "
-            << kThreads * kFires * 3 / 2 << " reports in " << CommandCalls(raw, "evalsha")
-            << " script calls\n";
+  std::cout << "[ info ] " << kThreads * kFires * 2 << " claims and " << kThreads * kFires * 3 / 2
+            << " reports in " << CommandCalls(raw, "evalsha") << " script calls\n";
 }
 
 // --- Credentials -----------------------------------------------------------------------------
