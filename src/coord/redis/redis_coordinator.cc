@@ -475,14 +475,11 @@ Result<RedisReply> RedisCoordinator::SendReports(
 
 std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
     const std::vector<ClaimRequest>& reqs) {
-  constexpr size_t kChunk = kClaimChunk;
   std::vector<Result<ClaimOutcome>> out(reqs.size(),
                                         Result<ClaimOutcome>(InternalError("redis: not claimed")));
-  for (size_t from = 0; from < reqs.size(); from += kChunk) {
-    const size_t to = std::min(reqs.size(), from + kChunk);
-    std::vector<std::string> args = CommonArgs();
-    const size_t count_at = args.size();
-    args.push_back("");  // the count, set below
+  for (size_t from = 0; from < reqs.size(); from += kClaimChunk) {
+    const size_t to = std::min(reqs.size(), from + kClaimChunk);
+    std::vector<std::vector<std::string>> items;
     std::vector<size_t> sent;
     for (size_t i = from; i < to; ++i) {
       Status valid = coord::ValidateClaimRequest(reqs[i]);
@@ -491,12 +488,13 @@ std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
         out[i] = valid;
         continue;
       }
-      for (std::string& a : ClaimArgs(reqs[i])) args.push_back(std::move(a));
+      items.push_back(ClaimArgs(reqs[i]));
       sent.push_back(i);
     }
     if (sent.empty()) continue;
-    args[count_at] = std::to_string(sent.size());
-    Result<RedisReply> r = conn_->Eval(scripts::kClaimMany, {base_, base_}, args);
+    std::vector<const std::vector<std::string>*> ptrs;
+    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
+    Result<RedisReply> r = SendClaims(ptrs);
     for (size_t k = 0; k < sent.size(); ++k) {
       if (!r.ok()) {
         out[sent[k]] = r.status();
