@@ -758,12 +758,18 @@ TEST_F(SchedulerTest, AStopBeforeTheInstantOfAFireClaimedAheadRunsIt) {
   });
   ASSERT_TRUE(clock_.AwaitWaiters(1));
   EXPECT_EQ(exec_.attempts().size(), 0u);
-  // Stop waits for the instant on the fake clock (and for the run, within the grace).
-  for (Duration passed{0}; !stopped && passed < seconds(30); passed += milliseconds(50)) {
-    exec_.AwaitFinished(1, milliseconds(5));
+  // Stop waits for the instant on the fake clock. Once the run has finished the clock stands
+  // still: Stop returns when the run's report is in, which needs no time to pass (moving the
+  // clock on could expire the lease before the report, a different case).
+  bool finished = false;
+  for (Duration passed{0}; !finished && passed < seconds(5); passed += milliseconds(50)) {
     clock_.Advance(milliseconds(50));
+    finished = exec_.AwaitFinished(1, milliseconds(5));
   }
+  if (!finished) clock_.Advance(seconds(30));  // let Stop end; the test fails below
   stopper.join();
+  ASSERT_TRUE(finished);
+  EXPECT_TRUE(stopped);
   ASSERT_EQ(exec_.attempts().size(), 1u);
   EXPECT_EQ(exec_.attempts()[0].scheduled_at, instant);
   const std::vector<RunRecord> history = History(coord_, "ahead");
@@ -797,11 +803,15 @@ TEST_F(SchedulerTest, ClaimedFiresThatCouldNotStartBeforeTheStopAreRecordedCance
     scheduler.Stop();
     stopped = true;
   });
-  for (Duration passed{0}; !stopped && passed < seconds(60); passed += seconds(1)) {
-    exec_.AwaitFinished(2, milliseconds(20));
+  // The clock moves until shutdown_grace has passed and the running attempt was cancelled, then
+  // stands still (the stop needs no more time; moving on could expire leases before reports).
+  bool cancelled = false;
+  for (Duration passed{0}; !cancelled && passed < seconds(60); passed += seconds(1)) {
     clock_.Advance(seconds(1));
+    cancelled = exec_.AwaitFinished(1, milliseconds(20));
   }
   stopper.join();
+  EXPECT_TRUE(stopped);
   for (const std::string job : {"one", "two"}) {
     const std::vector<RunRecord> history = History(coord_, job);
     ASSERT_EQ(history.size(), 1u) << job;
