@@ -106,6 +106,9 @@ class Scheduler::Impl {
     }
     // Attempts this node reported since the job's history was last pruned (capped).
     uint16_t runs_since_prune = 0;
+    // The paused state above came from the state read (or local change) with this sequence
+    // number: an older read, answered late, does not overwrite it (see SetPausedLocked).
+    uint32_t state_seq = 0;
     Instant catchup_until;  // the catch-up pass covers fires up to here (the install cursor)
   };
 
@@ -640,6 +643,7 @@ class Scheduler::Impl {
   // while chunks are left.
   void CatchUpStep() {
     std::vector<std::string> ids;
+    uint32_t seq = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (catchup_queue_.empty()) {
@@ -648,6 +652,7 @@ class Scheduler::Impl {
       }
       ids = std::move(catchup_queue_.front());
       catchup_queue_.pop_front();
+      seq = NextStateSeqLocked();
     }
     Result<std::vector<JobState>> states = coord_.GetJobStates(ids);
     std::lock_guard<std::mutex> lock(mu_);
@@ -658,8 +663,7 @@ class Scheduler::Impl {
         auto it = jobs_.find(ids[i]);
         if (it == jobs_.end()) continue;
         JobEntry& e = it->second;
-        e.paused = state.paused;
-        e.pause_reason = state.pause_reason;
+        SetPausedLocked(e, seq, state.paused, state.pause_reason);
         if (!state.last_scheduled || !e.spec->enabled) continue;
         // Newest first, so a long outage of a frequent job keeps the fires inside the window.
         std::vector<Instant> missed;
@@ -1108,8 +1112,7 @@ class Scheduler::Impl {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (auto it = jobs_.find(spec.id); it != jobs_.end()) {
-          it->second.paused = true;
-          it->second.pause_reason = "max_consecutive_failures";
+          SetPausedLocked(it->second, NextStateSeqLocked(), true, "max_consecutive_failures");
         }
       }
       SchedulerEvent ev = MakeEvent(SchedulerEvent::Kind::kAutoPaused, FireKey{spec.id, {}, 0, 1});
@@ -1362,13 +1365,17 @@ class Scheduler::Impl {
       const std::vector<std::string> chunk(
           ids.begin() + static_cast<std::ptrdiff_t>(from),
           ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), from + kStateBatch)));
+      uint32_t seq;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        seq = NextStateSeqLocked();
+      }
       Result<std::vector<JobState>> st = coord_.GetJobStates(chunk);
       if (!st.ok() || st->size() != chunk.size()) continue;
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < chunk.size(); ++i) {
         if (auto it = jobs_.find(chunk[i]); it != jobs_.end()) {
-          it->second.paused = (*st)[i].paused;
-          it->second.pause_reason = (*st)[i].pause_reason;
+          SetPausedLocked(it->second, seq, (*st)[i].paused, (*st)[i].pause_reason);
         }
       }
     }
@@ -1480,13 +1487,25 @@ class Scheduler::Impl {
   }
 
   // ---------------------------------------------------------------------------- controls --
+  // A job's paused state is read by the catch-up pass, the state poll, the breaker, and changed
+  // by Pause and Resume, on different threads. Each read or change takes a sequence number
+  // (NextStateSeqLocked) before it goes to the backend, or right after a local change is
+  // written; a state is applied only if its number is newer than the job's, so a read answered
+  // late cannot undo a newer one. REQUIRES: mu_ held.
+  uint32_t NextStateSeqLocked() { return ++state_seq_; }
+  static void SetPausedLocked(JobEntry& e, uint32_t seq, bool paused, std::string reason) {
+    if (seq <= e.state_seq) return;
+    e.state_seq = seq;
+    e.paused = paused;
+    e.pause_reason = std::move(reason);
+  }
+
   Status Pause(const std::string& id, const std::string& reason) {
     if (!Spec(id)) return NotFoundError("job \"" + id + "\" is not defined");
     GNOMON_RETURN_IF_ERROR(coord_.SetPaused(id, true, reason));
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = jobs_.find(id); it != jobs_.end()) {
-      it->second.paused = true;
-      it->second.pause_reason = reason;
+      SetPausedLocked(it->second, NextStateSeqLocked(), true, reason);
     }
     return Status::Ok();
   }
@@ -1496,8 +1515,7 @@ class Scheduler::Impl {
     GNOMON_RETURN_IF_ERROR(coord_.SetPaused(id, false, ""));
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = jobs_.find(id); it != jobs_.end()) {
-      it->second.paused = false;
-      it->second.pause_reason.clear();
+      SetPausedLocked(it->second, NextStateSeqLocked(), false, "");
     }
     return Status::Ok();
   }
@@ -1685,6 +1703,7 @@ class Scheduler::Impl {
   bool catchup_busy_ = false;  // a CatchUpStep is queued or running (guarded by mu_)
   std::mutex state_poll_mu_;
   int64_t jobs_version_ = -1;  // guarded by state_poll_mu_
+  uint32_t state_seq_ = 0;     // the last job-state sequence number given (guarded by mu_)
   std::string prune_cursor_;   // the last job the minute's walk visited; guarded by mu_
   std::string sweep_cursor_;   // the last job the hourly sweep visited; guarded by mu_
 

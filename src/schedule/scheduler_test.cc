@@ -758,14 +758,11 @@ TEST_F(SchedulerTest, AStopBeforeTheInstantOfAFireClaimedAheadRunsIt) {
   });
   ASSERT_TRUE(clock_.AwaitWaiters(1));
   EXPECT_EQ(exec_.attempts().size(), 0u);
-  // Stop waits for the instant on the fake clock. Once the run has finished the clock stands
-  // still: Stop returns when the run's report is in, which needs no time to pass (moving the
-  // clock on could expire the lease before the report, a different case).
-  bool finished = false;
-  for (Duration passed{0}; !finished && passed < seconds(5); passed += milliseconds(50)) {
-    clock_.Advance(milliseconds(50));
-    finished = exec_.AwaitFinished(1, milliseconds(5));
-  }
+  // Stop waits for the instant on the fake clock; the clock then stands still. Stop returns when
+  // the run's report is in, which needs no time to pass (moving the clock on could expire the
+  // lease before the report: another case).
+  clock_.Advance(milliseconds(100));
+  const bool finished = exec_.AwaitFinished(1);
   if (!finished) clock_.Advance(seconds(30));  // let Stop end; the test fails below
   stopper.join();
   ASSERT_TRUE(finished);
@@ -1062,6 +1059,69 @@ TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
   ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
   EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
   EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
+  a.scheduler->Stop();
+}
+
+// Job-state reads answer late once armed: the read is made, then its answer held until released
+// (a slow backend answering a read from before a change).
+class LateStateReads : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& ids) override {
+    Result<std::vector<JobState>> answer = ForwardingCoordinator::GetJobStates(ids);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (armed_) {
+      armed_ = false;
+      holding_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !holding_; });
+    }
+    return answer;
+  }
+  void Arm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = true;
+  }
+  bool AwaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  bool holding_ = false;
+};
+
+// A state read made before a pause and answered after it does not undo the pause.
+TEST(SchedulerSharedStateTest, AStateReadAnsweredLateDoesNotUndoANewerPause) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  LateStateReads coord(backend);
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->AddJob(Job("other", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
+  // A change elsewhere makes the next poll read every job's state; its answer ("shared" not
+  // paused) is held while this node pauses "shared".
+  coord.Arm();
+  ASSERT_TRUE(backend.SetPaused("other", true, "elsewhere").ok());
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(coord.AwaitHeld());
+  ASSERT_TRUE(a.scheduler->Pause("shared", "api").ok());
+  coord.Release();
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
+  EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
+  EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
+  EXPECT_TRUE(a.scheduler->GetJob("other")->paused);
   a.scheduler->Stop();
 }
 

@@ -40,6 +40,9 @@ class ForwardingCoordinator : public Coordinator {
   Result<JobState> GetJobState(const std::string& job_id) override {
     return t_.GetJobState(job_id);
   }
+  Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& job_ids) override {
+    return t_.GetJobStates(job_ids);
+  }
   Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) override {
     return t_.SetPaused(job_id, paused, reason);
   }
