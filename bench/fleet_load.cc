@@ -389,6 +389,9 @@ int RunScale(const Flags& f) {
     at = comma + 1;
   }
   const int n_kinds = static_cast<int>(kinds.size());
+  // One dispatching handler for every job (as an embedder with a million jobs would have), not a
+  // registration per job.
+  executor.SetFallback(handler);
   const double t0 = gnomon::SystemClock::Get().SteadyNow().count() / 1000.0;
   for (int k = 0; k < f.jobs; ++k) {
     char id[32];
@@ -407,8 +410,7 @@ int RunScale(const Flags& f) {
     job.overlap = gnomon::OverlapPolicy::kAllow;
     job.in_process = true;
     job.history_keep = 10;
-    Status s = executor.Register(id, handler);
-    if (s.ok()) s = scheduler.AddJob(job);
+    Status s = scheduler.AddJob(job);
     if (!s.ok()) {
       std::cerr << "fleet_load: " << s.ToString() << "\n";
       return 1;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gnomon/heap_optional.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 
@@ -33,6 +34,7 @@ struct HttpTarget {
   std::string url;                             // http://host:port/path (required)
   std::string method = "POST";                 // POST or GET
   std::map<std::string, std::string> headers;  // extra request headers
+  friend bool operator==(const HttpTarget&, const HttpTarget&) = default;
 };
 
 struct JobSpec {
@@ -43,10 +45,10 @@ struct JobSpec {
   // an embedder under the job id; see Scheduler::AddJob).
   std::string command;            // run with /bin/sh -c
   std::vector<std::string> argv;  // exec'd directly, never through a shell
-  std::optional<HttpTarget> http;
-  bool in_process = false;                            // set by Scheduler::AddJob with a handler
-  Duration timeout{0};                                // 0 = none; else cancels the run
-  int retries = 0;                                    // further attempts after a failure, 0-100
+  HeapOptional<HttpTarget> http;  // as std::optional, held on the heap (8 bytes when unset)
+  bool in_process = false;        // set by Scheduler::AddJob with a handler
+  Duration timeout{0};            // 0 = none; else cancels the run
+  int retries = 0;                // further attempts after a failure, 0-100
   Duration retry_backoff = std::chrono::seconds(10);  // first delay; doubles, full jitter
   OverlapPolicy overlap = OverlapPolicy::kForbid;
   MisfirePolicy misfire = MisfirePolicy::kOnce;

@@ -35,12 +35,19 @@ bool InProcessExecutor::Contains(const std::string& job_id) const {
   return handlers_.contains(job_id);
 }
 
+void InProcessExecutor::SetFallback(Handler handler) {
+  std::shared_ptr<const Handler> h;
+  if (handler) h = std::make_shared<const Handler>(std::move(handler));
+  std::lock_guard lock(mu_);
+  fallback_ = std::move(h);
+}
+
 ExecResult InProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   std::shared_ptr<const Handler> handler;
   {
     std::lock_guard lock(mu_);
     const auto it = handlers_.find(job.id);
-    if (it != handlers_.end()) handler = it->second;
+    handler = it != handlers_.end() ? it->second : fallback_;
   }
   if (!handler) {
     return Ended(RunOutcome::kFailed,

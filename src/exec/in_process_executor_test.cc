@@ -82,6 +82,37 @@ TEST(InProcessExecutorTest, MissingHandlerFails) {
   EXPECT_EQ(r.error, "no in-process handler registered for job \"nobody\"");
 }
 
+// The fallback runs jobs without a handler of their own (and tells them apart by ctx.job_id); a
+// job's own handler wins; an empty fallback removes it.
+TEST(InProcessExecutorTest, FallbackRunsJobsWithoutTheirOwnHandler) {
+  InProcessExecutor executor;
+  std::vector<std::string> fallback_saw, own_saw;
+  executor.SetFallback([&](const RunContext& ctx) -> Status {
+    fallback_saw.push_back(ctx.job_id);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(executor
+                  .Register("mine",
+                            [&](const RunContext& ctx) -> Status {
+                              own_saw.push_back(ctx.job_id);
+                              return InternalError("own handler");
+                            })
+                  .ok());
+  RunContext a = FullContext();
+  a.job_id = "a";
+  EXPECT_EQ(executor.Execute(InProcessJob("a"), a).outcome, RunOutcome::kSucceeded);
+  RunContext mine = FullContext();
+  mine.job_id = "mine";
+  EXPECT_EQ(executor.Execute(InProcessJob("mine"), mine).outcome, RunOutcome::kFailed);
+  EXPECT_THAT(fallback_saw, ::testing::ElementsAre("a"));
+  EXPECT_THAT(own_saw, ::testing::ElementsAre("mine"));
+  EXPECT_FALSE(executor.Contains("a"));
+  executor.SetFallback(nullptr);
+  const ExecResult r = executor.Execute(InProcessJob("a"), a);
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_EQ(r.error, "no in-process handler registered for job \"a\"");
+}
+
 TEST(InProcessExecutorTest, ErrorAfterStopIsCancelled) {
   InProcessExecutor executor;
   std::stop_source stop;

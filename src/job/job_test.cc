@@ -72,3 +72,35 @@ TEST(EnumTest, RoundTrip) {
 
 }  // namespace
 }  // namespace gnomon
+
+namespace gnomon {
+namespace {
+
+// JobSpec::http is an optional on the heap: a pointer's worth when unset, a deep copy when copied.
+TEST(HeapOptionalTest, CopiesValuesAndCostsAPointerWhenEmpty) {
+  static_assert(sizeof(HeapOptional<HttpTarget>) == sizeof(void*));
+  JobSpec a;
+  EXPECT_FALSE(a.http.has_value());
+  a.http = HttpTarget{"http://127.0.0.1:8080/hook", "GET", {{"X-A", "1"}}};
+  JobSpec b = a;
+  ASSERT_TRUE(b.http);
+  EXPECT_EQ(b.http->url, "http://127.0.0.1:8080/hook");
+  EXPECT_NE(&*a.http, &*b.http) << "a copy shares the target";
+  b.http->method = "POST";
+  EXPECT_EQ(a.http->method, "GET");
+  EXPECT_FALSE(a.http == b.http);
+  b.http->method = "GET";
+  EXPECT_TRUE(a.http == b.http);
+  JobSpec c = std::move(b);
+  EXPECT_TRUE(c.http);
+  c.http.reset();
+  EXPECT_FALSE(c.http);
+  EXPECT_FALSE(c.http == a.http);
+  c.http.emplace().url = "http://x/";
+  EXPECT_EQ(c.http->method, "POST");
+  c.http = std::nullopt;
+  EXPECT_FALSE(c.http.has_value());
+}
+
+}  // namespace
+}  // namespace gnomon
