@@ -54,6 +54,7 @@
 #include "gnomon/sqlite_coordinator.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/coord/redis/redis_scripts.h"
 
 namespace {
 
@@ -468,15 +469,33 @@ int RunScale(const Flags& f) {
 }
 
 int Usage() {
-  std::cerr << "usage: fleet_load claims|lateness --backend URL [--threads T] [--seconds S] "
-               "[--jobs J] [--node N] [--tag T] [--workers W] [--samples PATH]\n";
+  std::cerr << "usage: fleet_load claims|lateness|scale --backend URL [--threads T] "
+               "[--seconds S] [--jobs J] [--node N] [--tag T] [--workers W] [--samples PATH]\n"
+               "       fleet_load scripts DIR   (writes the Redis claim and report scripts)\n";
   return 1;
+}
+
+// scripts DIR: the Redis claim-batch and report-batch scripts, as RedisCoordinator loads them,
+// for bench/redis_script_cost.py.
+int WriteScripts(const std::string& dir) {
+  namespace rs = gnomon::coord::redis_scripts;
+  for (const auto& [name, id] : {std::pair{"claim_many.lua", rs::kClaimMany},
+                                 std::pair{"report_many.lua", rs::kReportMany}}) {
+    std::ofstream out(dir + "/" + name);
+    out << rs::Source(id);
+    if (!out) {
+      std::cerr << "fleet_load: cannot write " << dir << "/" << name << "\n";
+      return 1;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return Usage();
+  if (std::string_view(argv[1]) == "scripts") return argc == 3 ? WriteScripts(argv[2]) : Usage();
   Flags f;
   f.mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {

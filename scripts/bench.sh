@@ -3,7 +3,8 @@
 # the HTTP API load benchmark (bench/api_load.sh; API_LOAD=0 skips it, API_LOAD_SECONDS and
 # API_LOAD_ROUNDS shorten it), then the backend benchmarks (bench/backend_bench.py: Redis, etcd and
 # SQLite claims/s, fire lateness, failover; BACKEND_BENCH=0 skips them, BENCH_SECONDS,
-# BACKEND_ROUNDS, LATENESS_SECONDS and FAILOVER_TRIALS shorten them).
+# BACKEND_ROUNDS, LATENESS_SECONDS and FAILOVER_TRIALS shorten them), then the Redis server's CPU
+# per fire of the claim and report scripts (bench/redis_script_cost.py; SCRIPT_COST=0 skips it).
 set -euo pipefail
 build=${1:-build/release}
 for b in "$build"/bench/*_bench; do
@@ -18,4 +19,8 @@ fi
 if [ "${BACKEND_BENCH:-1}" != 0 ]; then
   echo "== backend_bench (Redis, etcd, SQLite: claims/s, lateness, failover)"
   python3 "$(dirname "$0")/../bench/backend_bench.py" "$build"
+fi
+if [ "${SCRIPT_COST:-1}" != 0 ]; then
+  echo "== redis_script_cost (Redis CPU per fire of the claim and report scripts)"
+  python3 "$(dirname "$0")/../bench/redis_script_cost.py" "$build"
 fi

@@ -1294,10 +1294,11 @@ class Scheduler::Impl {
   }
 
   // ------------------------------------------------------------------------- housekeeping --
+  // One pass at a time, even if a slow backend makes a pass longer than the interval.
   void Housekeeping() {
-    // One pass at a time, even if a slow backend makes a pass longer than the interval.
-    std::unique_lock<std::mutex> one(housekeeping_mu_, std::try_to_lock);
-    if (!one.owns_lock()) return;
+    housekeeping_passes_.Run([this] { HousekeepingPass(); });
+  }
+  void HousekeepingPass() {
     const Duration skew = MeasureSkew();
     NodeInfo node{options_.node_id, options_.host, options_.version, started_at_, {},
                   running(),        skew};
@@ -1349,10 +1350,11 @@ class Scheduler::Impl {
   }
 
   // Re-reads pause states when the backend's JobsVersion changed; announces it (jobs_reloaded).
+  // One pass at a time; a slow backend simply makes passes rarer.
   void RefreshJobStates() {
-    // One pass at a time; a slow backend simply makes passes rarer.
-    std::unique_lock<std::mutex> one(state_poll_mu_, std::try_to_lock);
-    if (!one.owns_lock()) return;
+    state_polls_.Run([this] { RefreshJobStatesPass(); });
+  }
+  void RefreshJobStatesPass() {
     Result<int64_t> version = coord_.JobsVersion();
     if (!version.ok() || *version == jobs_version_) return;
     jobs_version_ = *version;
@@ -1379,9 +1381,6 @@ class Scheduler::Impl {
         }
       }
     }
-    // The pass is over before it is announced: a poll due right after the announcement must not
-    // find this pass still holding the lock and skip.
-    one.unlock();
     Emit(SchedulerEvent::Kind::kJobsReloaded, FireKey{},
          "jobs version " + std::to_string(*version));
   }
@@ -1698,11 +1697,11 @@ class Scheduler::Impl {
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
 
-  std::mutex housekeeping_mu_;
+  internal::OnePassAtATime housekeeping_passes_;
   std::deque<std::vector<std::string>> catchup_queue_;  // job states to read (guarded by mu_)
   bool catchup_busy_ = false;  // a CatchUpStep is queued or running (guarded by mu_)
-  std::mutex state_poll_mu_;
-  int64_t jobs_version_ = -1;  // guarded by state_poll_mu_
+  internal::OnePassAtATime state_polls_;
+  int64_t jobs_version_ = -1;  // used by one state poll pass at a time
   uint32_t state_seq_ = 0;     // the last job-state sequence number given (guarded by mu_)
   std::string prune_cursor_;   // the last job the minute's walk visited; guarded by mu_
   std::string sweep_cursor_;   // the last job the hourly sweep visited; guarded by mu_

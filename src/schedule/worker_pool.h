@@ -52,6 +52,39 @@ class WorkerPool {
   std::vector<std::jthread> threads_;
 };
 
+// Runs a periodic pass one at a time: a pass asked for while one runs is not run beside it nor
+// dropped; the running pass goes once more when it ends (any number of requests meanwhile make
+// one more pass). So a slow backend makes passes back to back, never overlapping, and a request
+// made just after a pass began still gets a pass that starts after it.
+class OnePassAtATime {
+ public:
+  template <class F>
+  void Run(F pass) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (running_) {
+        again_ = true;
+        return;
+      }
+      running_ = true;
+    }
+    while (true) {
+      pass();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!again_) {
+        running_ = false;
+        return;
+      }
+      again_ = false;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  bool running_ = false;  // guarded by mu_
+  bool again_ = false;    // guarded by mu_
+};
+
 }  // namespace gnomon::internal
 
 #endif  // GNOMON_SRC_SCHEDULE_WORKER_POOL_H_

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -80,6 +81,44 @@ TEST(WorkerPoolTest, ADroppingShutdownRunsOnlyTheKeptTasks) {
   w.Release();
   stopper.join();
   EXPECT_EQ(w.order(), std::vector<std::string>{"report"});
+}
+
+// A pass asked for while one runs is neither run beside it nor lost: the running pass goes once
+// more for any number of such requests.
+TEST(OnePassAtATimeTest, ARequestDuringAPassMakesOneMorePassAfterIt) {
+  OnePassAtATime passes;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_first = false, release = false;
+  int started = 0, running = 0, most_at_once = 0;
+  auto pass = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    most_at_once = std::max(most_at_once, ++running);
+    if (++started == 1) {
+      in_first = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    }
+    --running;
+  };
+  std::thread first([&] { passes.Run(pass); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return in_first; });
+  }
+  passes.Run(pass);  // during the first pass: returns at once, asks for one more
+  passes.Run(pass);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(started, 1);
+    release = true;
+  }
+  cv.notify_all();
+  first.join();
+  EXPECT_EQ(started, 2) << "two requests during a pass make one more pass";
+  EXPECT_EQ(most_at_once, 1);
+  passes.Run(pass);  // idle again: runs now, on this thread
+  EXPECT_EQ(started, 3);
 }
 
 }  // namespace

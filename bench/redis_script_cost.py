@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Redis server CPU per fire of gnomon's claim and report scripts, and where it goes.
+
+    python3 bench/redis_script_cost.py BUILD_DIR   (env: COST_JOBS=10000, COST_ROUNDS=800)
+
+Starts redis-server (appendonly yes, appendfsync everysec, data on /dev/shm when present) on a
+free loopback port, loads the claim-batch and report-batch scripts exactly as RedisCoordinator
+does (`fleet_load scripts DIR` writes them), and drives them as a busy node does: rounds of 128
+claims of distinct jobs (overlap allow) in one script call, then their 128 final reports in one
+call, over COST_JOBS jobs, so the history indexes fill up and the trims run as in steady state
+(a quarter of the rounds is warm-up). Prints the server's CPU per fire (INFO cpu, user + sys)
+and, from INFO commandstats, each command's calls and microseconds per fire; the scripts' own
+time (evalsha) minus the commands they call is the Lua interpreter's and the write propagation's
+share. Also a "no-op" pair of scripts that take the same arguments and do nothing: the cost of
+passing a fire's arguments in and the replies out, the floor under any script design.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BATCH = 128
+BASE = "gnomon:default"
+# ARGV[1..4] as RedisCoordinator::CommonArgs: now (server's), records per job, records in total,
+# fire marker retention (7 days).
+COMMON = ["", "10000", "100000", str(7 * 86400 * 1000)]
+
+
+def encode(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.f = self.sock.makefile("rb")
+
+    def cmd(self, *args):
+        self.sock.sendall(encode(args))
+        return self.read()
+
+    def read(self):
+        line = self.f.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.f.read(n + 2)[:-2].decode()
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError("unexpected reply %r" % line)
+
+
+def info(conn, section):
+    return dict(l.split(":", 1) for l in conn.cmd("INFO", section).split("\r\n") if ":" in l)
+
+
+def server_cpu(conn):
+    d = info(conn, "cpu")
+    return float(d["used_cpu_user"]) + float(d["used_cpu_sys"])
+
+
+NOOP_CLAIM = """
+local out = {}
+for k = 0, ARGV[5] - 1 do out[k + 1] = {'CLAIMED', '0', '1', '2'} end
+return out
+"""
+NOOP_REPORT = """
+local out = {}
+local at = 6
+for k = 1, ARGV[5] + 0 do
+  out[k] = {'OK'}
+  at = at + ARGV[at] + 1
+end
+return out
+"""
+
+
+def measure(name, claim_src, report_src, jobs, rounds, workdir):
+    port_sock = socket.socket()
+    port_sock.bind(("127.0.0.1", 0))
+    port = port_sock.getsockname()[1]
+    port_sock.close()
+    data = tempfile.mkdtemp(dir=workdir)
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+                               "--dir", data], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                conn = Conn(port)
+                conn.cmd("PING")
+                break
+            except OSError:
+                time.sleep(0.05)
+        claim_sha = conn.cmd("SCRIPT", "LOAD", claim_src)
+        report_sha = conn.cmd("SCRIPT", "LOAD", report_src)
+        t0 = int(time.time() * 1000) - 10_000_000
+        next_job = 0
+
+        def one_round(k):
+            nonlocal next_job
+            ms = str(t0 + k * 1000)
+            batch = ["job-%06d" % ((next_job + i) % jobs) for i in range(BATCH)]
+            next_job += BATCH
+            args = COMMON + [str(BATCH)]
+            for j in batch:
+                args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms, ""]
+            claims = conn.cmd("EVALSHA", claim_sha, "2", BASE, BASE, *args)
+            if len(claims) != BATCH or any(c[0] != "CLAIMED" for c in claims):
+                raise RuntimeError("%s: a claim was refused: %r" % (name, claims[:2]))
+            args = COMMON + [str(BATCH)]
+            now = str(int(time.time() * 1000))
+            for j, c in zip(batch, claims):
+                tok = c[2]
+                item = [j, ms, "0", tok, "1", "1", "reset",
+                        "sc", "1", "tok", tok, "node", "node-a", "st", now, "fin", now,
+                        "out", "succeeded", "err", "", "output", "done\n", "skip", "", "exit", "0"]
+                args += [str(len(item))] + item
+            reports = conn.cmd("EVALSHA", report_sha, "2", BASE, BASE, *args)
+            if any(r[0] != "OK" for r in reports):
+                raise RuntimeError("%s: a report was refused: %r" % (name, reports[:2]))
+
+        warm = rounds // 4
+        for k in range(warm):
+            one_round(k)
+        conn.cmd("CONFIG", "RESETSTAT")
+        cpu0 = server_cpu(conn)
+        for k in range(warm, warm + rounds):
+            one_round(k)
+        cpu1 = server_cpu(conn)
+        fires = rounds * BATCH
+        stats = []
+        for key, value in info(conn, "commandstats").items():
+            m = re.match(r"calls=(\d+),usec=(\d+)", value)
+            if m and key.startswith("cmdstat_") and key not in ("cmdstat_info",
+                                                                 "cmdstat_config|resetstat"):
+                stats.append((int(m.group(2)) / fires, key[len("cmdstat_"):],
+                              int(m.group(1)) / fires))
+        stats.sort(reverse=True)
+        return (cpu1 - cpu0) / fires * 1e6, stats, int(conn.cmd("DBSIZE"))
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
+    tool = os.path.join(build, "bench", "fleet_load")
+    if not os.access(tool, os.X_OK):
+        sys.exit("redis_script_cost: %s not built" % tool)
+    if not shutil.which("redis-server"):
+        print("redis_script_cost: SKIP: redis-server is not installed")
+        return 0
+    jobs = int(os.environ.get("COST_JOBS", "10000"))
+    rounds = int(os.environ.get("COST_ROUNDS", "800"))
+    workdir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    scripts = tempfile.mkdtemp()
+    subprocess.run([tool, "scripts", scripts], check=True)
+    claim = open(os.path.join(scripts, "claim_many.lua")).read()
+    report = open(os.path.join(scripts, "report_many.lua")).read()
+    shutil.rmtree(scripts)
+    print("### Redis CPU per fire of the claim + report scripts: %d jobs, %d rounds of %d fires"
+          % (jobs, rounds, BATCH))
+    results = {}
+    for name, c, r in (("gnomon", claim, report), ("no-op", NOOP_CLAIM, NOOP_REPORT)):
+        cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir)
+        results[name] = cpu
+        print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
+              (name, cpu, keys))
+        if name == "gnomon":
+            inner = sum(u for u, n, _ in stats if n != "evalsha")
+            print("\n| command | calls per fire | µs per fire |\n|---|---:|---:|")
+            for usec, cmd, calls in stats:
+                if usec >= 0.05:
+                    print("| %s | %.2f | %.2f |" % (cmd, calls, usec))
+            evalsha = sum(u for u, n, _ in stats if n == "evalsha")
+            # commandstats count wall time: on a busy machine it exceeds the CPU time.
+            print("\nscripts (evalsha) %.1f µs per fire, of which the commands they call %.1f: "
+                  "the Lua interpreter and write propagation %.1f (commandstats times are wall "
+                  "time: run it on an idle machine)" % (evalsha, inner, evalsha - inner))
+    print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"noop_us_per_fire\": %.1f}" %
+          (results["gnomon"], results["no-op"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
