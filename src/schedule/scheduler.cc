@@ -1294,11 +1294,14 @@ class Scheduler::Impl {
   }
 
   // ------------------------------------------------------------------------- housekeeping --
-  // One pass at a time, even if a slow backend makes a pass longer than the interval.
   void Housekeeping() {
-    housekeeping_passes_.Run([this] { HousekeepingPass(); });
-  }
-  void HousekeepingPass() {
+    // One pass at a time, even if a slow backend makes a pass longer than the interval: a pass
+    // due while one runs is skipped (the next comes an interval later). Not coalesced like the
+    // state poll: a pass right after a slow one (a backend outage) would retry the outage's
+    // failed claims sooner, while still inside claim_grace, so an older fire could be claimed
+    // on time after a newer one (see RetryFailedClaims).
+    std::unique_lock<std::mutex> one(housekeeping_mu_, std::try_to_lock);
+    if (!one.owns_lock()) return;
     const Duration skew = MeasureSkew();
     NodeInfo node{options_.node_id, options_.host, options_.version, started_at_, {},
                   running(),        skew};
@@ -1697,7 +1700,7 @@ class Scheduler::Impl {
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
 
-  internal::OnePassAtATime housekeeping_passes_;
+  std::mutex housekeeping_mu_;
   std::deque<std::vector<std::string>> catchup_queue_;  // job states to read (guarded by mu_)
   bool catchup_busy_ = false;  // a CatchUpStep is queued or running (guarded by mu_)
   internal::OnePassAtATime state_polls_;

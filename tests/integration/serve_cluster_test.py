@@ -489,9 +489,9 @@ class QueueMode(unittest.TestCase):
                     "command = '''%s'''\n" % record)
             f.write('\n[[job]]\nid = "long"\nschedule = "*/6 * * * * *"\non_lost = "rerun"\n'
                     "command = '''%s; sleep 4'''\n" % record)
-        for n in ("s1", "s2"):
-            self.spawn(n, "serve", "--config", config, "--node-id", n, "--jobs", jobs,
-                       "--listen", "127.0.0.1:0", "--mode", "schedule")
+        schedulers = [self.spawn(n, "serve", "--config", config, "--node-id", n, "--jobs", jobs,
+                                 "--listen", "127.0.0.1:0", "--mode", "schedule")
+                      for n in ("s1", "s2")]
         workers = {w: self.spawn(w, "worker", "--config", config, "--node-id", w,
                                  "--concurrency", "4") for w in ("w1", "w2")}
         wait_for(lambda: len(read_records(self.out)) >= 5, 40, "queued runs")
@@ -515,10 +515,17 @@ class QueueMode(unittest.TestCase):
                  "the dead worker's entry to be reclaimed")
         time.sleep(2)
         last = time.time()
-        for p in self.procs[1:]:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs[1:]:
+        # The schedulers stop first (a stopping scheduler still publishes the fires it claimed
+        # ahead); the workers then take what is left in the stream, and stop once it is empty.
+        for p in schedulers:
+            p.send_signal(signal.SIGTERM)
+        for p in schedulers:
+            p.wait(timeout=30)
+        wait_for(lambda: self.redis("XLEN", "gnomon:default:queue:default") == "0", 30,
+                 "the workers to take the entries left in the stream")
+        for p in workers.values():
+            p.send_signal(signal.SIGTERM)
+        for p in workers.values():
             p.wait(timeout=30)
         records = read_records(self.out)
         firsts = [r["run"] for r in records if r["attempt"] == 1]
@@ -529,8 +536,9 @@ class QueueMode(unittest.TestCase):
         self.assertFalse(missing, "seconds without a run: %s" % missing)
         self.assertTrue(all(r["node"] in ("w1", "w2") for r in records), "only workers run")
         # Nothing left behind: entries are deleted when done, none pending.
-        for key in ("gnomon:default:queue:default",):
-            self.assertEqual(self.redis("XLEN", key), "0")
+        self.assertEqual(self.redis("XLEN", "gnomon:default:queue:default"), "0")
+        pending = self.redis("XPENDING", "gnomon:default:queue:default", "workers")
+        self.assertTrue(pending.startswith("0"), "entries pending after the stop: %s" % pending)
 
 
 class AlertsAndTracing(unittest.TestCase):
