@@ -15,13 +15,15 @@ share. Also a "no-op" pair of scripts that take the same arguments and do nothin
 passing a fire's arguments in and the replies out, the floor under any script design.
 """
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from backend_bench import Redis  # noqa: E402  (the same redis-server set-up as make bench)
 
 BATCH = 128
 BASE = "gnomon:default"
@@ -65,15 +67,6 @@ class Conn:
         raise RuntimeError("unexpected reply %r" % line)
 
 
-def info(conn, section):
-    return dict(l.split(":", 1) for l in conn.cmd("INFO", section).split("\r\n") if ":" in l)
-
-
-def server_cpu(conn):
-    d = info(conn, "cpu")
-    return float(d["used_cpu_user"]) + float(d["used_cpu_sys"])
-
-
 NOOP_CLAIM = """
 local out = {}
 for k = 0, ARGV[5] - 1 do out[k + 1] = {'CLAIMED', '0', '1', '2'} end
@@ -91,22 +84,10 @@ return out
 
 
 def measure(name, claim_src, report_src, jobs, rounds, workdir):
-    port_sock = socket.socket()
-    port_sock.bind(("127.0.0.1", 0))
-    port = port_sock.getsockname()[1]
-    port_sock.close()
     data = tempfile.mkdtemp(dir=workdir)
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-                               "--dir", data], stdout=subprocess.DEVNULL)
+    redis = Redis(data)
     try:
-        for _ in range(100):
-            try:
-                conn = Conn(port)
-                conn.cmd("PING")
-                break
-            except OSError:
-                time.sleep(0.05)
+        conn = Conn(redis.port)
         claim_sha = conn.cmd("SCRIPT", "LOAD", claim_src)
         report_sha = conn.cmd("SCRIPT", "LOAD", report_src)
         t0 = int(time.time() * 1000) - 10_000_000
@@ -138,24 +119,18 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir):
         warm = rounds // 4
         for k in range(warm):
             one_round(k)
-        conn.cmd("CONFIG", "RESETSTAT")
-        cpu0 = server_cpu(conn)
+        redis.cli("CONFIG", "RESETSTAT")
+        cpu0 = redis.cpu()
         for k in range(warm, warm + rounds):
             one_round(k)
-        cpu1 = server_cpu(conn)
+        cpu1 = redis.cpu()
         fires = rounds * BATCH
-        stats = []
-        for key, value in info(conn, "commandstats").items():
-            m = re.match(r"calls=(\d+),usec=(\d+)", value)
-            if m and key.startswith("cmdstat_") and key not in ("cmdstat_info",
-                                                                 "cmdstat_config|resetstat"):
-                stats.append((int(m.group(2)) / fires, key[len("cmdstat_"):],
-                              int(m.group(1)) / fires))
-        stats.sort(reverse=True)
+        stats = sorted(((usec / fires, cmd, calls / fires)
+                        for cmd, (calls, usec) in redis.command_stats().items()
+                        if cmd not in ("info", "config|resetstat")), reverse=True)
         return (cpu1 - cpu0) / fires * 1e6, stats, int(conn.cmd("DBSIZE"))
     finally:
-        server.terminate()
-        server.wait()
+        redis.stop()
         shutil.rmtree(data, ignore_errors=True)
 
 
