@@ -1413,15 +1413,20 @@ class Scheduler::Impl {
         continue;
       }
       // A failed fire still inside claim_grace is not a misfire yet: it is claimed again, as on
-      // time. The others form the outage's batch, decided per `misfire` once it is closed: while
-      // the fire after the batch's latest is still inside its claim window (a peer or a later
-      // pass may claim it, or it fails too and becomes the batch's latest), which fire is "the
-      // latest missed" is not known yet.
+      // time, unless a newer fire of the job was handed out already (claimed ahead, or the job
+      // fires more often than claim_grace): an on-time claim now would give the older fire a
+      // higher fencing token than the newer one, so it is a misfire. The others form the
+      // outage's batch, decided per `misfire` once it is closed: while the fire after the
+      // batch's latest is still inside its claim window (a peer or a later pass may claim it, or
+      // it fails too and becomes the batch's latest), which fire is "the latest missed" is not
+      // known yet.
       const Duration window = TakeoverWindowLocked();
       std::vector<Instant> missed;
       std::vector<Instant> on_time;
       for (Instant f : failed) {
-        (now - f < options_.claim_grace ? on_time : missed).push_back(f);
+        const std::optional<Instant> newer = NextLocked(e, f);
+        const bool overtaken = newer && *newer <= e.cursor;
+        (now - f < options_.claim_grace && !overtaken ? on_time : missed).push_back(f);
       }
       if (!missed.empty()) {
         const std::optional<Instant> after = e.expr->Next(missed.back());

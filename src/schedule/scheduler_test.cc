@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -1271,6 +1272,75 @@ TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) 
   for (const RunRecord& r : history) {
     EXPECT_EQ(r.outcome == RunOutcome::kSkipped, r.scheduled_at == kStart + seconds(20))
         << r.run_id;
+  }
+}
+
+// A fire whose claim failed is retried on time only while no newer fire of the job was handed
+// out: retried after the newer one's claim, it would run on time with a higher fencing token than
+// a newer fire (chaos F3@etcd). It is a misfire instead: misfire = once runs it as a catch-up.
+TEST(SchedulerMisfireTest, AFailedFireOvertakenByANewerClaimIsAMisfireNotAnOnTimeRetry) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  Outage coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);  // passes at kStart + 10 s, 15 s, 20 s, ...
+  opts.claim_grace = seconds(3);            // longer than the job's period
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "* * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(milliseconds(250), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  step_to(kStart + seconds(12) + milliseconds(500));
+  ASSERT_GE(a.observer.Count(Kind::kClaimed), 1);
+  coord.down = true;  // the fire at :13 cannot be claimed
+  const int errors = a.observer.Count(Kind::kError);
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kError, errors + 1));
+  coord.down = false;
+  step_to(kStart + seconds(14) + milliseconds(500));  // :14 claimed; then the pass at :15
+  step_to(kStart + seconds(21));                      // :14's claim window closed; pass at :20
+  auto missed_claimed = [&] {
+    for (const SchedulerEvent& ev : a.observer.events()) {
+      if (ev.kind == Kind::kClaimed && ev.scheduled_at == kStart + seconds(13)) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(AdvanceUntil(
+      clock,
+      [&](milliseconds wait) {
+        if (missed_claimed()) return true;
+        a.observer.Await(Kind::kClaimed, a.observer.Count(Kind::kClaimed) + 1, {}, wait);
+        return missed_claimed();
+      },
+      milliseconds(100), seconds(10)))
+      << "misfire = once runs the missed fire";
+  a.scheduler->Stop();
+  std::map<Instant, const SchedulerEvent*> on_time;
+  const SchedulerEvent* missed = nullptr;
+  const auto events = a.observer.events();
+  for (const SchedulerEvent& ev : events) {
+    // (The fires up to kBoot are the start's; from :10 on, the run is steady.)
+    if (ev.kind != Kind::kClaimed || ev.scheduled_at < kStart + seconds(10)) continue;
+    if (ev.scheduled_at == kStart + seconds(13)) {
+      missed = &ev;
+    } else {
+      EXPECT_FALSE(ev.catch_up) << ev.run_id;
+      on_time[ev.scheduled_at] = &ev;
+    }
+  }
+  ASSERT_NE(missed, nullptr);
+  EXPECT_TRUE(missed->catch_up) << "claimed on time after :14, with a higher token";
+  ASSERT_TRUE(on_time.count(kStart + seconds(14)));
+  EXPECT_GT(missed->fencing_token, on_time[kStart + seconds(14)]->fencing_token);
+  int64_t last = 0;
+  for (const auto& [at, ev] : on_time) {
+    EXPECT_GT(ev->fencing_token, last) << "on-time tokens rise with the fires' instants";
+    last = ev->fencing_token;
   }
 }
 
