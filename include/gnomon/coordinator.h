@@ -41,6 +41,14 @@ struct Claim {
   Instant lease_expires_at;  // backend clock
 };
 
+// One report of ReportMany: the arguments of Report, pointing into the caller's data for the
+// duration of the call (a record carries up to 64 KiB of output: not copied).
+struct ReportRequest {
+  const gnomon::Claim* claim = nullptr;
+  const RunRecord* record = nullptr;
+  bool final = false;
+};
+
 struct ClaimRequest {
   FireKey fire;
   std::string node_id;
@@ -158,6 +166,10 @@ class Coordinator {
   // the lease is kept (a retry follows). Updates JobState::consecutive_failures (reset on
   // success, +1 on failed/timed out/lost; unchanged for cancelled/skipped) when final. Fenced.
   virtual Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) = 0;
+  // Report of each request, in order (one status per request): the same outcomes as calling
+  // Report for each, in fewer round trips where the backend can (Redis: one script call per
+  // chunk). The default calls Report for each.
+  virtual std::vector<Status> ReportMany(const std::vector<ReportRequest>& reqs);
 
   // Fires whose lease expired (backend clock) and that were not finally reported, oldest first,
   // at most `limit`.
@@ -253,6 +265,13 @@ inline std::vector<Result<ClaimOutcome>> Coordinator::ClaimMany(
   std::vector<Result<ClaimOutcome>> out;
   out.reserve(reqs.size());
   for (const ClaimRequest& r : reqs) out.push_back(Claim(r));
+  return out;
+}
+
+inline std::vector<Status> Coordinator::ReportMany(const std::vector<ReportRequest>& reqs) {
+  std::vector<Status> out;
+  out.reserve(reqs.size());
+  for (const ReportRequest& r : reqs) out.push_back(Report(*r.claim, *r.record, r.final));
   return out;
 }
 

@@ -189,6 +189,7 @@ class RedisCoordinator final : public Coordinator {
   Status Renew(gnomon::Claim& claim, Duration ttl) override;
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;
   Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override;
+  std::vector<Status> ReportMany(const std::vector<ReportRequest>& reqs) override;
   Result<std::vector<ExpiredFire>> ListExpired(int limit) override;
   Result<std::optional<gnomon::Claim>> ResolveLost(const ExpiredFire& fire,
                                                    const std::string& node_id, LostPolicy policy,
@@ -244,6 +245,10 @@ class RedisCoordinator final : public Coordinator {
   std::string ClaimDeadline(Duration lease_ttl) const;
   // The 10 script arguments of one claim (claim_one in redis_scripts.cc).
   std::vector<std::string> ClaimArgs(const ClaimRequest& req) const;
+  // The script arguments of one report (report_one in redis_scripts.cc), once it is valid.
+  Result<std::vector<std::string>> ReportArgs(const gnomon::Claim& claim, const RunRecord& record,
+                                              bool final) const;
+  static Status ParseReportReply(const gnomon::Claim& claim, const coord::RedisReply& reply);
   // The hiredis connections, reconnects and scripts (hides hiredis.h); thread-safe.
   std::unique_ptr<coord::RedisConnectionPool> conn_;
   // Concurrent Claim and Report calls go to the server together (src/coord/redis/redis_batcher.h):

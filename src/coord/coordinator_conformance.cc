@@ -647,6 +647,60 @@ TEST_P(CoordinatorConformanceTest, ReportRejectsARecordOfAnotherClaim) {
   ASSERT_OK(coord_->Renew(c, kTtl));
 }
 
+TEST_P(CoordinatorConformanceTest, ReportManyAnswersEachRequestLikeReport) {
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(a, *coord_, Req(Fire("r1", t0), "n"));
+  CLAIM_OR_FAIL(b, *coord_, Req(Fire("r2", t0), "n"));
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("r3", t0), "n"));
+  CLAIM_OR_FAIL(d, *coord_, Req(Fire("r4", t0), "n"));
+  Claim stale = b;
+  stale.fencing_token += 1000;  // a token b's fire never had
+  const RunRecord ok_a = RecordOf(a, RunOutcome::kSucceeded, t0, t0);
+  const RunRecord failed_b = RecordOf(stale, RunOutcome::kFailed, t0, t0);
+  RunRecord running_c = RecordOf(c, RunOutcome::kSucceeded, t0, t0);
+  running_c.outcome = RunOutcome::kRunning;  // not final: a progress update
+  RunRecord bad_d = RecordOf(d, RunOutcome::kSucceeded, t0, t0);
+  bad_d.attempt = 2;  // not d's attempt
+  const RunRecord failed_d = RecordOf(d, RunOutcome::kFailed, t0, t0);
+  std::vector<Status> out = coord_->ReportMany({{&a, &ok_a, true},
+                                                {&stale, &failed_b, true},
+                                                {&c, &running_c, false},
+                                                {&d, &bad_d, true},
+                                                {&d, &failed_d, true},
+                                                {&a, &ok_a, true}});
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_TRUE(out[0].ok()) << out[0].ToString();
+  EXPECT_CODE(out[1], StatusCode::kLeaseLost);
+  EXPECT_TRUE(out[2].ok()) << out[2].ToString();
+  EXPECT_CODE(out[3], StatusCode::kInvalidArgument);
+  EXPECT_TRUE(out[4].ok()) << out[4].ToString();
+  EXPECT_CODE(out[5], StatusCode::kLeaseLost);  // the first report released the fire
+  EXPECT_EQ(RunsOf(*coord_, a.fire.RunId())[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(RunsOf(*coord_, b.fire.RunId())[0].outcome, RunOutcome::kRunning);
+  ASSERT_OK(coord_->Renew(b, kTtl));  // b still holds its fire
+  EXPECT_EQ(RunsOf(*coord_, c.fire.RunId())[0].outcome, RunOutcome::kRunning);
+  ASSERT_OK(coord_->Renew(c, kTtl));  // a report that is not final keeps the lease
+  EXPECT_EQ(RunsOf(*coord_, d.fire.RunId())[0].outcome, RunOutcome::kFailed);
+  EXPECT_EQ(coord_->GetJobState("r4")->consecutive_failures, 1);
+  // More reports than one backend round trip's chunk: each answered.
+  std::vector<Claim> claims;
+  std::vector<RunRecord> records;
+  for (int i = 0; i < 150; ++i) {
+    CLAIM_OR_FAIL(m, *coord_, Req(Fire("m" + std::to_string(i), t0), "n"));
+    claims.push_back(m);
+  }
+  for (const Claim& m : claims) records.push_back(RecordOf(m, RunOutcome::kSucceeded, t0, t0));
+  std::vector<ReportRequest> many;
+  for (size_t i = 0; i < claims.size(); ++i) many.push_back({&claims[i], &records[i], true});
+  std::vector<Status> all = coord_->ReportMany(many);
+  ASSERT_EQ(all.size(), many.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_TRUE(all[i].ok()) << i << ": " << all[i].ToString();
+    EXPECT_EQ(RunsOf(*coord_, claims[i].fire.RunId())[0].outcome, RunOutcome::kSucceeded) << i;
+  }
+  EXPECT_TRUE(coord_->ReportMany({}).empty());
+}
+
 TEST_P(CoordinatorConformanceTest, FinalReportReleasesTheFire) {
   const Instant t0 = clock_.Now();
   CLAIM_OR_FAIL(c, *coord_, Req(Fire("j", t0), "n"));

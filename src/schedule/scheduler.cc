@@ -918,16 +918,17 @@ class Scheduler::Impl {
         reporting = run->claim;
       }
       if (!retry) {
-        // The final report is a task of its own, queued behind the fires already waiting for a
-        // worker: a worker that ran an attempt does not hold back the start of the next fire
-        // (the fires due at one instant all start, then their reports go). The run stays
-        // registered, its lease renewed, until its report is in (FinishRun).
+        // The final report is not sent by this worker: it joins the reports queue, sent
+        // together by a task queued behind the fires already waiting for a worker (QueueReport),
+        // so a worker that ran an attempt does not hold back the start of the next fire. The run
+        // stays registered, its lease renewed, until its report is in (EndReported).
         auto done = std::make_shared<FinishedAttempt>(FinishedAttempt{
             job, fire, run, current, reporting, std::move(rec), took, std::move(traceparent)});
         // Catch-up runs are reported inline: they go one after another (ApplyMisfirePolicyLocked).
-        if (report_inline || catch_up ||
-            !pool_->Submit([this, done] { FinishRun(*done); }, kRunLane, /*kept=*/true)) {
+        if (report_inline || catch_up) {
           FinishRun(*done);
+        } else {
+          QueueReport(std::move(done));
         }
         return;
       }
@@ -989,11 +990,62 @@ class Scheduler::Impl {
 
   // Sends the final report of a run (while its lease holds), then ends the run.
   void FinishRun(FinishedAttempt& a) {
-    Status reported = ReportWhileHeld(*a.run, a.reporting, a.rec, true);
+    EndReported(a, ReportWhileHeld(*a.run, a.reporting, a.rec, true));
+  }
+
+  // Once its final report is answered: announces the run's end and ends it.
+  void EndReported(FinishedAttempt& a, const Status& reported) {
     AnnounceFinished(a.fire, a.attempt, a.rec, a.took, a.traceparent);
     if (!reported.ok())
       Emit(SchedulerEvent::Kind::kError, a.fire, "report: " + reported.ToString());
     EndRun(*a.job, a.fire, a.run, a.rec.outcome);
+  }
+
+  // Final reports go to the backend together (Coordinator::ReportMany: one script call per
+  // chunk on Redis): the first report queued while no drain is pending queues one drain task in
+  // the run lane, behind the fires already waiting to start; the drain sends every report queued
+  // by then in one call, and again while more come. No worker waits for its own report's answer
+  // (a wake-up per report), and the fires that end together are reported together.
+  void QueueReport(std::shared_ptr<FinishedAttempt> done) {
+    {
+      std::lock_guard<std::mutex> lock(reports_mu_);
+      reports_.push_back(std::move(done));
+      if (report_drain_queued_) return;
+      report_drain_queued_ = true;
+    }
+    // A drain dropped by a stopped pool would strand the queue: this caller drains instead.
+    if (!pool_->Submit([this] { DrainReports(); }, kRunLane, /*kept=*/true)) DrainReports();
+  }
+
+  void DrainReports() {
+    while (true) {
+      std::vector<std::shared_ptr<FinishedAttempt>> batch;
+      {
+        std::lock_guard<std::mutex> lock(reports_mu_);
+        if (reports_.empty()) {
+          report_drain_queued_ = false;
+          return;
+        }
+        const size_t n = std::min(reports_.size(), kReportBatch);
+        batch.assign(std::make_move_iterator(reports_.begin()),
+                     std::make_move_iterator(reports_.begin() + static_cast<ptrdiff_t>(n)));
+        reports_.erase(reports_.begin(), reports_.begin() + static_cast<ptrdiff_t>(n));
+      }
+      std::vector<ReportRequest> reqs;
+      reqs.reserve(batch.size());
+      for (const auto& a : batch) reqs.push_back({&a->reporting, &a->rec, true});
+      const std::vector<Status> out = coord_.ReportMany(reqs);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const Status s = i < out.size() ? out[i] : InternalError("report: no answer");
+        // Unreachable backend: this report retries on its own, as long as its lease may still
+        // hold (ReportWhileHeld), without holding back the others.
+        if (s.code() == StatusCode::kUnavailable &&
+            pool_->Submit([this, a = batch[i]] { FinishRun(*a); }, kRunLane, /*kept=*/true)) {
+          continue;
+        }
+        EndReported(*batch[i], s);
+      }
+    }
   }
 
   // Announced once recorded, so whoever hears it can read it back from the backend.
@@ -1298,8 +1350,9 @@ class Scheduler::Impl {
     // One pass at a time, even if a slow backend makes a pass longer than the interval: a pass
     // due while one runs is skipped (the next comes an interval later). Not coalesced like the
     // state poll: a pass right after a slow one (a backend outage) would retry the outage's
-    // failed claims sooner, while still inside claim_grace, so an older fire could be claimed
-    // on time after a newer one (see RetryFailedClaims).
+    // failed claims sooner; that once let an older fire be claimed on time after a newer one,
+    // which RetryFailedClaims now prevents itself (a fire overtaken by a newer claim is a
+    // misfire), but the skipping is what every chaos and CI run since has exercised.
     std::unique_lock<std::mutex> one(housekeeping_mu_, std::try_to_lock);
     if (!one.owns_lock()) return;
     const Duration skew = MeasureSkew();
@@ -1711,8 +1764,14 @@ class Scheduler::Impl {
   internal::OnePassAtATime state_polls_;
   int64_t jobs_version_ = -1;  // used by one state poll pass at a time
   uint32_t state_seq_ = 0;     // the last job-state sequence number given (guarded by mu_)
-  std::string prune_cursor_;   // the last job the minute's walk visited; guarded by mu_
-  std::string sweep_cursor_;   // the last job the hourly sweep visited; guarded by mu_
+  // Final reports waiting to be sent (QueueReport); a drain task is queued or running while
+  // report_drain_queued_.
+  static constexpr size_t kReportBatch = 128;
+  std::mutex reports_mu_;
+  std::deque<std::shared_ptr<FinishedAttempt>> reports_;  // guarded by reports_mu_
+  bool report_drain_queued_ = false;                      // guarded by reports_mu_
+  std::string prune_cursor_;  // the last job the minute's walk visited; guarded by mu_
+  std::string sweep_cursor_;  // the last job the hourly sweep visited; guarded by mu_
 
   // Claimed fires whose run has not started (StartClaimed), by a sequence number (guarded by mu_).
   struct Unstarted {

@@ -897,6 +897,59 @@ TEST_F(SchedulerTest, AClaimThatWaitedPastTheClaimWindowIsAMisfire) {
   EXPECT_EQ(exec_.attempts().size(), 256u) << "the late batch ran as if on time";
 }
 
+// The first ReportMany call waits until the test opens the gate; every call's size is kept.
+class GatedReports : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  std::vector<Status> ReportMany(const std::vector<ReportRequest>& reqs) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      sizes.push_back(reqs.size());
+    }
+    gate.Pass();
+    return ForwardingCoordinator::ReportMany(reqs);
+  }
+  std::vector<size_t> Sizes() {
+    std::lock_guard<std::mutex> lock(mu);
+    return sizes;
+  }
+  Gate gate{/*first_only=*/true};
+  std::mutex mu;
+  std::vector<size_t> sizes;
+};
+
+// The final reports of runs that end while a report call is out go to the backend together, in
+// the next call, rather than one call (and one waiting worker) each.
+TEST_F(SchedulerTest, FinalReportsOfRunsThatEndTogetherGoInOneCall) {
+  GatedReports gated(coord_);
+  Node n("a", gated, exec_, clock_);
+  for (int k = 0; k < 10; ++k) {
+    ASSERT_TRUE(n.scheduler->AddJob(Job("j" + std::to_string(k), "0 * * * * *")).ok());
+  }
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(gated.gate.AwaitCall());   // the first report call is out
+  ASSERT_TRUE(exec_.AwaitFinished(10));  // every run has ended
+  gated.gate.Open();
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 10));
+  n.scheduler->Stop();
+  // The first call carries the reports queued when the drain started (1 to 10); those of the
+  // runs that ended while it was out go in the next (one more, should the last of them be queued
+  // only just after the drain found the queue empty).
+  const std::vector<size_t> sizes = gated.Sizes();
+  size_t total = 0, largest = 0;
+  for (size_t k : sizes) {
+    total += k;
+    largest = std::max(largest, k);
+  }
+  EXPECT_EQ(total, 10u);
+  EXPECT_LE(sizes.size(), 3u);
+  EXPECT_GE(largest, 4u) << "the reports queued meanwhile went in one call";
+  for (const RunRecord& r : History(coord_, "j9")) {
+    EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.run_id;
+  }
+}
+
 TEST_F(SchedulerTest, PauseResumeAndTriggerNow) {
   Node n("a", coord_, exec_, clock_);
   ASSERT_TRUE(n.scheduler->AddJob(Job("manual", "0 0 1 1 *")).ok());

@@ -545,7 +545,9 @@ Result<gnomon::Claim> RedisCoordinator::NextAttempt(const gnomon::Claim& claim, 
                        Instant::FromUnixMillis(lease)};
 }
 
-Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& record, bool final) {
+Result<std::vector<std::string>> RedisCoordinator::ReportArgs(const gnomon::Claim& claim,
+                                                              const RunRecord& record,
+                                                              bool final) const {
   GNOMON_RETURN_IF_ERROR(coord::ValidateReport(claim, record, final));
   GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
   const char* effect = "none";
@@ -575,12 +577,55 @@ Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& rec
                            coord::TruncateOutput(record.output), "skip", record.skip_reason});
   // exit comes last and only when known: the script removes a stored one otherwise.
   if (record.exit_code) args.insert(args.end(), {"exit", std::to_string(*record.exit_code)});
-  Result<RedisReply> r = reports_->Submit(std::move(args));
-  if (!r.ok()) return r.status();
-  if (!IsArray(*r, 1)) return Malformed("report");
-  if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
-  if (Word(*r) != "OK") return Malformed("report");
+  return args;
+}
+
+Status RedisCoordinator::ParseReportReply(const gnomon::Claim& claim, const RedisReply& r) {
+  if (!IsArray(r, 1)) return Malformed("report");
+  if (Word(r) == "LEASE") return LeaseLost(claim, r);
+  if (Word(r) != "OK") return Malformed("report");
   return Status::Ok();
+}
+
+Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& record, bool final) {
+  Result<std::vector<std::string>> args = ReportArgs(claim, record, final);
+  if (!args.ok()) return args.status();
+  Result<RedisReply> r = reports_->Submit(std::move(*args));
+  if (!r.ok()) return r.status();
+  return ParseReportReply(claim, *r);
+}
+
+std::vector<Status> RedisCoordinator::ReportMany(const std::vector<ReportRequest>& reqs) {
+  std::vector<Status> out(reqs.size(), InternalError("redis: not reported"));
+  for (size_t from = 0; from < reqs.size(); from += kReportChunk) {
+    const size_t to = std::min(reqs.size(), from + kReportChunk);
+    std::vector<std::vector<std::string>> items;
+    std::vector<size_t> sent;
+    for (size_t i = from; i < to; ++i) {
+      Result<std::vector<std::string>> args =
+          ReportArgs(*reqs[i].claim, *reqs[i].record, reqs[i].final);
+      if (!args.ok()) {
+        out[i] = args.status();
+        continue;
+      }
+      items.push_back(std::move(*args));
+      sent.push_back(i);
+    }
+    if (sent.empty()) continue;
+    std::vector<const std::vector<std::string>*> ptrs;
+    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
+    Result<RedisReply> r = SendReports(ptrs);
+    for (size_t k = 0; k < sent.size(); ++k) {
+      if (!r.ok()) {
+        out[sent[k]] = r.status();
+      } else if (r->type != RedisReply::Type::kArray || r->elements.size() != sent.size()) {
+        out[sent[k]] = Malformed("report batch");
+      } else {
+        out[sent[k]] = ParseReportReply(*reqs[sent[k]].claim, r->elements[k]);
+      }
+    }
+  }
+  return out;
 }
 
 Result<std::vector<ExpiredFire>> RedisCoordinator::ListExpired(int limit) {
