@@ -252,8 +252,8 @@ class RedisCoordinator final : public Coordinator {
   // The hiredis connections, reconnects and scripts (hides hiredis.h); thread-safe.
   std::unique_ptr<coord::RedisConnectionPool> conn_;
   // Concurrent Claim and Report calls go to the server together (src/coord/redis/redis_batcher.h):
-  // one script call per batch. Chunks bound how long one script holds the server (a claim is
-  // some 12 commands, a report some 8).
+  // one script call per batch; ClaimMany and ReportMany send their own batches in chunks. Chunks
+  // bound how long one script holds the server (a claim is some 12 commands, a report some 8).
   static constexpr size_t kClaimChunk = 128;
   static constexpr size_t kReportChunk = 64;
   Result<coord::RedisReply> SendClaims(const std::vector<const std::vector<std::string>*>& items);

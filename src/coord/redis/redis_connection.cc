@@ -58,6 +58,30 @@ struct ReplyDeleter {
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
+// Appends one argument of a command in RESP ("$<len>\r\n<bytes>\r\n"), as hiredis formats it:
+// the scripts' long argument lists are formatted here into one buffer, rather than argument by
+// argument into a growing sds (measured: a tenth of a busy node's CPU), and not copied first.
+void AppendArg(std::string& out, std::string_view arg) {
+  out += '$';
+  out += std::to_string(arg.size());
+  out += "\r\n";
+  out.append(arg);
+  out += "\r\n";
+}
+
+// The whole command: "*<argc>\r\n" and each argument.
+std::string FormatCommand(const std::vector<std::string>& argv) {
+  size_t size = 16;
+  for (const std::string& a : argv) size += a.size() + 16;
+  std::string out;
+  out.reserve(size);
+  out += '*';
+  out += std::to_string(argv.size());
+  out += "\r\n";
+  for (const std::string& a : argv) AppendArg(out, a);
+  return out;
+}
+
 }  // namespace
 
 RedisConnection::RedisConnection(RedisConnectionConfig config)
@@ -197,22 +221,20 @@ Status RedisConnection::EnsureConnectedLocked() {
 }
 
 Result<RedisReply> RedisConnection::CommandLocked(const std::vector<std::string>& argv) {
+  return FormattedCommandLocked(FormatCommand(argv));
+}
+
+Result<RedisReply> RedisConnection::FormattedCommandLocked(const std::string& command) {
   GNOMON_RETURN_IF_ERROR(EnsureConnectedLocked());
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  args.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  ReplyPtr reply(static_cast<redisReply*>(
-      redisCommandArgv(ctx_, static_cast<int>(args.size()), args.data(), lens.data())));
-  if (reply == nullptr) {
+  void* raw = nullptr;
+  if (redisAppendFormattedCommand(ctx_, command.data(), command.size()) != REDIS_OK ||
+      redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+    ReplyPtr partial(static_cast<redisReply*>(raw));
     std::string why = ctx_->errstr;
     DropLocked();
     return UnavailableError("redis " + address_ + ": " + Redact(why));
   }
+  ReplyPtr reply(static_cast<redisReply*>(raw));
   return Copy(reply.get());
 }
 
@@ -248,21 +270,32 @@ Result<RedisReply> RedisConnection::Eval(int id, const std::vector<std::string>&
   std::lock_guard<std::mutex> lock(mu_);
   Script& script = *scripts_.at(static_cast<size_t>(id));
   if (script.sha.empty()) GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
-  std::vector<std::string> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(script.sha);
-  argv.push_back(std::to_string(keys.size()));
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
+  // EVALSHA sha numkeys keys... args..., formatted straight from the caller's vectors.
+  auto format = [&] {
+    size_t size = 64;
+    for (const std::string& k : keys) size += k.size() + 16;
+    for (const std::string& a : args) size += a.size() + 16;
+    std::string out;
+    out.reserve(size);
+    out += '*';
+    out += std::to_string(3 + keys.size() + args.size());
+    out += "\r\n";
+    AppendArg(out, "EVALSHA");
+    AppendArg(out, script.sha);
+    AppendArg(out, std::to_string(keys.size()));
+    for (const std::string& k : keys) AppendArg(out, k);
+    for (const std::string& a : args) AppendArg(out, a);
+    return out;
+  };
+  std::string command = format();
   for (int tries = 0;; ++tries) {
-    Result<RedisReply> r = CommandLocked(argv);
+    Result<RedisReply> r = FormattedCommandLocked(command);
     if (!r.ok()) return r;
     if (!r->is_error()) return r;
     if (r->str.starts_with("NOSCRIPT") && tries == 0) {
       // The server forgot the script (restart, SCRIPT FLUSH, failover): load it and retry.
       GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
-      argv[1] = script.sha;
+      command = format();
       continue;
     }
     // A server that is loading, busy, read-only (a demoted primary) or down is transient.

@@ -103,6 +103,8 @@ class RedisConnection {
   Status DiscoverPrimaryLocked();
   // Sends argv and reads the reply; drops the connection on I/O errors. REQUIRES: mu_ held.
   Result<RedisReply> CommandLocked(const std::vector<std::string>& argv);
+  // Sends a command already in RESP and reads its reply.
+  Result<RedisReply> FormattedCommandLocked(const std::string& command);
   Status LoadScriptLocked(Script& script);
   void DropLocked();
   // `message` with the password replaced by "***".
