@@ -11,8 +11,10 @@ call, over COST_JOBS jobs, so the history indexes fill up and the trims run as i
 (a quarter of the rounds is warm-up). Prints the server's CPU per fire (INFO cpu, user + sys)
 and, from INFO commandstats, each command's calls and microseconds per fire; the scripts' own
 time (evalsha) minus the commands they call is the Lua interpreter's and the write propagation's
-share. Also a "no-op" pair of scripts that take the same arguments and do nothing: the cost of
-passing a fire's arguments in and the replies out, the floor under any script design.
+share. Also a "minimal" pair (MIN_CLAIM, MIN_REPORT: ten commands per fire, the floor of a
+script-based layout) and a "no-op" pair of scripts that take the same arguments and do nothing:
+the cost of passing a fire's arguments in and the replies out, the floor under any script
+design.
 """
 import os
 import shutil
@@ -81,6 +83,68 @@ for k = 1, ARGV[5] + 0 do
 end
 return out
 """
+
+
+# A deliberately minimal pair, the floor of any layout that keeps a fenced claim and a fenced
+# completion as scripts plus a history: a claim is EXISTS + HINCRBY (token) + one HSET of the
+# fire (marker and record in one hash) + one ZADD (lease index); a report is HMGET (fence) +
+# HSET + PEXPIRE + ZREM + two XADD MAXLEN ~ (per-job and global history streams). It leaves out
+# what the contract needs besides (overlap checks, pause state, failure counts, record trims, the
+# server-clock floor of tokens): a lower bound to compare gnomon's scripts with, not a design.
+MIN_CLAIM = """local GB = KEYS[2]
+local t = redis.call('TIME')
+local NOW = t[1] * 1000 + math.floor(t[2] / 1000)
+local format = string.format
+local NOW_S = format('%d', NOW)
+local out = {}
+local A = ARGV
+for k = 0, A[5] - 1 do
+  local i = 6 + k * 10
+  local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
+  local jb = GB .. ':{' .. job .. '}'
+  local fid = ms_s .. ':' .. shard_s
+  local fk = jb .. ':f:' .. fid
+  if redis.call('EXISTS', fk) == 1 then
+    out[k + 1] = {'ALREADY', NOW_S}
+  else
+    local tok_s = format('%d', redis.call('HINCRBY', jb .. ':s', 'tok', 1))
+    local lease_s = format('%d', NOW + A[i + 5])
+    redis.call('HSET', fk, 'tok', tok_s, 'node', node, 'lease', lease_s, 'st', NOW_S, 'sc', sc_s, 'att', '1', 'open', '1')
+    redis.call('ZADD', GB .. ':leases', lease_s, job .. ' ' .. fid)
+    out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
+  end
+end
+return out"""
+
+MIN_REPORT = """local GB = KEYS[2]
+local t = redis.call('TIME')
+local NOW = t[1] * 1000 + math.floor(t[2] / 1000)
+local format = string.format
+local NOW_S = format('%d', NOW)
+local out = {}
+local A = ARGV
+local i = 6
+for k = 1, A[5] do
+  local n = A[i] + 0
+  local job, ms_s, shard_s, tok = A[i + 1], A[i + 2], A[i + 3], A[i + 4]
+  local last = i + n
+  local jb = GB .. ':{' .. job .. '}'
+  local fid = ms_s .. ':' .. shard_s
+  local fk = jb .. ':f:' .. fid
+  local f = redis.call('HMGET', fk, 'tok', 'open', 'lease')
+  if f[1] ~= tok or f[2] ~= '1' or f[3] + 0 <= NOW then
+    out[k] = {'LEASE', 'x'}
+  else
+    redis.call('HSET', fk, 'open', '0', unpack(A, i + 8, last))
+    redis.call('PEXPIRE', fk, A[4])
+    redis.call('ZREM', GB .. ':leases', job .. ' ' .. fid)
+    redis.call('XADD', jb .. ':h', 'MAXLEN', '~', A[2], '*', 'f', fid)
+    redis.call('XADD', GB .. ':h', 'MAXLEN', '~', A[3], '*', 'j', job, 'f', fid)
+    out[k] = {'OK'}
+  end
+  i = last + 1
+end
+return out"""
 
 
 def measure(name, claim_src, report_src, jobs, rounds, workdir):
@@ -153,7 +217,8 @@ def main():
     print("### Redis CPU per fire of the claim + report scripts: %d jobs, %d rounds of %d fires"
           % (jobs, rounds, BATCH))
     results = {}
-    for name, c, r in (("gnomon", claim, report), ("no-op", NOOP_CLAIM, NOOP_REPORT)):
+    for name, c, r in (("gnomon", claim, report), ("minimal", MIN_CLAIM, MIN_REPORT),
+                       ("no-op", NOOP_CLAIM, NOOP_REPORT)):
         cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir)
         results[name] = cpu
         print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
@@ -169,8 +234,8 @@ def main():
             print("\nscripts (evalsha) %.1f µs per fire, of which the commands they call %.1f: "
                   "the Lua interpreter and write propagation %.1f (commandstats times are wall "
                   "time: run it on an idle machine)" % (evalsha, inner, evalsha - inner))
-    print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"noop_us_per_fire\": %.1f}" %
-          (results["gnomon"], results["no-op"]))
+    print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
+          "\"noop_us_per_fire\": %.1f}" % (results["gnomon"], results["minimal"], results["no-op"]))
     return 0
 
 
