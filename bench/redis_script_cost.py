@@ -109,7 +109,8 @@ for k = 0, A[5] - 1 do
   else
     local tok_s = format('%d', redis.call('HINCRBY', jb .. ':s', 'tok', 1))
     local lease_s = format('%d', NOW + A[i + 5])
-    redis.call('HSET', fk, 'tok', tok_s, 'node', node, 'lease', lease_s, 'st', NOW_S, 'sc', sc_s, 'att', '1', 'open', '1')
+    redis.call('HSET', fk, 'tok', tok_s, 'node', node, 'lease', lease_s, 'st', NOW_S,
+               'sc', sc_s, 'att', '1', 'open', '1')
     redis.call('ZADD', GB .. ':leases', lease_s, job .. ' ' .. fid)
     out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
   end
