@@ -91,14 +91,16 @@ return out
 # HSET + PEXPIRE + ZREM + two XADD MAXLEN ~ (per-job and global history streams). It leaves out
 # what the contract needs besides (overlap checks, pause state, failure counts, record trims, the
 # server-clock floor of tokens): a lower bound to compare gnomon's scripts with, not a design.
-MIN_CLAIM = """local GB = KEYS[2]
+MIN_PROLOGUE = """local GB = KEYS[2]
 local t = redis.call('TIME')
 local NOW = t[1] * 1000 + math.floor(t[2] / 1000)
 local format = string.format
 local NOW_S = format('%d', NOW)
 local out = {}
 local A = ARGV
-for k = 0, A[5] - 1 do
+"""
+
+MIN_CLAIM = MIN_PROLOGUE + """for k = 0, A[5] - 1 do
   local i = 6 + k * 10
   local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
   local jb = GB .. ':{' .. job .. '}'
@@ -117,14 +119,7 @@ for k = 0, A[5] - 1 do
 end
 return out"""
 
-MIN_REPORT = """local GB = KEYS[2]
-local t = redis.call('TIME')
-local NOW = t[1] * 1000 + math.floor(t[2] / 1000)
-local format = string.format
-local NOW_S = format('%d', NOW)
-local out = {}
-local A = ARGV
-local i = 6
+MIN_REPORT = MIN_PROLOGUE + """local i = 6
 for k = 1, A[5] do
   local n = A[i] + 0
   local job, ms_s, shard_s, tok = A[i + 1], A[i + 2], A[i + 3], A[i + 4]

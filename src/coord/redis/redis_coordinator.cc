@@ -192,6 +192,42 @@ Status LeaseLost(const gnomon::Claim& claim, const RedisReply& reply) {
                         "): " + (reply.elements.size() > 1 ? reply.elements[1].str : "fenced"));
 }
 
+// ClaimMany and ReportMany: `out` (one answer per request, in order) from script calls of at
+// most `chunk` requests. `args(i)` is request i's script arguments, or why it is invalid (then
+// its answer, unsent); `send` one call's items; `parse(i, element)` request i's answer from its
+// element of the call's reply. A failed call is the answer of each request it carried.
+template <typename Answer, typename ArgsFn, typename SendFn, typename ParseFn>
+void SendInChunks(std::vector<Answer>& out, size_t chunk, const char* what, ArgsFn args,
+                  SendFn send, ParseFn parse) {
+  for (size_t from = 0; from < out.size(); from += chunk) {
+    const size_t to = std::min(out.size(), from + chunk);
+    std::vector<std::vector<std::string>> items;
+    std::vector<size_t> sent;
+    for (size_t i = from; i < to; ++i) {
+      Result<std::vector<std::string>> a = args(i);
+      if (!a.ok()) {
+        out[i] = a.status();
+        continue;
+      }
+      items.push_back(std::move(*a));
+      sent.push_back(i);
+    }
+    if (sent.empty()) continue;
+    std::vector<const std::vector<std::string>*> ptrs;
+    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
+    Result<RedisReply> r = send(ptrs);
+    for (size_t k = 0; k < sent.size(); ++k) {
+      if (!r.ok()) {
+        out[sent[k]] = r.status();
+      } else if (r->type != RedisReply::Type::kArray || r->elements.size() != sent.size()) {
+        out[sent[k]] = Malformed(what);
+      } else {
+        out[sent[k]] = parse(sent[k], r->elements[k]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // --- Open --------------------------------------------------------------------------------------
@@ -477,34 +513,15 @@ std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
     const std::vector<ClaimRequest>& reqs) {
   std::vector<Result<ClaimOutcome>> out(reqs.size(),
                                         Result<ClaimOutcome>(InternalError("redis: not claimed")));
-  for (size_t from = 0; from < reqs.size(); from += kClaimChunk) {
-    const size_t to = std::min(reqs.size(), from + kClaimChunk);
-    std::vector<std::vector<std::string>> items;
-    std::vector<size_t> sent;
-    for (size_t i = from; i < to; ++i) {
-      Status valid = coord::ValidateClaimRequest(reqs[i]);
-      if (valid.ok()) valid = ValidateFire(reqs[i].fire);
-      if (!valid.ok()) {
-        out[i] = valid;
-        continue;
-      }
-      items.push_back(ClaimArgs(reqs[i]));
-      sent.push_back(i);
-    }
-    if (sent.empty()) continue;
-    std::vector<const std::vector<std::string>*> ptrs;
-    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
-    Result<RedisReply> r = SendClaims(ptrs);
-    for (size_t k = 0; k < sent.size(); ++k) {
-      if (!r.ok()) {
-        out[sent[k]] = r.status();
-      } else if (r->type != RedisReply::Type::kArray || r->elements.size() != sent.size()) {
-        out[sent[k]] = Malformed("claim batch");
-      } else {
-        out[sent[k]] = ParseClaimReply(reqs[sent[k]], r->elements[k]);
-      }
-    }
-  }
+  SendInChunks(
+      out, kClaimChunk, "claim batch",
+      [&](size_t i) -> Result<std::vector<std::string>> {
+        GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(reqs[i]));
+        GNOMON_RETURN_IF_ERROR(ValidateFire(reqs[i].fire));
+        return ClaimArgs(reqs[i]);
+      },
+      [&](const auto& items) { return SendClaims(items); },
+      [&](size_t i, const RedisReply& e) { return ParseClaimReply(reqs[i], e); });
   return out;
 }
 
@@ -597,34 +614,11 @@ Status RedisCoordinator::Report(const gnomon::Claim& claim, const RunRecord& rec
 
 std::vector<Status> RedisCoordinator::ReportMany(const std::vector<ReportRequest>& reqs) {
   std::vector<Status> out(reqs.size(), InternalError("redis: not reported"));
-  for (size_t from = 0; from < reqs.size(); from += kReportChunk) {
-    const size_t to = std::min(reqs.size(), from + kReportChunk);
-    std::vector<std::vector<std::string>> items;
-    std::vector<size_t> sent;
-    for (size_t i = from; i < to; ++i) {
-      Result<std::vector<std::string>> args =
-          ReportArgs(*reqs[i].claim, *reqs[i].record, reqs[i].final);
-      if (!args.ok()) {
-        out[i] = args.status();
-        continue;
-      }
-      items.push_back(std::move(*args));
-      sent.push_back(i);
-    }
-    if (sent.empty()) continue;
-    std::vector<const std::vector<std::string>*> ptrs;
-    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
-    Result<RedisReply> r = SendReports(ptrs);
-    for (size_t k = 0; k < sent.size(); ++k) {
-      if (!r.ok()) {
-        out[sent[k]] = r.status();
-      } else if (r->type != RedisReply::Type::kArray || r->elements.size() != sent.size()) {
-        out[sent[k]] = Malformed("report batch");
-      } else {
-        out[sent[k]] = ParseReportReply(*reqs[sent[k]].claim, r->elements[k]);
-      }
-    }
-  }
+  SendInChunks(
+      out, kReportChunk, "report batch",
+      [&](size_t i) { return ReportArgs(*reqs[i].claim, *reqs[i].record, reqs[i].final); },
+      [&](const auto& items) { return SendReports(items); },
+      [&](size_t i, const RedisReply& e) { return ParseReportReply(*reqs[i].claim, e); });
   return out;
 }
 
