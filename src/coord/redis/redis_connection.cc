@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -69,16 +70,25 @@ void AppendArg(std::string& out, std::string_view arg) {
   out += "\r\n";
 }
 
-// The whole command: "*<argc>\r\n" and each argument.
-std::string FormatCommand(const std::vector<std::string>& argv) {
+// A whole command: "*<argc>\r\n", then `head`'s arguments and each of `tails`' in order.
+std::string FormatCommand(std::initializer_list<std::string_view> head,
+                          std::initializer_list<const std::vector<std::string>*> tails) {
+  size_t argc = head.size();
   size_t size = 16;
-  for (const std::string& a : argv) size += a.size() + 16;
+  for (std::string_view h : head) size += h.size() + 16;
+  for (const std::vector<std::string>* t : tails) {
+    argc += t->size();
+    for (const std::string& a : *t) size += a.size() + 16;
+  }
   std::string out;
   out.reserve(size);
   out += '*';
-  out += std::to_string(argv.size());
+  out += std::to_string(argc);
   out += "\r\n";
-  for (const std::string& a : argv) AppendArg(out, a);
+  for (std::string_view h : head) AppendArg(out, h);
+  for (const std::vector<std::string>* t : tails) {
+    for (const std::string& a : *t) AppendArg(out, a);
+  }
   return out;
 }
 
@@ -221,7 +231,7 @@ Status RedisConnection::EnsureConnectedLocked() {
 }
 
 Result<RedisReply> RedisConnection::CommandLocked(const std::vector<std::string>& argv) {
-  return FormattedCommandLocked(FormatCommand(argv));
+  return FormattedCommandLocked(FormatCommand({}, {&argv}));
 }
 
 Result<RedisReply> RedisConnection::FormattedCommandLocked(const std::string& command) {
@@ -229,7 +239,6 @@ Result<RedisReply> RedisConnection::FormattedCommandLocked(const std::string& co
   void* raw = nullptr;
   if (redisAppendFormattedCommand(ctx_, command.data(), command.size()) != REDIS_OK ||
       redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-    ReplyPtr partial(static_cast<redisReply*>(raw));
     std::string why = ctx_->errstr;
     DropLocked();
     return UnavailableError("redis " + address_ + ": " + Redact(why));
@@ -271,22 +280,8 @@ Result<RedisReply> RedisConnection::Eval(int id, const std::vector<std::string>&
   Script& script = *scripts_.at(static_cast<size_t>(id));
   if (script.sha.empty()) GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
   // EVALSHA sha numkeys keys... args..., formatted straight from the caller's vectors.
-  auto format = [&] {
-    size_t size = 64;
-    for (const std::string& k : keys) size += k.size() + 16;
-    for (const std::string& a : args) size += a.size() + 16;
-    std::string out;
-    out.reserve(size);
-    out += '*';
-    out += std::to_string(3 + keys.size() + args.size());
-    out += "\r\n";
-    AppendArg(out, "EVALSHA");
-    AppendArg(out, script.sha);
-    AppendArg(out, std::to_string(keys.size()));
-    for (const std::string& k : keys) AppendArg(out, k);
-    for (const std::string& a : args) AppendArg(out, a);
-    return out;
-  };
+  const std::string numkeys = std::to_string(keys.size());
+  auto format = [&] { return FormatCommand({"EVALSHA", script.sha, numkeys}, {&keys, &args}); };
   std::string command = format();
   for (int tries = 0;; ++tries) {
     Result<RedisReply> r = FormattedCommandLocked(command);
