@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "apps/gnomon/job_json.h"
+#include "src/server/job_json.h"
 #include "gnomon/coordinator.h"
 #include "gnomon/job.h"
 #include "gnomon/sqlite_coordinator.h"
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     spec.history_keep = 100'000;
     spec.history_max_age = std::chrono::hours(24 * 3650);
     if (gnomon::Status s = gnomon::ValidateJobSpec(spec); !s.ok()) return Fail(spec.id, s);
-    const std::string definition = gnomon::app::DumpJson(gnomon::app::JobSpecToJson(spec));
+    const std::string definition = gnomon::server::DumpJson(gnomon::server::JobSpecToJson(spec));
     gnomon::Result<int64_t> v = coord.PutJob(spec.id, definition, 0);
     if (!v.ok()) return Fail("PutJob " + spec.id, v.status());
   }

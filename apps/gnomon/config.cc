@@ -606,21 +606,6 @@ constexpr std::string_view kSupportedSchemes =
 
 // -----------------------------------------------------------------------------------------------
 
-std::string_view ToString(LogFormat f) { return f == LogFormat::kJson ? "json" : "text"; }
-std::string_view ToString(LogLevel l) {
-  switch (l) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "info";
-}
-
 Result<std::string> ReadConfigFile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gnomon/job.h"
+#include "src/server/logger.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 
@@ -25,11 +26,8 @@ inline constexpr std::string_view kDefaultListen = "127.0.0.1:8080";
 // Largest config, jobs or crontab file read (bytes); larger files are rejected.
 inline constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 
-enum class LogFormat { kText, kJson };
-enum class LogLevel { kDebug, kInfo, kWarn, kError };
-// "text" / "json" and "debug" / "info" / "warn" / "error", as in the config file.
-std::string_view ToString(LogFormat f);
-std::string_view ToString(LogLevel l);
+using server::LogFormat;
+using server::LogLevel;
 
 // The `[scheduler]` table. Ranges are checked by LoadServeConfig (see docs/configuration.md).
 struct SchedulerSettings {

@@ -8,7 +8,7 @@
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
-#include "apps/gnomon/job_json.h"
+#include "src/server/job_json.h"
 
 namespace gnomon::app {
 namespace {
@@ -113,7 +113,7 @@ int Add(const JobArgs& a) {
   for (JobSpec job : *jobs) {
     job.read_only = false;
     job.source.clear();
-    Reply r = Call(a, "POST", "/api/v1/jobs", DumpJson(JobSpecToJson(job)));
+    Reply r = Call(a, "POST", "/api/v1/jobs", server::DumpJson(server::JobSpecToJson(job)));
     if (r.exit_code != kExitOk) return r.exit_code;
     std::cout << "created " << job.id << "\n";
   }

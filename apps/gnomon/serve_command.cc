@@ -12,14 +12,14 @@
 #include <mutex>
 #include <thread>
 
-#include "apps/gnomon/alerts.h"
+#include "src/server/alerts.h"
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
-#include "apps/gnomon/http_api.h"
-#include "apps/gnomon/logger.h"
-#include "apps/gnomon/metrics.h"
-#include "apps/gnomon/queue_payload.h"
-#include "apps/gnomon/tracing.h"
+#include "src/server/http_api.h"
+#include "src/server/logger.h"
+#include "src/server/metrics.h"
+#include "src/server/queue_payload.h"
+#include "src/server/tracing.h"
 #include "gnomon/composite_executor.h"
 #include "gnomon/etcd_coordinator.h"
 #include "gnomon/http_executor.h"
@@ -32,6 +32,28 @@
 
 namespace gnomon::app {
 namespace {
+
+using server::AlertObserver;
+using server::AlertTarget;
+using server::ApiToken;
+using server::CompositeObserver;
+using server::DecodeQueuedFire;
+using server::EncodeQueuedFire;
+using server::HttpApi;
+using server::HttpApiOptions;
+using server::Logger;
+using server::LogObserver;
+using server::MetricsObserver;
+using server::NamespaceQuota;
+using server::OtlpExporter;
+using server::ParseTokenRole;
+using server::QueuedFire;
+using server::Quotas;
+using server::TokenRole;
+using server::TracingOptions;
+using server::ValidateAlertTargets;
+using server::ValidateTokens;
+using server::ValidateTracingOptions;
 
 struct ServeArgs {
   std::string config;

@@ -1,6 +1,6 @@
 // The HTTP API against a real server on a free loopback port, driven by httplib::Client; the
 // scheduler runs on a FakeClock with an in-memory coordinator and a recording executor.
-#include "apps/gnomon/http_api.h"
+#include "src/server/http_api.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,14 +12,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "apps/gnomon/job_json.h"
-#include "apps/gnomon/web_assets.h"
+#include "src/server/job_json.h"
+#include "src/server/web_assets.h"
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/forwarding_coordinator.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -676,9 +676,9 @@ TEST_F(HttpApiTest, EmbeddedAssetsHaveTypesAndValidators) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 // A second server on a taken port must fail, not share the port (httplib's SO_REUSEPORT).
@@ -703,9 +703,9 @@ TEST(HttpApiBindTest, ATakenPortIsAnError) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using json = nlohmann::json;
@@ -859,4 +859,4 @@ TEST(RunJsonTest, RunMatchesTheJsonTreeRendering) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,10 +1,10 @@
-#include "apps/gnomon/metrics.h"
+#include "src/server/metrics.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 // Lateness of starts: a healthy node starts within milliseconds; claim_grace defaults to 1 s.
@@ -204,4 +204,4 @@ std::string MetricsObserver::Render() const {
   return out;
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

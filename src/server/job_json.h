@@ -7,8 +7,8 @@
 // invalid UTF-8; unknown keys and wrong types are errors that name the field ("retries: expected
 // an integer, got string"). Every error is an InvalidArgument Status, never an exception.
 // Functions here are pure and thread-safe.
-#ifndef GNOMON_APPS_GNOMON_JOB_JSON_H_
-#define GNOMON_APPS_GNOMON_JOB_JSON_H_
+#ifndef GNOMON_SRC_SERVER_JOB_JSON_H_
+#define GNOMON_SRC_SERVER_JOB_JSON_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,7 +17,7 @@
 #include "gnomon/job.h"
 #include "gnomon/status.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 // Deepest nesting of arrays/objects accepted in a request body. Default for ParseJsonBody.
 inline constexpr int kMaxJsonDepth = 64;
@@ -45,6 +45,6 @@ nlohmann::json JobSpecToJson(const JobSpec& job);
 // instead of throwing.
 std::string DumpJson(const nlohmann::json& j);
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_JOB_JSON_H_
+#endif  // GNOMON_SRC_SERVER_JOB_JSON_H_

@@ -1,8 +1,24 @@
-#include "apps/gnomon/logger.h"
+#include "src/server/logger.h"
 
 #include <nlohmann/json.hpp>
 
-namespace gnomon::app {
+namespace gnomon::server {
+
+std::string_view ToString(LogFormat f) { return f == LogFormat::kJson ? "json" : "text"; }
+std::string_view ToString(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "info";
+}
+
 namespace {
 
 // Quotes a text value when it has spaces, quotes or '=' (and escapes newlines).
@@ -95,4 +111,4 @@ void LogObserver::OnEvent(const SchedulerEvent& e) {
   logger_.Log(level, ToString(e.kind), e.job_id, e.run_id, f);
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,4 +1,4 @@
-#include "apps/gnomon/logger.h"
+#include "src/server/logger.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 std::string Capture(LogFormat format, const SchedulerEvent& ev) {
@@ -67,4 +67,4 @@ TEST(LoggerTest, DebugEventsAreFilteredAtInfo) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -35,8 +35,8 @@
 // that the oldest is forgotten and counted as one dropped span.
 //
 // Thread safety: all methods are thread-safe.
-#ifndef GNOMON_APPS_GNOMON_TRACING_H_
-#define GNOMON_APPS_GNOMON_TRACING_H_
+#ifndef GNOMON_SRC_SERVER_TRACING_H_
+#define GNOMON_SRC_SERVER_TRACING_H_
 
 #include <condition_variable>
 #include <cstddef>
@@ -54,7 +54,7 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 struct TracingOptions {
   // OTLP/HTTP traces endpoint, "http://host:port/v1/traces". Required.
@@ -182,6 +182,6 @@ class OtlpExporter final : public Observer {
   std::jthread sender_;
 };
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_TRACING_H_
+#endif  // GNOMON_SRC_SERVER_TRACING_H_

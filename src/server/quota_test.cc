@@ -1,7 +1,7 @@
 // Namespace quotas: max_jobs on API creates (403), max_concurrent_runs on triggers (429) and in
 // the scheduler's admission (a fire over the limit is recorded as skipped "quota: ..."). A real
 // HTTP server on a free loopback port; the scheduler on a FakeClock and an in-memory coordinator.
-#include "apps/gnomon/quota.h"
+#include "src/server/quota.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,12 +10,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "apps/gnomon/http_api.h"
+#include "src/server/http_api.h"
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -154,4 +154,4 @@ TEST(QuotasTest, BadQuotasAreRejected) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

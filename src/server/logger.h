@@ -1,19 +1,25 @@
 // Structured logs of `gnomon serve`: one line per event, as text (key=value) or JSON lines.
 // Every line carries the node, job and run id fields (empty when not about a run) so that a
 // `grep run=report@1764451800000` or a JSON query finds a run's whole story. Thread-safe.
-#ifndef GNOMON_APPS_GNOMON_LOGGER_H_
-#define GNOMON_APPS_GNOMON_LOGGER_H_
+#ifndef GNOMON_SRC_SERVER_LOGGER_H_
+#define GNOMON_SRC_SERVER_LOGGER_H_
 
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "apps/gnomon/config.h"
 #include "gnomon/observer.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
+
+enum class LogFormat { kText, kJson };
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+// "text" / "json" and "debug" / "info" / "warn" / "error", as in the config file.
+std::string_view ToString(LogFormat f);
+std::string_view ToString(LogLevel l);
 
 class Logger {
  public:
@@ -49,6 +55,6 @@ class LogObserver final : public Observer {
   Logger& logger_;
 };
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_LOGGER_H_
+#endif  // GNOMON_SRC_SERVER_LOGGER_H_

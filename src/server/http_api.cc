@@ -1,4 +1,4 @@
-#include "apps/gnomon/http_api.h"
+#include "src/server/http_api.h"
 
 #include <arpa/inet.h>
 #include <httplib.h>
@@ -14,11 +14,11 @@
 #include <set>
 #include <utility>
 
-#include "apps/gnomon/job_json.h"
-#include "apps/gnomon/web_assets.h"
+#include "src/server/job_json.h"
+#include "src/server/web_assets.h"
 #include "gnomon/cron.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 const WebAsset* FindWebAsset(std::string_view path) {
   if (path == "/") path = "/index.html";
@@ -1734,4 +1734,4 @@ Response HttpApi::Dispatch(Call& call) {
   return r;
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

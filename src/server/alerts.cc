@@ -1,6 +1,6 @@
 // AlertObserver: the adapter around cpp-httplib and OpenSSL's HMAC. Their exceptions stop here
 // (STYLE.md rule 4).
-#include "apps/gnomon/alerts.h"
+#include "src/server/alerts.h"
 
 #include <httplib.h>
 #include <openssl/evp.h>
@@ -18,7 +18,7 @@
 
 #include "src/exec/http_url.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 // An http(s) URL the client can reach; on failure nullopt and `error` (without the target).
@@ -339,4 +339,4 @@ int AlertObserver::Send(const Alert& alert) {
   }
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,6 +1,6 @@
 // OtlpExporter: the adapter around cpp-httplib and nlohmann::json for OTLP/HTTP JSON. Their
 // exceptions stop here (STYLE.md rule 4).
-#include "apps/gnomon/tracing.h"
+#include "src/server/tracing.h"
 
 #include <httplib.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "src/exec/http_url.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using Kind = SchedulerEvent::Kind;
@@ -460,4 +460,4 @@ OtlpExporter::Stats OtlpExporter::stats() const {
   return stats_;
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,12 +1,12 @@
 // The dashboard (web/), embedded at build time: cmake/EmbedWeb.cmake turns every file under web/
 // into a table compiled into gnomon_http, so `gnomon serve` needs no files beside the binary.
-#ifndef GNOMON_APPS_GNOMON_WEB_ASSETS_H_
-#define GNOMON_APPS_GNOMON_WEB_ASSETS_H_
+#ifndef GNOMON_SRC_SERVER_WEB_ASSETS_H_
+#define GNOMON_SRC_SERVER_WEB_ASSETS_H_
 
 #include <span>
 #include <string_view>
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 // One embedded file. All views point into static storage (valid for the whole program).
 struct WebAsset {
@@ -22,6 +22,6 @@ std::span<const WebAsset> WebAssets();
 // The asset served at `path`, or nullptr. "/" is "/index.html".
 const WebAsset* FindWebAsset(std::string_view path);
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_WEB_ASSETS_H_
+#endif  // GNOMON_SRC_SERVER_WEB_ASSETS_H_

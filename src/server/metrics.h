@@ -19,8 +19,8 @@
 // Label values are escaped (\\, \", \n) so a job id or reason can never break the format.
 //
 // Thread safety: all methods are thread-safe; OnEvent takes one mutex briefly and never blocks.
-#ifndef GNOMON_APPS_GNOMON_METRICS_H_
-#define GNOMON_APPS_GNOMON_METRICS_H_
+#ifndef GNOMON_SRC_SERVER_METRICS_H_
+#define GNOMON_SRC_SERVER_METRICS_H_
 
 #include <cstdint>
 #include <map>
@@ -33,7 +33,7 @@
 #include "gnomon/observer.h"
 #include "gnomon/time.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 // Escapes a Prometheus label value: backslash, double quote and line feed.
 std::string EscapeLabelValue(std::string_view value);
@@ -101,6 +101,6 @@ class CompositeObserver final : public Observer {
   const std::vector<Observer*> observers_;
 };
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_METRICS_H_
+#endif  // GNOMON_SRC_SERVER_METRICS_H_

@@ -40,8 +40,8 @@
 //
 // Thread safety: all public methods are thread-safe. OnEvent takes one mutex briefly, never does
 // I/O and never waits: when the queue is full the oldest queued alert is dropped (counted).
-#ifndef GNOMON_APPS_GNOMON_ALERTS_H_
-#define GNOMON_APPS_GNOMON_ALERTS_H_
+#ifndef GNOMON_SRC_SERVER_ALERTS_H_
+#define GNOMON_SRC_SERVER_ALERTS_H_
 
 #include <condition_variable>
 #include <cstddef>
@@ -59,7 +59,7 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 // The alert event names, in documentation order.
 inline constexpr std::string_view kAlertEvents[] = {"run_failed", "lost_run", "auto_paused",
@@ -180,6 +180,6 @@ class AlertObserver final : public Observer {
   std::jthread thread_;
 };
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_ALERTS_H_
+#endif  // GNOMON_SRC_SERVER_ALERTS_H_

@@ -1,11 +1,11 @@
-#include "apps/gnomon/metrics.h"
+#include "src/server/metrics.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "gnomon/testing/recording_executor.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -89,9 +89,9 @@ TEST(MetricsTest, CompositeFansOut) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 TEST(MetricsBackendTest, UnsafePersistenceIsExported) {
@@ -102,4 +102,4 @@ TEST(MetricsBackendTest, UnsafePersistenceIsExported) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,11 +1,11 @@
-#include "apps/gnomon/job_json.h"
+#include "src/server/job_json.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -106,4 +106,4 @@ TEST(JobJsonTest, DumpReplacesInvalidUtf8) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

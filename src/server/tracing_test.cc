@@ -1,5 +1,5 @@
 // OtlpExporter against a real httplib::Server on a free loopback port that collects OTLP bodies.
-#include "apps/gnomon/tracing.h"
+#include "src/server/tracing.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using nlohmann::json;
@@ -408,4 +408,4 @@ TEST(OtlpExporterTest, EvictsAttemptsThatNeverFinish) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

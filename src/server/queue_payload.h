@@ -1,7 +1,7 @@
 // The payload of a queue entry (queue mode): the job's definition and the claim a worker takes
 // over, as JSON. Self-contained, so a worker needs no job files: it runs what it is handed.
-#ifndef GNOMON_APPS_GNOMON_QUEUE_PAYLOAD_H_
-#define GNOMON_APPS_GNOMON_QUEUE_PAYLOAD_H_
+#ifndef GNOMON_SRC_SERVER_QUEUE_PAYLOAD_H_
+#define GNOMON_SRC_SERVER_QUEUE_PAYLOAD_H_
 
 #include <string>
 #include <string_view>
@@ -10,7 +10,7 @@
 #include "gnomon/job.h"
 #include "gnomon/status.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 struct QueuedFire {
   JobSpec job;
@@ -21,6 +21,6 @@ std::string EncodeQueuedFire(const JobSpec& job, const Claim& claim);
 // InvalidArgument naming what is wrong (a malformed or foreign entry).
 Result<QueuedFire> DecodeQueuedFire(std::string_view payload);
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_QUEUE_PAYLOAD_H_
+#endif  // GNOMON_SRC_SERVER_QUEUE_PAYLOAD_H_

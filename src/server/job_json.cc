@@ -1,4 +1,4 @@
-#include "apps/gnomon/job_json.h"
+#include "src/server/job_json.h"
 
 #include <algorithm>
 #include <climits>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using nlohmann::json;
@@ -310,4 +310,4 @@ std::string DumpJson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

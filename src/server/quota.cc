@@ -1,8 +1,8 @@
-#include "apps/gnomon/quota.h"
+#include "src/server/quota.h"
 
 #include <set>
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 Result<Quotas> Quotas::Make(std::vector<NamespaceQuota> quotas, Coordinator& coordinator) {
   std::set<std::string> seen;
@@ -87,4 +87,4 @@ std::string Quotas::Admit(const JobSpec& job, const Claim& /*claim*/) const {
          "\" is at max_concurrent_runs = " + std::to_string(q->max_concurrent_runs);
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

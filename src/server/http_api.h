@@ -12,8 +12,8 @@
 //
 // Thread safety: Start/Stop from one owner thread; SyncDynamicJobs and request handlers may run
 // concurrently (a mutex serialises changes to dynamic jobs).
-#ifndef GNOMON_APPS_GNOMON_HTTP_API_H_
-#define GNOMON_APPS_GNOMON_HTTP_API_H_
+#ifndef GNOMON_SRC_SERVER_HTTP_API_H_
+#define GNOMON_SRC_SERVER_HTTP_API_H_
 
 #include <atomic>
 #include <cstdint>
@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "apps/gnomon/metrics.h"
-#include "apps/gnomon/quota.h"
+#include "src/server/metrics.h"
+#include "src/server/quota.h"
 #include "gnomon/coordinator.h"
 #include "gnomon/job.h"
 #include "gnomon/scheduler.h"
@@ -39,7 +39,7 @@ namespace httplib {
 class Server;
 }  // namespace httplib
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 // What a token may do. Each role includes the ones before it.
 enum class TokenRole {
@@ -242,6 +242,6 @@ void AppendJsonString(std::string& out, std::string_view s);
 // running; exit_code null when absent; output only `with_output`.
 void AppendRunJson(std::string& out, const RunRecord& r, bool with_output);
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_HTTP_API_H_
+#endif  // GNOMON_SRC_SERVER_HTTP_API_H_

@@ -1,4 +1,4 @@
-#include "apps/gnomon/alerts.h"
+#include "src/server/alerts.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
@@ -21,7 +21,7 @@
 
 #include "gnomon/testing/fake_clock.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using std::chrono::milliseconds;
@@ -506,4 +506,4 @@ TEST_F(AlertTest, StopDropsWhatItCannotDeliverWithinTheBound) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

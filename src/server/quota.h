@@ -17,8 +17,8 @@
 // may both pass (the limit can be exceeded by the number of concurrent creates).
 //
 // Thread safety: const methods may be called from many threads at once after Bind.
-#ifndef GNOMON_APPS_GNOMON_QUOTA_H_
-#define GNOMON_APPS_GNOMON_QUOTA_H_
+#ifndef GNOMON_SRC_SERVER_QUOTA_H_
+#define GNOMON_SRC_SERVER_QUOTA_H_
 
 #include <string>
 #include <string_view>
@@ -28,7 +28,7 @@
 #include "gnomon/scheduler.h"
 #include "gnomon/status.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 struct NamespaceQuota {
   std::string ns;               // job-id prefix
@@ -68,6 +68,6 @@ class Quotas {
   const Scheduler* scheduler_ = nullptr;
 };
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_QUOTA_H_
+#endif  // GNOMON_SRC_SERVER_QUOTA_H_

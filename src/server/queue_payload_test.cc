@@ -1,8 +1,8 @@
-#include "apps/gnomon/queue_payload.h"
+#include "src/server/queue_payload.h"
 
 #include <gtest/gtest.h>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 TEST(QueuePayloadTest, RoundTripsTheJobAndTheClaim) {
@@ -45,4 +45,4 @@ TEST(QueuePayloadTest, ForeignOrBrokenEntriesAreErrors) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,10 +1,10 @@
-#include "apps/gnomon/queue_payload.h"
+#include "src/server/queue_payload.h"
 
 #include <nlohmann/json.hpp>
 
-#include "apps/gnomon/job_json.h"
+#include "src/server/job_json.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 using json = nlohmann::json;
 
@@ -54,4 +54,4 @@ Result<QueuedFire> DecodeQueuedFire(std::string_view payload) {
   }
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
