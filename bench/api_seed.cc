@@ -24,11 +24,11 @@
 #include <string>
 #include <string_view>
 
-#include "src/server/job_json.h"
 #include "gnomon/coordinator.h"
 #include "gnomon/job.h"
 #include "gnomon/sqlite_coordinator.h"
 #include "gnomon/time.h"
+#include "src/server/job_json.h"
 
 namespace {
 

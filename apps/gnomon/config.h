@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "gnomon/job.h"
-#include "src/server/logger.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/server/logger.h"
 
 namespace gnomon::app {
 

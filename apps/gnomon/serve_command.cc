@@ -12,14 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "src/server/alerts.h"
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
-#include "src/server/http_api.h"
-#include "src/server/logger.h"
-#include "src/server/metrics.h"
-#include "src/server/queue_payload.h"
-#include "src/server/tracing.h"
 #include "gnomon/composite_executor.h"
 #include "gnomon/etcd_coordinator.h"
 #include "gnomon/http_executor.h"
@@ -29,6 +23,12 @@
 #include "gnomon/redis_queue.h"
 #include "gnomon/scheduler.h"
 #include "gnomon/sqlite_coordinator.h"
+#include "src/server/alerts.h"
+#include "src/server/http_api.h"
+#include "src/server/logger.h"
+#include "src/server/metrics.h"
+#include "src/server/queue_payload.h"
+#include "src/server/tracing.h"
 
 namespace gnomon::app {
 namespace {

@@ -14,9 +14,9 @@
 #include <set>
 #include <utility>
 
+#include "gnomon/cron.h"
 #include "src/server/job_json.h"
 #include "src/server/web_assets.h"
-#include "gnomon/cron.h"
 
 namespace gnomon::server {
 

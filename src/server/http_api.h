@@ -27,13 +27,13 @@
 #include <thread>
 #include <vector>
 
-#include "src/server/metrics.h"
-#include "src/server/quota.h"
 #include "gnomon/coordinator.h"
 #include "gnomon/job.h"
 #include "gnomon/scheduler.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/server/metrics.h"
+#include "src/server/quota.h"
 
 namespace httplib {
 class Server;

@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "src/server/job_json.h"
-#include "src/server/web_assets.h"
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/forwarding_coordinator.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
+#include "src/server/job_json.h"
+#include "src/server/web_assets.h"
 
 namespace gnomon::server {
 namespace {

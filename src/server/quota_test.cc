@@ -10,10 +10,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "src/server/http_api.h"
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
+#include "src/server/http_api.h"
 
 namespace gnomon::server {
 namespace {

@@ -1,5 +1,5 @@
 // The dashboard (web/), embedded at build time: cmake/EmbedWeb.cmake turns every file under web/
-// into a table compiled into gnomon_http, so `gnomon serve` needs no files beside the binary.
+// into a table compiled into gnomon_server, so `gnomon serve` needs no files beside the binary.
 #ifndef GNOMON_SRC_SERVER_WEB_ASSETS_H_
 #define GNOMON_SRC_SERVER_WEB_ASSETS_H_
 
