@@ -1,7 +1,5 @@
 #include "apps/gnomon/config.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -13,372 +11,28 @@
 #include <optional>
 #include <utility>
 
-#include "apps/gnomon/crontab.h"
+#include "src/server/api_util.h"
+#include "src/server/crontab.h"
 
 namespace gnomon::app {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Locations and messages
-
-int LineOf(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
-int LineOf(const toml::key& k) { return static_cast<int>(k.source().begin.line); }
-
-// A printable, bounded rendering of user text inside a message.
-std::string Shown(std::string_view s, size_t max = 64) {
-  std::string out;
-  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > max) out += "...";
-  return out;
-}
-
-std::string_view TypeName(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string:
-      return "string";
-    case toml::node_type::integer:
-      return "integer";
-    case toml::node_type::floating_point:
-      return "float";
-    case toml::node_type::boolean:
-      return "boolean";
-    case toml::node_type::array:
-      return "array";
-    case toml::node_type::table:
-      return "table";
-    case toml::node_type::date:
-      return "date";
-    case toml::node_type::time:
-      return "time";
-    case toml::node_type::date_time:
-      return "date-time";
-    default:
-      return "nothing";
-  }
-}
-
-// Builds errors located in one file, inside one scope ("job \"report\"", "defaults", "").
-class Reporter {
- public:
-  Reporter(const std::string& file, std::string scope) : file_(file), scope_(std::move(scope)) {}
-
-  // "<file>:<line>: <scope>: <what>".
-  Status Fail(int line, std::string_view what) const {
-    std::string m = file_ + ":" + std::to_string(line) + ": ";
-    if (!scope_.empty()) m += scope_ + ": ";
-    m += what;
-    return InvalidArgumentError(std::move(m));
-  }
-  Status Fail(const toml::node& at, std::string_view what) const { return Fail(LineOf(at), what); }
-  Status WrongType(const toml::node& at, std::string_view field, std::string_view expected) const {
-    return Fail(at, std::string(field) + ": expected " + std::string(expected) + ", got " +
-                        std::string(TypeName(at)));
-  }
-
- private:
-  const std::string& file_;
-  std::string scope_;
-};
-
-// Levenshtein distance, for "did you mean" hints on unknown keys (both strings are short).
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// `table` names a nested table ("http: unknown key ...") or is empty.
-Status UnknownKey(const Reporter& r, const toml::key& key,
-                  const std::vector<std::string_view>& known, std::string_view table = "") {
-  std::string what =
-      std::string(table) + (table.empty() ? "" : ": ") + "unknown key \"" + Shown(key.str()) + "\"";
-  if (key.str().size() <= 64) {
-    const size_t max_distance = key.str().size() <= 4 ? 1 : 2;
-    for (std::string_view k : known) {
-      if (EditDistance(key.str(), k) <= max_distance) {
-        what += " (did you mean \"" + std::string(k) + "\"?)";
-        break;
-      }
-    }
-  }
-  return r.Fail(LineOf(key), what);
-}
-
-// The entries of `t` in document order (toml::table iterates in key order).
-std::vector<std::pair<const toml::key*, const toml::node*>> Ordered(const toml::table& t) {
-  std::vector<std::pair<const toml::key*, const toml::node*>> out;
-  for (const auto& [k, v] : t) out.emplace_back(&k, &v);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    const auto& sa = a.first->source().begin;
-    const auto& sb = b.first->source().begin;
-    return std::pair(sa.line, sa.column) < std::pair(sb.line, sb.column);
-  });
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Typed values
-
-Status GetString(const Reporter& r, const toml::node& n, std::string_view field, std::string* out) {
-  const auto* v = n.as_string();
-  if (v == nullptr) return r.WrongType(n, field, "a string");
-  *out = v->get();
-  return Status::Ok();
-}
-
-Status GetBool(const Reporter& r, const toml::node& n, std::string_view field, bool* out) {
-  const auto* v = n.as_boolean();
-  if (v == nullptr) return r.WrongType(n, field, "true or false");
-  *out = v->get();
-  return Status::Ok();
-}
-
-// An integer that fits an int; finer ranges are checked by the owner of the field.
-Status GetInt(const Reporter& r, const toml::node& n, std::string_view field, int* out) {
-  const auto* v = n.as_integer();
-  if (v == nullptr) return r.WrongType(n, field, "an integer");
-  const int64_t x = v->get();
-  if (x < INT_MIN || x > INT_MAX) {
-    return r.Fail(n, std::string(field) + ": " + std::to_string(x) + " is out of range");
-  }
-  *out = static_cast<int>(x);
-  return Status::Ok();
-}
-
-// Durations are strings in the ParseDuration grammar ("500ms", "1h30m").
-Status GetDuration(const Reporter& r, const toml::node& n, std::string_view field, Duration* out) {
-  const auto* v = n.as_string();
-  if (v == nullptr) return r.WrongType(n, field, "a duration string such as \"30s\"");
-  Result<Duration> d = ParseDuration(v->get());
-  if (!d.ok()) return r.Fail(n, std::string(field) + ": " + d.status().message());
-  *out = *d;
-  return Status::Ok();
-}
-
-Status GetStringList(const Reporter& r, const toml::node& n, std::string_view field,
-                     std::vector<std::string>* out) {
-  const auto* arr = n.as_array();
-  if (arr == nullptr) return r.WrongType(n, field, "an array of strings");
-  std::vector<std::string> list;
-  for (size_t i = 0; i < arr->size(); ++i) {
-    const toml::node& e = *arr->get(i);
-    const auto* s = e.as_string();
-    if (s == nullptr) {
-      return r.WrongType(e, std::string(field) + "[" + std::to_string(i) + "]", "a string");
-    }
-    list.push_back(s->get());
-  }
-  *out = std::move(list);
-  return Status::Ok();
-}
-
-// Overlays the string entries of table `n` onto *out.
-Status MergeStringMap(const Reporter& r, const toml::node& n, std::string_view field,
-                      std::map<std::string, std::string>* out) {
-  const auto* t = n.as_table();
-  if (t == nullptr) return r.WrongType(n, field, "a table of strings");
-  std::map<std::string, std::string> merged = *out;
-  for (const auto& [k, v] : Ordered(*t)) {
-    const auto* s = v->as_string();
-    if (s == nullptr) {
-      return r.WrongType(*v, std::string(field) + "." + Shown(k->str()), "a string");
-    }
-    merged[std::string(k->str())] = s->get();
-  }
-  *out = std::move(merged);
-  return Status::Ok();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Job keys (PRODUCT.md "Jobs file" plus kill_grace, history_keep, history_max_age, queue)
-
-Status SetHttp(const Reporter& r, const toml::node& n, JobSpec& job) {
-  const auto* t = n.as_table();
-  if (t == nullptr) return r.WrongType(n, "http", "a table {url, method, headers}");
-  HttpTarget http;
-  bool has_url = false;
-  for (const auto& [k, v] : Ordered(*t)) {
-    const std::string_view name = k->str();
-    if (name == "url") {
-      GNOMON_RETURN_IF_ERROR(GetString(r, *v, "http.url", &http.url));
-      has_url = true;
-    } else if (name == "method") {
-      GNOMON_RETURN_IF_ERROR(GetString(r, *v, "http.method", &http.method));
-    } else if (name == "headers") {
-      GNOMON_RETURN_IF_ERROR(MergeStringMap(r, *v, "http.headers", &http.headers));
-    } else {
-      return UnknownKey(r, *k, {"url", "method", "headers"}, "http");
-    }
-  }
-  if (!has_url) return r.Fail(n, "http.url: is required");
-  job.http = std::move(http);
-  return Status::Ok();
-}
-
-template <typename E>
-Status SetEnum(const Reporter& r, const toml::node& n, std::string_view field,
-               Result<E> (*parse)(std::string_view), E* out) {
-  std::string s;
-  GNOMON_RETURN_IF_ERROR(GetString(r, n, field, &s));
-  Result<E> e = parse(s);
-  if (!e.ok()) return r.Fail(n, e.status().message());
-  *out = *e;
-  return Status::Ok();
-}
-
-using JobSetter = Status (*)(const Reporter&, const toml::node&, JobSpec&);
-struct JobKey {
-  std::string_view name;
-  JobSetter set;
-};
-
-// clang-format off
-const JobKey kJobKeys[] = {
-    {"id", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "id", &j.id); }},
-    {"schedule", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "schedule", &j.schedule); }},
-    {"timezone", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "timezone", &j.timezone); }},
-    {"command", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "command", &j.command); }},
-    {"argv", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetStringList(r, n, "argv", &j.argv); }},
-    {"http", SetHttp},
-    {"timeout", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "timeout", &j.timeout); }},
-    {"retries", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "retries", &j.retries); }},
-    {"retry_backoff", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "retry_backoff", &j.retry_backoff); }},
-    {"overlap", [](const Reporter& r, const toml::node& n, JobSpec& j) { return SetEnum(r, n, "overlap", ParseOverlapPolicy, &j.overlap); }},
-    {"misfire", [](const Reporter& r, const toml::node& n, JobSpec& j) { return SetEnum(r, n, "misfire", ParseMisfirePolicy, &j.misfire); }},
-    {"catchup_window", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "catchup_window", &j.catchup_window); }},
-    {"on_lost", [](const Reporter& r, const toml::node& n, JobSpec& j) { return SetEnum(r, n, "on_lost", ParseLostPolicy, &j.on_lost); }},
-    {"shards", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "shards", &j.shards); }},
-    {"max_consecutive_failures", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "max_consecutive_failures", &j.max_consecutive_failures); }},
-    {"enabled", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetBool(r, n, "enabled", &j.enabled); }},
-    {"description", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "description", &j.description); }},
-    {"env", [](const Reporter& r, const toml::node& n, JobSpec& j) { return MergeStringMap(r, n, "env", &j.env); }},
-    {"kill_grace", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "kill_grace", &j.kill_grace); }},
-    {"history_keep", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "history_keep", &j.history_keep); }},
-    {"history_max_age", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "history_max_age", &j.history_max_age); }},
-    {"queue", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "queue", &j.queue); }},
-};
-// clang-format on
-
-std::vector<std::string_view> JobKeyNames() {
-  std::vector<std::string_view> names;
-  for (const JobKey& k : kJobKeys) names.push_back(k.name);
-  return names;
-}
-
-// Applies the keys of `t` onto *job. A table that names an executor (command, argv or http)
-// replaces the inherited one, so `[defaults] command = ...` does not clash with a job's argv.
-// `env` entries are merged over the inherited ones; every other key replaces its value.
-Status ApplyJobTable(const Reporter& r, const toml::table& t, bool is_defaults, JobSpec* job) {
-  JobSpec out = *job;
-  if (t.contains("command") || t.contains("argv") || t.contains("http")) {
-    out.command.clear();
-    out.argv.clear();
-    out.http.reset();
-  }
-  for (const auto& [k, v] : Ordered(t)) {
-    const JobKey* found = nullptr;
-    for (const JobKey& jk : kJobKeys) {
-      if (jk.name == k->str()) found = &jk;
-    }
-    if (found == nullptr) return UnknownKey(r, *k, JobKeyNames());
-    if (is_defaults && found->name == "id") {
-      return r.Fail(LineOf(*k), "id: a job id cannot have a default");
-    }
-    GNOMON_RETURN_IF_ERROR(found->set(r, *v, out));
-  }
-  *job = std::move(out);
-  return Status::Ok();
-}
-
-// Checks `defaults` as far as it can be checked without a job: ValidateJobSpec on a probe job.
-Status ValidateDefaults(const Reporter& r, int line, const JobSpec& defaults) {
-  JobSpec probe = defaults;
-  probe.id = "defaults";
-  if (probe.schedule.empty()) probe.schedule = "@daily";
-  if (probe.command.empty() && probe.argv.empty() && !probe.http) probe.command = "true";
-  Status s = ValidateJobSpec(probe);
-  if (s.ok()) return s;
-  std::string what = s.message();
-  const std::string job_prefix = "job \"defaults\": ";
-  if (what.rfind(job_prefix, 0) == 0) what = what.substr(job_prefix.size());
-  return r.Fail(line, what);
-}
-
-std::string Source(const std::string& file, int line) { return file + ":" + std::to_string(line); }
-
-// One [[job]] table: defaults, then its keys, then ValidateJobSpec prefixed with its location.
-Result<JobSpec> ParseJobTable(const std::string& file, const toml::table& t, size_t index,
-                              const JobSpec& defaults) {
-  const int line = LineOf(t);
-  std::string scope = "job #" + std::to_string(index + 1);
-  const toml::node* id = t.get("id");
-  if (id == nullptr) return Reporter(file, scope).Fail(line, "id: is required");
-  if (const auto* s = id->as_string()) scope = "job \"" + Shown(s->get(), 128) + "\"";
-  const Reporter r(file, scope);
-  JobSpec job = defaults;
-  GNOMON_RETURN_IF_ERROR(ApplyJobTable(r, t, /*is_defaults=*/false, &job));
-  job.in_process = false;
-  job.source = Source(file, line);
-  job.read_only = true;
-  Status s = ValidateJobSpec(job);
-  if (!s.ok()) return s.WithPrefix(job.source);
-  return job;
-}
-
-// The jobs of a `job` key: an array of tables.
-Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec& defaults,
-                     std::vector<JobSpec>* jobs) {
-  const Reporter r(file, "");
-  const auto* arr = n.as_array();
-  if (arr == nullptr) return r.WrongType(n, "job", "an array of tables ([[job]])");
-  for (size_t i = 0; i < arr->size(); ++i) {
-    const toml::node& e = *arr->get(i);
-    const auto* t = e.as_table();
-    if (t == nullptr) {
-      return r.WrongType(e, "job[" + std::to_string(i) + "]", "a table ([[job]])");
-    }
-    Result<JobSpec> job = ParseJobTable(file, *t, i, defaults);
-    if (!job.ok()) return job.status();
-    jobs->push_back(std::move(job).value());
-  }
-  return Status::Ok();
-}
-
-// Applies a `[defaults]` table over `*defaults` and checks the result.
-Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defaults) {
-  const Reporter r(file, "defaults");
-  const auto* t = n.as_table();
-  if (t == nullptr) return Reporter(file, "").WrongType(n, "defaults", "a table");
-  JobSpec d = *defaults;
-  GNOMON_RETURN_IF_ERROR(ApplyJobTable(r, *t, /*is_defaults=*/true, &d));
-  GNOMON_RETURN_IF_ERROR(ValidateDefaults(r, LineOf(n), d));
-  *defaults = std::move(d);
-  return Status::Ok();
-}
-
-// toml++ reports syntax errors by exception; they stop here.
-Result<toml::table> ParseToml(std::string_view text, const std::string& name) {
-  try {
-    return toml::parse(text, std::string_view(name));
-  } catch (const toml::parse_error& e) {
-    return InvalidArgumentError(name + ":" + std::to_string(e.source().begin.line) + ": " +
-                                std::string(e.description()));
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(name + ": cannot parse: " + e.what());
-  }
-}
-
-std::string Resolve(const std::string& base_dir, const std::string& p) {
-  if (base_dir.empty() || std::filesystem::path(p).is_absolute()) return p;
-  return (std::filesystem::path(base_dir) / p).string();
-}
+using server::GetBool;
+using server::GetDuration;
+using server::GetInt;
+using server::GetString;
+using server::GetStringList;
+using server::LineOf;
+using server::LoadCrontab;
+using server::Ordered;
+using server::ParseDefaults;
+using server::ParseJobArray;
+using server::ParseToml;
+using server::Reporter;
+using server::Resolve;
+using server::Shown;
+using server::Source;
+using server::UnknownKey;
 
 // ---------------------------------------------------------------------------------------------
 // Serve settings
@@ -431,64 +85,6 @@ Status CheckNodeId(std::string_view id) {
     return InvalidArgumentError("node_id: \"" + Shown(id) + "\" must match [A-Za-z0-9_.-]{1,128}");
   }
   return Status::Ok();
-}
-
-Result<int> ParsePort(std::string_view s) {
-  if (s.empty() || s.size() > 5) return InvalidArgumentError("");
-  int port = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return InvalidArgumentError("");
-    port = port * 10 + (c - '0');
-  }
-  return port;
-}
-
-bool IsHostChar(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '-' || c == '_';
-}
-
-// "host:port" or "[v6]:port" (port may be absent when default_port > 0). `min_port` is 0 for a
-// listen address (0 = any free port) and 1 for a server to connect to.
-Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_port) {
-  auto bad = [&](std::string_view why) {
-    return InvalidArgumentError("\"" + Shown(s, 128) + "\": " + std::string(why));
-  };
-  HostPort hp;
-  std::string_view rest;
-  if (!s.empty() && s.front() == '[') {
-    const size_t close = s.find(']');
-    if (close == std::string_view::npos) return bad("missing ']' after the IPv6 address");
-    hp.host = std::string(s.substr(1, close - 1));
-    for (char c : hp.host) {
-      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-            c == ':' || c == '.')) {
-        return bad("invalid IPv6 address");
-      }
-    }
-    rest = s.substr(close + 1);
-  } else {
-    const size_t colon = s.find(':');
-    hp.host = std::string(s.substr(0, colon));
-    for (char c : hp.host) {
-      if (!IsHostChar(c)) return bad("invalid character in the host name");
-    }
-    rest = colon == std::string_view::npos ? std::string_view() : s.substr(colon);
-  }
-  if (hp.host.empty()) return bad("missing host");
-  if (hp.host.size() > 253) return bad("host name too long");
-  if (rest.empty()) {
-    if (default_port <= 0) return bad("missing :port");
-    hp.port = default_port;
-    return hp;
-  }
-  if (rest.front() != ':') return bad("expected :port after the host");
-  Result<int> port = ParsePort(rest.substr(1));
-  if (!port.ok() || *port < min_port || *port > 65535) {
-    return bad("port must be a number " + std::to_string(min_port) + "-65535");
-  }
-  hp.port = *port;
-  return hp;
 }
 
 Status CheckListen(std::string_view addr) {
@@ -548,6 +144,95 @@ Status ParseScheduler(const std::string& file, const toml::node& n, SchedulerSet
   return Status::Ok();
 }
 
+// `[api]`: auth, allowed_hosts, probe_listen and the limits of the transport.
+Status ParseApi(const std::string& file, const toml::node& n, ApiSettings* out) {
+  const auto* t = n.as_table();
+  if (t == nullptr) return Reporter(file, "").WrongType(n, "api", "a table");
+  const Reporter r(file, "api");
+  struct IntKey {
+    std::string_view name;
+    int min, max;
+  };
+  static constexpr IntKey kInts[] = {
+      {"max_header_bytes", 1024, 1024 * 1024},    {"max_connections", 1, 1000000},
+      {"max_connections_per_client", 1, 1000000}, {"max_body_bytes", 1024, 64 * 1024 * 1024},
+      {"mutations_per_minute", 0, 1000000},       {"mutation_burst", 1, 100000},
+  };
+  struct DurationKey {
+    std::string_view name;
+    Duration ApiSettings::*field;
+    Duration min, max;
+  };
+  static const DurationKey kDurations[] = {
+      {"header_timeout", &ApiSettings::header_timeout, milliseconds(100), minutes(10)},
+      {"idle_timeout", &ApiSettings::idle_timeout, milliseconds(100), hours(1)},
+  };
+  ApiSettings a = *out;
+  for (const auto& [k, v] : Ordered(*t)) {
+    const std::string_view key = k->str();
+    if (key == "auth") {
+      std::string mode;
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &mode));
+      if (mode != "token" && mode != "none") {
+        return r.Fail(*v, "auth: \"" + Shown(mode) + "\" is not one of token, none");
+      }
+      a.auth_none = mode == "none";
+      continue;
+    }
+    if (key == "allowed_hosts") {
+      GNOMON_RETURN_IF_ERROR(GetStringList(r, *v, key, &a.allowed_hosts));
+      for (const std::string& h : a.allowed_hosts) {
+        if (h.empty() || h.size() > 253 || h.find_first_of(" /:@[]") != std::string::npos) {
+          return r.Fail(*v, "allowed_hosts: \"" + Shown(h) + "\" is not a host name");
+        }
+      }
+      continue;
+    }
+    if (key == "probe_listen") {
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &a.probe_listen));
+      Status c = CheckListen(a.probe_listen);
+      if (!c.ok()) return r.Fail(*v, "probe_" + c.message());
+      continue;
+    }
+    const DurationKey* d = nullptr;
+    for (const DurationKey& dk : kDurations) d = dk.name == key ? &dk : d;
+    if (d != nullptr) {
+      GNOMON_RETURN_IF_ERROR(GetDuration(r, *v, key, &(a.*d->field)));
+      Status c = CheckRange(key, a.*d->field, d->min, d->max);
+      if (!c.ok()) return r.Fail(*v, c.message());
+      continue;
+    }
+    const IntKey* found = nullptr;
+    for (const IntKey& ik : kInts) found = ik.name == key ? &ik : found;
+    if (found == nullptr) {
+      return UnknownKey(
+          r, *k,
+          {"auth", "allowed_hosts", "probe_listen", "max_header_bytes", "header_timeout",
+           "idle_timeout", "max_connections", "max_connections_per_client", "max_body_bytes",
+           "mutations_per_minute", "mutation_burst"});
+    }
+    int value = 0;
+    GNOMON_RETURN_IF_ERROR(GetInt(r, *v, key, &value));
+    if (value < found->min || value > found->max) {
+      return r.Fail(*v, std::string(key) + ": " + std::to_string(value) + " is out of range " +
+                            std::to_string(found->min) + "-" + std::to_string(found->max));
+    }
+    if (key == "max_header_bytes") a.max_header_bytes = static_cast<size_t>(value);
+    if (key == "max_connections") a.max_connections = value;
+    if (key == "max_connections_per_client") a.max_connections_per_client = value;
+    if (key == "max_body_bytes") a.max_body_bytes = static_cast<size_t>(value);
+    if (key == "mutations_per_minute") a.mutations_per_minute = value;
+    if (key == "mutation_burst") a.mutation_burst = value;
+  }
+  if (a.max_connections_per_client > a.max_connections) {
+    return r.Fail(n, "max_connections_per_client: " + std::to_string(a.max_connections_per_client) +
+                         " is more than max_connections (" + std::to_string(a.max_connections) +
+                         ")");
+  }
+  *out = a;
+  return Status::Ok();
+}
+
 // Loads jobs files and crontabs and appends their jobs to *jobs. `at` names the config line
 // that listed the file (for a file that cannot be read), or is empty.
 Status LoadFiles(const std::vector<std::string>& jobs_files,
@@ -570,102 +255,9 @@ Status LoadFiles(const std::vector<std::string>& jobs_files,
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Backend URLs
-
-Result<std::string> PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    if (i + 2 >= s.size()) {
-      return InvalidArgumentError("malformed percent-encoding in the user-info");
-    }
-    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
-    if (hi < 0 || lo < 0)
-      return InvalidArgumentError("malformed percent-encoding in the user-info");
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
-constexpr std::string_view kSupportedSchemes =
-    "sqlite:///abs/path, sqlite://./rel/path, redis://[user:pass@]host:port[/db], "
-    "redis+sentinel://h1:p,h2:p/master, etcd://h1:2379[,h2:2379]";
-
 }  // namespace
 
 // -----------------------------------------------------------------------------------------------
-
-Result<std::string> ReadConfigFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return NotFoundError(path + ": cannot read: is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ": cannot read: " + std::strerror(errno));
-  std::string text;
-  char buf[64 * 1024];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxConfigFileBytes) {
-      return InvalidArgumentError(path + ": larger than " +
-                                  std::to_string(kMaxConfigFileBytes / (1024 * 1024)) + " MiB");
-    }
-  }
-  if (in.bad()) return NotFoundError(path + ": cannot read: I/O error");
-  return text;
-}
-
-Status CheckUniqueJobIds(const std::vector<JobSpec>& jobs) {
-  std::map<std::string_view, const JobSpec*> seen;
-  for (const JobSpec& j : jobs) {
-    auto [it, inserted] = seen.emplace(j.id, &j);
-    if (!inserted) {
-      const std::string& first = it->second->source.empty() ? "(unknown)" : it->second->source;
-      const std::string& here = j.source.empty() ? "(unknown)" : j.source;
-      return AlreadyExistsError(here + ": job \"" + j.id + "\": duplicate id, first defined at " +
-                                first);
-    }
-  }
-  return Status::Ok();
-}
-
-Result<std::vector<JobSpec>> ParseJobsFile(std::string_view text, const std::string& name,
-                                           const JobSpec& defaults) {
-  Result<toml::table> root = ParseToml(text, name);
-  if (!root.ok()) return root.status();
-  const Reporter r(name, "");
-  JobSpec file_defaults = defaults;
-  if (const toml::node* d = root->get("defaults")) {
-    GNOMON_RETURN_IF_ERROR(ParseDefaults(name, *d, &file_defaults));
-  }
-  std::vector<JobSpec> jobs;
-  for (const auto& [k, v] : Ordered(*root)) {
-    if (k->str() == "job") {
-      GNOMON_RETURN_IF_ERROR(ParseJobArray(name, *v, file_defaults, &jobs));
-    } else if (k->str() != "defaults") {
-      return UnknownKey(r, *k, {"job", "defaults"});
-    }
-  }
-  GNOMON_RETURN_IF_ERROR(CheckUniqueJobIds(jobs));
-  return jobs;
-}
-
-Result<std::vector<JobSpec>> LoadJobsFile(const std::string& path, const JobSpec& defaults) {
-  Result<std::string> text = ReadConfigFile(path);
-  if (!text.ok()) return text.status();
-  return ParseJobsFile(*text, path, defaults);
-}
 
 Status ValidateServeConfig(const ServeConfig& config) {
   GNOMON_RETURN_IF_ERROR(CheckBackend(config.backend));
@@ -701,8 +293,13 @@ Status ParseTokens(const std::string& file, const toml::node& n, std::vector<Tok
         GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.role));
       } else if (key == "namespaces") {
         GNOMON_RETURN_IF_ERROR(GetStringList(r, *v, key, &token.namespaces));
+      } else if (key == "mutations_per_minute") {
+        GNOMON_RETURN_IF_ERROR(GetInt(r, *v, key, &token.mutations_per_minute));
+        if (token.mutations_per_minute < 0 || token.mutations_per_minute > 1000000) {
+          return r.Fail(*v, "mutations_per_minute: must be 0-1000000 (0 = the [api] default)");
+        }
       } else {
-        return UnknownKey(r, *k, {"name", "token", "role", "namespaces"});
+        return UnknownKey(r, *k, {"name", "token", "role", "namespaces", "mutations_per_minute"});
       }
     }
     if (token.name.empty() || token.secret.empty() || token.role.empty()) {
@@ -867,6 +464,12 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       }
       (key == "jobs" ? config.jobs_files : config.crontab_files) = std::move(files);
       (key == "jobs" ? jobs_at : crontab_at) = Source(name, LineOf(*v)) + ": " + std::string(key);
+    } else if (key == "data_dir") {
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &config.data_dir));
+      if (config.data_dir.empty()) return r.Fail(*v, "data_dir: must not be empty");
+      config.data_dir = Resolve(base_dir, config.data_dir);
+    } else if (key == "api") {
+      GNOMON_RETURN_IF_ERROR(ParseApi(name, *v, &config.api));
     } else if (key == "scheduler") {
       GNOMON_RETURN_IF_ERROR(ParseScheduler(name, *v, &config.scheduler));
     } else if (key == "job") {
@@ -881,9 +484,9 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(ParseTracing(name, *v, &config.tracing));
     } else if (key != "defaults") {
       return UnknownKey(r, *k,
-                        {"backend", "allow_unsafe_backend", "node_id", "listen", "log_format",
-                         "log_level", "jobs", "crontab", "scheduler", "defaults", "job", "token",
-                         "quota", "alert", "tracing"});
+                        {"backend", "allow_unsafe_backend", "node_id", "listen", "data_dir",
+                         "log_format", "log_level", "jobs", "crontab", "api", "scheduler",
+                         "defaults", "job", "token", "quota", "alert", "tracing"});
     }
   }
   if (inline_jobs != nullptr) {
@@ -902,6 +505,16 @@ Result<ServeConfig> LoadServeConfig(const std::string& path) {
   return ParseServeConfig(*text, path, std::filesystem::path(path).parent_path().string());
 }
 
+std::string DataDirFor(const ServeConfig& config) {
+  if (!config.data_dir.empty()) return config.data_dir;
+  Result<BackendUrl> url = ParseBackendUrl(config.backend);
+  if (url.ok() && url->scheme == "sqlite") {
+    const std::string dir = std::filesystem::path(url->path).parent_path().string();
+    return dir.empty() ? "." : dir;
+  }
+  return std::string(kDefaultDataDir);
+}
+
 Status AddJobFiles(ServeConfig* config, const std::vector<std::string>& jobs_files,
                    const std::vector<std::string>& crontab_files) {
   std::vector<JobSpec> jobs = config->jobs;
@@ -912,126 +525,6 @@ Status AddJobFiles(ServeConfig* config, const std::vector<std::string>& jobs_fil
   config->crontab_files.insert(config->crontab_files.end(), crontab_files.begin(),
                                crontab_files.end());
   return Status::Ok();
-}
-
-// ---------------------------------------------------------------------------------------------
-
-Result<BackendUrl> ParseBackendUrl(std::string_view url) {
-  const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) {
-    return InvalidArgumentError("\"" + Shown(RedactUrl(url), 128) +
-                                "\" is not a URL; supported: " + std::string(kSupportedSchemes));
-  }
-  BackendUrl out;
-  out.scheme = std::string(url.substr(0, sep));
-  std::string_view rest = url.substr(sep + 3);
-  if (url.find('\0') != std::string_view::npos) return InvalidArgumentError("contains a NUL byte");
-
-  if (out.scheme == "sqlite") {
-    if (rest.empty()) return InvalidArgumentError("sqlite: missing the database path");
-    if (rest.front() != '/' && rest.rfind("./", 0) != 0 && rest.rfind("../", 0) != 0) {
-      return InvalidArgumentError("sqlite: path \"" + Shown(rest, 128) +
-                                  "\" must be absolute (sqlite:///var/lib/gnomon.db) or start "
-                                  "with ./ or ../ (sqlite://./gnomon.db)");
-    }
-    if (rest.back() == '/') {
-      return InvalidArgumentError("sqlite: path \"" + Shown(rest, 128) + "\" names a directory");
-    }
-    out.path = std::string(rest);
-    return out;
-  }
-
-  int default_port = 0;
-  if (out.scheme == "redis") {
-    default_port = 6379;
-  } else if (out.scheme == "redis+sentinel") {
-    default_port = 26379;
-  } else if (out.scheme == "etcd") {
-    default_port = 2379;
-  } else {
-    return InvalidArgumentError("unknown scheme \"" + Shown(out.scheme) +
-                                "\"; supported: " + std::string(kSupportedSchemes));
-  }
-  const std::string scheme = out.scheme;
-
-  // The user-info ends at the last '@', so a password may contain '@' and '/' unencoded.
-  const size_t at = rest.rfind('@');
-  if (at != std::string_view::npos) {
-    const std::string_view info = rest.substr(0, at);
-    const size_t colon = info.find(':');
-    Result<std::string> user = PercentDecode(info.substr(0, colon));
-    if (!user.ok()) return InvalidArgumentError(scheme + ": " + user.status().message());
-    out.user = *user;
-    if (colon != std::string_view::npos) {
-      Result<std::string> pass = PercentDecode(info.substr(colon + 1));
-      if (!pass.ok()) return InvalidArgumentError(scheme + ": " + pass.status().message());
-      out.password = *pass;
-    }
-    rest = rest.substr(at + 1);
-  }
-  const size_t slash = rest.find('/');
-  const std::string_view hosts = rest.substr(0, slash);
-  const std::string_view path =
-      slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  if (hosts.empty()) return InvalidArgumentError(scheme + ": missing host");
-  size_t start = 0;
-  while (true) {
-    const size_t comma = hosts.find(',', start);
-    Result<HostPort> hp = ParseHostPort(hosts.substr(start, comma - start), default_port, 1);
-    if (!hp.ok()) return InvalidArgumentError(scheme + ": " + hp.status().message());
-    out.hosts.push_back(std::move(hp).value());
-    if (out.hosts.size() > 64) return InvalidArgumentError(scheme + ": more than 64 hosts");
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-
-  if (out.scheme == "redis") {
-    if (out.hosts.size() != 1) {
-      return InvalidArgumentError(
-          "redis: exactly one host:port (use redis+sentinel:// for several)");
-    }
-    if (!path.empty()) {
-      Result<int> db = ParsePort(path);  // digits only, at most 5 of them
-      if (!db.ok()) {
-        return InvalidArgumentError("redis: database \"" + Shown(path) +
-                                    "\" must be a number 0-99999");
-      }
-      out.db = *db;
-    }
-  } else if (out.scheme == "redis+sentinel") {
-    if (path.empty()) {
-      return InvalidArgumentError("redis+sentinel: missing the master name (…/mymaster)");
-    }
-    for (char c : path) {
-      if (!IsHostChar(c)) {
-        return InvalidArgumentError("redis+sentinel: master name \"" + Shown(path) +
-                                    "\" must match [A-Za-z0-9_.-]+");
-      }
-    }
-    out.master = std::string(path);
-  } else if (!path.empty()) {
-    return InvalidArgumentError("etcd: unexpected path \"/" + Shown(path) + "\"");
-  }
-  return out;
-}
-
-std::string RedactUrl(std::string_view url) {
-  const size_t sep = url.find("://");
-  const size_t begin = sep == std::string_view::npos ? 0 : sep + 3;
-  if (sep != std::string_view::npos && url.substr(0, sep) == "sqlite") return std::string(url);
-  const size_t at = url.rfind('@');
-  if (at == std::string_view::npos || at < begin) return std::string(url);
-  const std::string_view info = url.substr(begin, at - begin);
-  const size_t colon = info.find(':');
-  std::string out(url.substr(0, begin));
-  if (colon == std::string_view::npos) {
-    out += "***";
-  } else {
-    out += info.substr(0, colon);
-    out += ":***";
-  }
-  out += url.substr(at);
-  return out;
 }
 
 }  // namespace gnomon::app

@@ -15,16 +15,17 @@
 #include "gnomon/job.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/server/backend.h"
+#include "src/server/jobs_file.h"
 #include "src/server/logger.h"
+#include "src/server/toml_reader.h"
 
 namespace gnomon::app {
 
-// The default backend: the embedded SQLite database below the working directory.
-inline constexpr std::string_view kDefaultBackendUrl = "sqlite://./gnomon-data/gnomon.db";
+using server::kDefaultBackendUrl;
+using server::kDefaultDataDir;
 // The default address of the HTTP API and dashboard.
 inline constexpr std::string_view kDefaultListen = "127.0.0.1:8080";
-// Largest config, jobs or crontab file read (bytes); larger files are rejected.
-inline constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 
 using server::LogFormat;
 using server::LogLevel;
@@ -55,7 +56,24 @@ struct TokenConfig {
   std::string secret;                   // the `token` key: secret, never logged
   std::string role;                     // "read", "operate" or "admin"
   std::vector<std::string> namespaces;  // job-id prefixes it may see; empty = every job
+  int mutations_per_minute = 0;         // 0 = the [api] default
   std::string source;                   // "file:line", for messages
+};
+
+// The `[api]` table: who may call the API and the bounds of its transport (docs/configuration.md
+// "[api]"; the defaults are those of server::HttpApiOptions and server::HttpServerOptions).
+struct ApiSettings {
+  bool auth_none = false;                  // auth = "none" (loopback only); default "token"
+  std::vector<std::string> allowed_hosts;  // further names accepted in Host
+  std::string probe_listen;                // a listener for /healthz and /readyz only
+  size_t max_header_bytes = 16 * 1024;     // 1 KiB - 1 MiB
+  Duration header_timeout = std::chrono::seconds(10);  // 100ms - 10m
+  Duration idle_timeout = std::chrono::seconds(5);     // 100ms - 1h
+  int max_connections = 1024;                          // 1 - 1,000,000
+  int max_connections_per_client = 256;                // 1 - max_connections
+  size_t max_body_bytes = 1024 * 1024;                 // 1 KiB - 64 MiB
+  int mutations_per_minute = 600;                      // 0 = unlimited
+  int mutation_burst = 60;                             // 1 - 100,000
 };
 
 // One `[[alert]]` of the config: a webhook (docs/operations.md, "Alerts").
@@ -96,13 +114,17 @@ struct ServeConfig {
   std::string node_id;
   // host:port of the HTTP API and dashboard. Default kDefaultListen.
   std::string listen = std::string(kDefaultListen);
+  // Where the node keeps its own files (the generated admin token). Empty (the default) = the
+  // folder of the SQLite database, or kDefaultDataDir for the other backends (DataDirFor).
+  std::string data_dir;
+  ApiSettings api;
   LogFormat log_format = LogFormat::kText;  // default text
   LogLevel log_level = LogLevel::kInfo;     // default info
   // Jobs files and crontab files, resolved against the config file's directory, in load order.
   std::vector<std::string> jobs_files;
   std::vector<std::string> crontab_files;
   SchedulerSettings scheduler;
-  // Bearer tokens of the HTTP API; none = no auth, and the API listens on loopback only.
+  // Bearer tokens of the HTTP API; none = the generated admin token (src/server/admin_token.h).
   std::vector<TokenConfig> tokens;
   // Namespace quotas (`[[quota]]`); namespaces are unique.
   std::vector<QuotaConfig> quotas;
@@ -131,61 +153,26 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
 // node_id (when set), listen address and scheduler ranges. LoadServeConfig already calls it.
 Status ValidateServeConfig(const ServeConfig& config);
 
+// The data directory `config` runs with: data_dir when set, else the folder of a sqlite://
+// backend's file, else kDefaultDataDir.
+std::string DataDirFor(const ServeConfig& config);
+
 // Loads further jobs files and crontabs (paths as given, e.g. from --jobs / --crontab) with
 // config->defaults, and appends them to config->jobs and the file lists. Ids must be unique,
 // also against the jobs already in *config. All-or-nothing: on error *config is unchanged.
 Status AddJobFiles(ServeConfig* config, const std::vector<std::string>& jobs_files,
                    const std::vector<std::string>& crontab_files);
 
-// Reads a jobs file: `[[job]]` tables and an optional `[defaults]` table that applies to this
-// file's jobs (layered over `defaults`). Every job is checked with ValidateJobSpec; ids must be
-// unique within the file. Each job gets source = "<path>:<line of its table>", read_only = true.
-Result<std::vector<JobSpec>> LoadJobsFile(const std::string& path, const JobSpec& defaults);
-// As LoadJobsFile, from `text`; `name` is used in messages and sources.
-Result<std::vector<JobSpec>> ParseJobsFile(std::string_view text, const std::string& name,
-                                           const JobSpec& defaults);
-
-// Fails when two jobs share an id, naming both sources:
-// `b.toml:3: job "x": duplicate id, first defined at a.toml:7`.
-Status CheckUniqueJobIds(const std::vector<JobSpec>& jobs);
-
-// Reads a whole file of at most kMaxConfigFileBytes. NotFound when it cannot be opened
-// ("<path>: cannot read: <reason>"), InvalidArgument when it is too large.
-Result<std::string> ReadConfigFile(const std::string& path);
-
-// One host of a backend URL.
-struct HostPort {
-  std::string host;  // name, IPv4 or IPv6 (without brackets)
-  int port = 0;      // 1-65535
-  friend bool operator==(const HostPort&, const HostPort&) = default;
-};
-
-// A parsed backend URL. Which fields are set depends on the scheme.
-struct BackendUrl {
-  std::string scheme;  // "sqlite", "redis", "redis+sentinel" or "etcd"
-  // sqlite: the database file as written: "/abs/path" or "./rel/path" (relative to the working
-  // directory of the process).
-  std::string path;
-  // redis, redis+sentinel, etcd: optional credentials (percent-decoded). Secret: log only
-  // RedactUrl() of the URL.
-  std::string user;
-  std::string password;
-  // redis: exactly one host (default port 6379); redis+sentinel: the sentinels (default 26379);
-  // etcd: the endpoints (default 2379).
-  std::vector<HostPort> hosts;
-  int db = 0;          // redis: database index (the URL's "/db"), default 0
-  std::string master;  // redis+sentinel: master name (the URL's path), required
-};
-
-// Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
-// `redis+sentinel://[user:pass@]h1:p,h2:p/master` and `etcd://[user:pass@]h1:2379[,h2:2379]`.
-// Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones.
-Result<BackendUrl> ParseBackendUrl(std::string_view url);
-
-// `url` with the credentials of its user-info part replaced for logs:
-// "redis://user:secret@h:6379/0" -> "redis://user:***@h:6379/0"; a user-info without ':' is
-// replaced whole ("redis://***@h:6379"). Other strings are returned unchanged.
-std::string RedactUrl(std::string_view url);
+using server::BackendUrl;
+using server::CheckUniqueJobIds;
+using server::HostPort;
+using server::kMaxConfigFileBytes;
+using server::LoadJobsFile;
+using server::ParseBackendUrl;
+using server::ParseHostPort;
+using server::ParseJobsFile;
+using server::ReadConfigFile;
+using server::RedactUrl;
 
 }  // namespace gnomon::app
 

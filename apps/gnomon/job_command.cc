@@ -8,6 +8,8 @@
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
+#include "src/server/admin_token.h"
+#include "src/server/auth.h"
 #include "src/server/job_json.h"
 
 namespace gnomon::app {
@@ -16,6 +18,8 @@ namespace {
 struct JobArgs {
   std::string server = "http://127.0.0.1:8080";
   std::string token;
+  std::string token_file;
+  std::string data_dir = std::string(kDefaultDataDir);
   std::string id;
   std::string file;
   std::string outcome;
@@ -29,15 +33,51 @@ struct Reply {
   nlohmann::json body;
 };
 
+// The host of an http(s):// URL ("" when it is not one).
+std::string HostOfUrl(std::string_view url) {
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos) return "";
+  std::string_view rest = url.substr(sep + 3);
+  rest = rest.substr(0, rest.find('/'));
+  if (!rest.empty() && rest.front() == '[') return std::string(rest.substr(1, rest.find(']') - 1));
+  return std::string(rest.substr(0, rest.find(':')));
+}
+
+// The token to send: --token/GNOMON_TOKEN, else --token-file/GNOMON_TOKEN_FILE, else, for a
+// server on this host only, the admin token a local `gnomon serve` generated in its data
+// directory (--data-dir/GNOMON_DATA_DIR, default ./gnomon-data). Never the local token to another
+// host.
+Result<std::string> TokenFor(const JobArgs& a) {
+  if (!a.token.empty()) return a.token;
+  if (!a.token_file.empty()) {
+    Result<std::string> text = ReadConfigFile(a.token_file);
+    if (!text.ok()) return text.status();
+    std::string t = *text;
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+    return t;
+  }
+  if (!server::IsLoopbackHost(HostOfUrl(a.server))) return std::string();
+  Result<server::AdminToken> admin = server::ReadAdminToken(a.data_dir);
+  if (admin.ok()) return admin->secret;
+  if (admin.status().code() == StatusCode::kNotFound) return std::string();
+  return admin.status();
+}
+
 Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
            const std::string& body = "") {
   Reply out;
+  Result<std::string> token = TokenFor(a);
+  if (!token.ok()) {
+    std::cerr << "gnomon job: " << token.status().message() << "\n";
+    out.exit_code = kExitUsage;
+    return out;
+  }
   try {
     httplib::Client client(a.server);
     client.set_connection_timeout(5);
     client.set_read_timeout(30);
     httplib::Headers headers;
-    if (!a.token.empty()) headers.emplace("Authorization", "Bearer " + a.token);
+    if (!token->empty()) headers.emplace("Authorization", "Bearer " + *token);
     httplib::Result r = method == "GET"      ? client.Get(path, headers)
                         : method == "DELETE" ? client.Delete(path, headers)
                                              : client.Post(path, headers, body, "application/json");
@@ -128,6 +168,14 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   job->require_subcommand(1);
   job->add_option("--server", a->server, "Daemon URL")->capture_default_str();
   job->add_option("--token", a->token, "Bearer token (or GNOMON_TOKEN)")->envname("GNOMON_TOKEN");
+  job->add_option("--token-file", a->token_file,
+                  "File holding the bearer token (or GNOMON_TOKEN_FILE)")
+      ->envname("GNOMON_TOKEN_FILE");
+  job->add_option("--data-dir", a->data_dir,
+                  "For a server on this host without --token: its data directory, whose generated "
+                  "admin token is used (or GNOMON_DATA_DIR)")
+      ->envname("GNOMON_DATA_DIR")
+      ->capture_default_str();
   auto with_id = [&](const char* name, const char* help) {
     CLI::App* c = job->add_subcommand(name, help);
     c->add_option("ID", a->id, "Job id")->required();

@@ -136,15 +136,36 @@ Status ValidateAlertTargets(const std::vector<AlertTarget>& targets) {
   return Status::Ok();
 }
 
+std::vector<std::shared_ptr<const AlertTarget>> AlertObserver::Share(
+    std::vector<AlertTarget> targets) {
+  std::vector<std::shared_ptr<const AlertTarget>> out;
+  for (AlertTarget& t : targets) out.push_back(std::make_shared<const AlertTarget>(std::move(t)));
+  return out;
+}
+
+std::vector<AlertTarget> AlertObserver::Targets() const {
+  std::vector<AlertTarget> out;
+  for (const auto& t : targets_) out.push_back(*t);
+  return out;
+}
+
+Status AlertObserver::SetTargets(std::vector<AlertTarget> targets) {
+  GNOMON_RETURN_IF_ERROR(ValidateAlertTargets(targets));
+  std::vector<std::shared_ptr<const AlertTarget>> shared = Share(std::move(targets));
+  std::lock_guard<std::mutex> lock(mu_);
+  targets_ = std::move(shared);  // queued alerts keep the target they were made for
+  return Status::Ok();
+}
+
 AlertObserver::AlertObserver(std::vector<AlertTarget> targets, std::string node_id,
                              AlertOptions options)
-    : targets_(std::move(targets)),
+    : targets_(Share(std::move(targets))),
       node_id_(std::move(node_id)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Get()),
       delivery_prefix_(RandomPrefix()),
       rng_(std::random_device{}()) {
-  GNOMON_CHECK(ValidateAlertTargets(targets_).ok());
+  GNOMON_CHECK(ValidateAlertTargets(Targets()).ok());
   GNOMON_CHECK(options_.queue_capacity >= 1);
   GNOMON_CHECK(options_.max_attempts >= 1);
   thread_ = std::jthread([this] { Run(); });
@@ -158,14 +179,14 @@ void AlertObserver::OnEvent(const SchedulerEvent& event) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return;
   bool queued = false;
-  for (size_t i = 0; i < targets_.size(); ++i) {
-    if (!Applies(targets_[i], name, event.job_id)) continue;
+  for (const std::shared_ptr<const AlertTarget>& target : targets_) {
+    if (!Applies(*target, name, event.job_id)) continue;
     queued = true;
     if (name == "missed_fire") {
       // Merge into this job's missed_fire alert for this target that has not been sent yet.
       auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& entry) {
         const Alert& a = entry.second;
-        return a.target == i && a.sent == 0 && a.event == name && a.job == event.job_id;
+        return a.target == target && a.sent == 0 && a.event == name && a.job == event.job_id;
       });
       if (it != queue_.end()) {
         Alert& a = it->second;
@@ -178,7 +199,7 @@ void AlertObserver::OnEvent(const SchedulerEvent& event) {
     }
     const uint64_t seq = next_seq_++;
     Alert a;
-    a.target = i;
+    a.target = target;
     a.event = std::string(name);
     a.job = event.job_id;
     a.run = event.run_id;
@@ -291,7 +312,7 @@ void AlertObserver::Run() {
 }
 
 int AlertObserver::Send(const Alert& alert) {
-  const AlertTarget& target = targets_[alert.target];
+  const AlertTarget& target = *alert.target;
   try {
     std::string error;
     const std::optional<exec_internal::HttpUrl> url = ParseUrl(target.url, &error);

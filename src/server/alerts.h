@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -136,10 +137,14 @@ class AlertObserver final : public Observer {
 
   AlertStats Stats() const;
 
+  // Replaces the targets (SIGHUP): InvalidArgument (nothing changes) unless ValidateAlertTargets
+  // passes. Alerts already queued are delivered to the target they were made for.
+  Status SetTargets(std::vector<AlertTarget> targets);
+
  private:
   struct Alert {
-    size_t target = 0;  // index into targets_
-    std::string event;  // one of kAlertEvents
+    std::shared_ptr<const AlertTarget> target;  // as it was when the alert was made
+    std::string event;                          // one of kAlertEvents
     std::string job;
     std::string run;
     int attempt = 0;  // the run's attempt
@@ -161,7 +166,9 @@ class AlertObserver final : public Observer {
   int Send(const Alert& alert);
   Duration Backoff(int failed_attempts);
 
-  const std::vector<AlertTarget> targets_;
+  static std::vector<std::shared_ptr<const AlertTarget>> Share(std::vector<AlertTarget> targets);
+  std::vector<AlertTarget> Targets() const;  // REQUIRES: mu_ held, or during construction
+  std::vector<std::shared_ptr<const AlertTarget>> targets_;  // guarded by mu_
   const std::string node_id_;
   const AlertOptions options_;
   Clock& clock_;

@@ -17,6 +17,8 @@
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
 #include "src/server/job_json.h"
+#include "src/server/run_json.h"
+#include "src/server/test_api_server.h"
 #include "src/server/web_assets.h"
 
 namespace gnomon::server {
@@ -38,35 +40,37 @@ class HttpApiTest : public ::testing::Test {
     o.observer = &metrics_;
     o.worker_threads = 2;
     scheduler_ = std::make_unique<Scheduler>(o, coord_, exec_, clock_);
-    JobSpec cfg;
-    cfg.id = "cfg";
-    cfg.schedule = "0 * * * *";
-    cfg.command = "true";
-    cfg.source = "jobs.toml:3";
-    cfg.read_only = true;
-    ASSERT_TRUE(scheduler_->AddJob(cfg).ok());
+    cfg_.id = "cfg";
+    cfg_.schedule = "0 * * * *";
+    cfg_.command = "true";
+    cfg_.source = "jobs.toml:3";
+    cfg_.read_only = true;
     ASSERT_TRUE(scheduler_->Start().ok());
   }
   void TearDown() override {
-    if (api_) api_->Stop();
+    if (server_) server_->server.Stop();
     scheduler_->Stop();
   }
 
   void StartApi(std::vector<ApiToken> tokens, HttpApiOptions o = {}) {
-    o.listen = "127.0.0.1:0";
-    o.tokens = std::move(tokens);
     o.clock = &clock_;
-    api_ = std::make_unique<HttpApi>(*scheduler_, coord_, metrics_, o);
-    Status s = api_->Start();
+    server_ = std::make_unique<TestApiServer>(*scheduler_, coord_, metrics_, std::move(tokens), o);
+    ASSERT_TRUE(server_->catalog.SetStaticJobs({cfg_}).ok());
+    Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", api_->port());
-    client_->set_read_timeout(10, 0);
+    client_ = server_->Client();
   }
   void StartWithTokens() {
     StartApi({{"adm", kAdmin, TokenRole::kAdmin, {}},
               {"ops", kOperate, TokenRole::kOperate, {}},
               {"ro", kRead, TokenRole::kRead, {}},
               {"bill", kBilling, TokenRole::kAdmin, {"billing."}}});
+  }
+  // No authentication (auth = "none"): every caller is an anonymous admin.
+  void StartWithoutAuth() {
+    HttpApiOptions o;
+    o.auth = AuthMode::kNone;
+    StartApi({}, o);
   }
 
   static httplib::Headers Auth(std::string_view token) {
@@ -82,8 +86,9 @@ class HttpApiTest : public ::testing::Test {
   testing::MemoryCoordinator coord_{clock_};
   testing::RecordingExecutor exec_;
   MetricsObserver metrics_{"9.9.9"};
+  JobSpec cfg_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<HttpApi> api_;
+  std::unique_ptr<TestApiServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
 
@@ -363,10 +368,8 @@ TEST_F(HttpApiTest, AuditLogIsKeptInTheBackendAndPaged) {
 
   // A second node's API on the same backend serves them.
   HttpApiOptions o;
-  o.listen = "127.0.0.1:0";
-  o.tokens = {{"adm", kAdmin, TokenRole::kAdmin, {}}};
   o.clock = &clock_;
-  HttpApi other(*scheduler_, coord_, metrics_, o);
+  TestApiServer other(*scheduler_, coord_, metrics_, {{"adm", kAdmin, TokenRole::kAdmin, {}}}, o);
   ASSERT_TRUE(other.Start().ok());
   httplib::Client c2("127.0.0.1", other.port());
   json page1 = Body(c2.Get("/api/v1/audit?limit=3", Auth(kAdmin)));
@@ -380,7 +383,7 @@ TEST_F(HttpApiTest, AuditLogIsKeptInTheBackendAndPaged) {
   EXPECT_EQ(page2["entries"][1]["seq"], (*stored)[4].seq);
   EXPECT_FALSE(page2.contains("next_before"));
   EXPECT_EQ(c2.Get("/api/v1/audit?before=x", Auth(kAdmin))->status, 400);
-  other.Stop();
+  other.server.Stop();
 }
 
 // A backend that refuses audit writes while `down` is set.
@@ -398,10 +401,9 @@ class FlakyAudit : public testing::ForwardingCoordinator {
 TEST_F(HttpApiTest, AuditRecordsSurviveABackendOutage) {
   FlakyAudit flaky(coord_);
   HttpApiOptions o;
-  o.listen = "127.0.0.1:0";
-  o.tokens = {{"ops", kOperate, TokenRole::kOperate, {}}};
   o.clock = &clock_;
-  HttpApi api(*scheduler_, flaky, metrics_, o);
+  TestApiServer api(*scheduler_, flaky, metrics_, {{"ops", kOperate, TokenRole::kOperate, {}}}, o);
+  ASSERT_TRUE(api.catalog.SetStaticJobs({cfg_}).ok());
   ASSERT_TRUE(api.Start().ok());
   httplib::Client c("127.0.0.1", api.port());
   flaky.down = true;
@@ -414,7 +416,7 @@ TEST_F(HttpApiTest, AuditRecordsSurviveABackendOutage) {
   ASSERT_EQ(stored->size(), 2u);
   EXPECT_EQ((*stored)[0].action, "resume");
   EXPECT_EQ((*stored)[1].action, "pause");
-  api.Stop();
+  api.server.Stop();
 }
 
 TEST_F(HttpApiTest, HostileBodies) {
@@ -461,6 +463,7 @@ TEST_F(HttpApiTest, HostileBodies) {
 TEST_F(HttpApiTest, DeepJsonRejected) {
   HttpApiOptions o;
   o.max_body_bytes = 1 << 20;
+  o.auth = AuthMode::kNone;
   StartApi({}, o);
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   auto r = client_->Post("/api/v1/jobs", deep, "application/json");
@@ -573,38 +576,41 @@ TEST_F(HttpApiTest, SyncDynamicJobsIsIdempotent) {
   // Another node stored a definition.
   ASSERT_TRUE(
       coord_.PutJob("other", R"({"id":"other","schedule":"@hourly","command":"true"})", 0).ok());
-  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  ASSERT_TRUE(server_->catalog.Sync().ok());
   ASSERT_TRUE(scheduler_->GetJob("other").has_value());
   EXPECT_EQ(scheduler_->GetJob("other")->spec.source, "api");
-  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
-  EXPECT_EQ(api_->DynamicJobs().size(), 1u);
+  ASSERT_TRUE(server_->catalog.Sync().ok());
+  EXPECT_EQ(server_->catalog.DynamicJobs().size(), 1u);
   // A definition shadowing a config job is ignored here.
   ASSERT_TRUE(coord_.PutJob("cfg", R"({"id":"cfg","schedule":"@daily","command":"x"})", 0).ok());
-  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  ASSERT_TRUE(server_->catalog.Sync().ok());
   EXPECT_EQ(scheduler_->GetJob("cfg")->spec.schedule, "0 * * * *");
   // Deleted elsewhere: removed here.
   ASSERT_TRUE(coord_.DeleteJob("other", -1).ok());
-  ASSERT_TRUE(api_->SyncDynamicJobs().ok());
+  ASSERT_TRUE(server_->catalog.Sync().ok());
   EXPECT_FALSE(scheduler_->GetJob("other").has_value());
-  EXPECT_TRUE(api_->DynamicJobs().empty());
+  EXPECT_TRUE(server_->catalog.DynamicJobs().empty());
 }
 
-TEST_F(HttpApiTest, NoTokensMeansLoopbackOnly) {
-  HttpApiOptions o;
-  o.listen = "0.0.0.0:0";
-  HttpApi api(*scheduler_, coord_, metrics_, o);
-  Status s = api.Start();
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("without authentication"));
+TEST_F(HttpApiTest, AuthNoneAllowsEverythingAndTellsTheDashboard) {
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackHost("::1"));
   EXPECT_TRUE(IsLoopbackHost("localhost"));
   EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
   EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
-  // Without tokens on loopback everything is allowed; the dashboard is told not to ask for one.
-  StartApi({});
+  // With auth = "none" everything is allowed; the dashboard is told not to ask for a token.
+  StartWithoutAuth();
   EXPECT_EQ(Create(kJob, "")->status, 201);
   EXPECT_EQ(client_->Get("/")->get_header_value("X-Gnomon-Auth"), "none");
+}
+
+// An API with tokens but none configured refuses every authenticated call.
+TEST_F(HttpApiTest, NoTokensMeansNoAccess) {
+  StartApi({});
+  EXPECT_EQ(Create(kJob, "")->status, 401);
+  EXPECT_EQ(client_->Get("/api/v1/jobs")->status, 401);
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(client_->Get("/")->get_header_value("X-Gnomon-Auth"), "bearer");
 }
 
 TEST_F(HttpApiTest, TokenValidation) {
@@ -673,33 +679,6 @@ TEST_F(HttpApiTest, EmbeddedAssetsHaveTypesAndValidators) {
     EXPECT_EQ(a.etag.size(), 18u) << a.path;  // 16 hex digits in quotes
     EXPECT_FALSE(a.body.empty()) << a.path;
   }
-}
-
-}  // namespace
-}  // namespace gnomon::server
-
-namespace gnomon::server {
-namespace {
-
-// A second server on a taken port must fail, not share the port (httplib's SO_REUSEPORT).
-TEST(HttpApiBindTest, ATakenPortIsAnError) {
-  testing::FakeClock clock;
-  testing::MemoryCoordinator coord(clock);
-  testing::RecordingExecutor exec;
-  SchedulerOptions so;
-  so.node_id = "n";
-  Scheduler scheduler(so, coord, exec, clock);
-  MetricsObserver metrics("0.1.0");
-  HttpApiOptions first_options;
-  first_options.listen = "127.0.0.1:0";
-  HttpApi first(scheduler, coord, metrics, first_options);
-  ASSERT_TRUE(first.Start().ok());
-  HttpApiOptions second_options;
-  second_options.listen = "127.0.0.1:" + std::to_string(first.port());
-  HttpApi second(scheduler, coord, metrics, second_options);
-  const Status s = second.Start();
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-  first.Stop();
 }
 
 }  // namespace

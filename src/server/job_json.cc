@@ -7,18 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "src/server/api_util.h"
+#include "src/server/key_hint.h"
+
 namespace gnomon::server {
 namespace {
 
 using nlohmann::json;
-
-// A printable, bounded rendering of user text inside a message.
-std::string Shown(std::string_view s, size_t max = 64) {
-  std::string out;
-  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > max) out += "...";
-  return out;
-}
 
 Status WrongType(std::string_view field, std::string_view expected, const json& got) {
   return InvalidArgumentError(std::string(field) + ": expected " + std::string(expected) +
@@ -100,34 +95,9 @@ Status GetEnum(const json& v, std::string_view field, Result<E> (*parse)(std::st
   return Status::Ok();
 }
 
-// Levenshtein distance, for "did you mean" hints on unknown keys (both strings are short).
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 Status UnknownKey(std::string_view key, const std::vector<std::string_view>& known,
                   std::string_view table = "") {
-  std::string what =
-      std::string(table) + (table.empty() ? "" : ": ") + "unknown key \"" + Shown(key) + "\"";
-  if (key.size() <= 64) {
-    const size_t max_distance = key.size() <= 4 ? 1 : 2;
-    for (std::string_view k : known) {
-      if (EditDistance(key, k) <= max_distance) {
-        what += " (did you mean \"" + std::string(k) + "\"?)";
-        break;
-      }
-    }
-  }
-  return InvalidArgumentError(std::move(what));
+  return InvalidArgumentError(UnknownKeyMessage(key, known, table));
 }
 
 Status SetHttp(const json& v, JobSpec& job) {
@@ -304,6 +274,44 @@ json JobSpecToJson(const JobSpec& job) {
   j["history_max_age"] = FormatDuration(job.history_max_age);
   j["queue"] = job.queue;
   return j;
+}
+
+json RedactSecrets(json definition) {
+  auto redact = [](json* object) {
+    if (object == nullptr || !object->is_object()) return;
+    for (auto& [k, v] : object->items()) v = kSecretPlaceholder;
+  };
+  if (auto env = definition.find("env"); env != definition.end()) redact(&*env);
+  if (auto http = definition.find("http"); http != definition.end() && http->is_object()) {
+    if (auto h = http->find("headers"); h != http->end()) redact(&*h);
+  }
+  return definition;
+}
+
+Status RestoreSecrets(JobSpec* spec, const JobSpec& stored) {
+  auto restore = [](std::map<std::string, std::string>& values,
+                    const std::map<std::string, std::string>* old,
+                    std::string_view field) -> Status {
+    for (auto& [k, v] : values) {
+      if (v != kSecretPlaceholder) continue;
+      auto it =
+          old == nullptr ? std::map<std::string, std::string>::const_iterator() : old->find(k);
+      if (old == nullptr || it == old->end()) {
+        return InvalidArgumentError(std::string(field) + "." + Shown(k) + ": \"" +
+                                    std::string(kSecretPlaceholder) +
+                                    "\" stands for the stored value, and there is none: send "
+                                    "the value");
+      }
+      v = it->second;
+    }
+    return Status::Ok();
+  };
+  GNOMON_RETURN_IF_ERROR(restore(spec->env, &stored.env, "env"));
+  if (spec->http) {
+    GNOMON_RETURN_IF_ERROR(restore(spec->http->headers,
+                                   stored.http ? &stored.http->headers : nullptr, "http.headers"));
+  }
+  return Status::Ok();
 }
 
 std::string DumpJson(const json& j) {

@@ -41,6 +41,18 @@ Result<JobSpec> JobSpecFromJson(const nlohmann::json& object, const JobSpec& bas
 // `source`, `read_only` and `in_process` are not job keys and are not included.
 nlohmann::json JobSpecToJson(const JobSpec& job);
 
+// What stands for a secret value (an env value or an HTTP header value of a job) where it is not
+// shown: in the API below admin of the job's namespace, and always in the audit log.
+inline constexpr std::string_view kSecretPlaceholder = "(secret)";
+
+// `definition` (a JobSpecToJson object) with every env value and HTTP header value replaced by
+// kSecretPlaceholder. Other keys are unchanged.
+nlohmann::json RedactSecrets(nlohmann::json definition);
+// The env and HTTP header values of `*spec` that are kSecretPlaceholder take the value of the same
+// key in `stored` (write-only secrets: a client that was shown placeholders sends them back).
+// InvalidArgument naming the key ("env.DB_PASSWORD: ...") when `stored` has no such value.
+Status RestoreSecrets(JobSpec* spec, const JobSpec& stored);
+
 // Serialises `j` compactly; invalid UTF-8 in strings (e.g. run output) is replaced with U+FFFD
 // instead of throwing.
 std::string DumpJson(const nlohmann::json& j);

@@ -151,12 +151,26 @@ void MetricsObserver::SetBackendUnsafe(bool unsafe) {
   backend_unsafe_ = unsafe;
 }
 
-std::string MetricsObserver::Render() const {
+void MetricsObserver::CountAuthFailure(std::string_view reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = auth_failures_.find(reason);
+  if (it == auth_failures_.end()) it = auth_failures_.emplace(std::string(reason), 0).first;
+  ++it->second;
+}
+
+void MetricsObserver::CountRateLimited() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++rate_limited_;
+}
+
+std::string MetricsObserver::Render(const View& view) const {
+  auto visible = [&](const std::string& job) { return !view.job_visible || view.job_visible(job); };
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   Header(out, "gnomon_fires_total", "counter",
          "Attempts finished on this node by outcome, and fires skipped (outcome=\"skipped\").");
   for (const auto& [key, n] : fires_) {
+    if (!visible(key.first)) continue;
     Sample(out, "gnomon_fires_total", Label("job", key.first) + "," + Label("outcome", key.second),
            std::to_string(n));
   }
@@ -166,6 +180,7 @@ std::string MetricsObserver::Render() const {
   RenderHistogram(out, "gnomon_fire_lateness_seconds", "", "", lateness_);
   Header(out, "gnomon_run_duration_seconds", "histogram", "Duration of attempts run here.");
   for (const auto& [job, h] : durations_) {
+    if (!visible(job)) continue;
     RenderHistogram(out, "gnomon_run_duration_seconds", "job", job, h);
   }
   Header(out, "gnomon_claims_total", "counter",
@@ -188,7 +203,7 @@ std::string MetricsObserver::Render() const {
     Sample(out, "gnomon_skipped_fires_total", Label("reason", reason), std::to_string(n));
   }
   Header(out, "gnomon_jobs", "gauge", "Jobs known to this node.");
-  Sample(out, "gnomon_jobs", "", std::to_string(jobs_));
+  Sample(out, "gnomon_jobs", "", std::to_string(view.jobs.value_or(jobs_)));
   Header(out, "gnomon_nodes_alive", "gauge", "Nodes with a live heartbeat in the backend.");
   Sample(out, "gnomon_nodes_alive", "", std::to_string(nodes_alive_));
   Header(out, "gnomon_clock_skew_seconds", "gauge",
@@ -199,6 +214,14 @@ std::string MetricsObserver::Render() const {
   Header(out, "gnomon_backend_unsafe_persistence", "gauge",
          "1 when the backend runs without durable persistence (allow_unsafe_backend).");
   Sample(out, "gnomon_backend_unsafe_persistence", "", backend_unsafe_ ? "1" : "0");
+  Header(out, "gnomon_http_auth_failures_total", "counter",
+         "API calls refused with 401 or 403 on this node, by reason.");
+  for (const auto& [reason, n] : auth_failures_) {
+    Sample(out, "gnomon_http_auth_failures_total", Label("reason", reason), std::to_string(n));
+  }
+  Header(out, "gnomon_http_rate_limited_total", "counter",
+         "Mutating API calls refused with 429 by their token's rate limit on this node.");
+  Sample(out, "gnomon_http_rate_limited_total", "", std::to_string(rate_limited_));
   Header(out, "gnomon_build_info", "gauge", "Build information; always 1.");
   Sample(out, "gnomon_build_info", Label("version", version_), "1");
   return out;

@@ -15,7 +15,11 @@
 //   gnomon_jobs                                gauge     jobs known to this node
 //   gnomon_nodes_alive                         gauge     nodes with a live heartbeat
 //   gnomon_clock_skew_seconds{node}            gauge     node clock minus backend clock
+//   gnomon_backend_unsafe_persistence          gauge     1 when the backend is not durable
+//   gnomon_http_auth_failures_total{reason}    counter   API calls answered 401/403, by reason
+//   gnomon_http_rate_limited_total             counter   mutating calls answered 429 (per token)
 //   gnomon_build_info{version}                 gauge     always 1
+// A caller limited to namespaces sees only the job-labelled series of its jobs (Render's filter).
 // Label values are escaped (\\, \", \n) so a job id or reason can never break the format.
 //
 // Thread safety: all methods are thread-safe; OnEvent takes one mutex briefly and never blocks.
@@ -23,8 +27,10 @@
 #define GNOMON_SRC_SERVER_METRICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,8 +60,19 @@ class MetricsObserver final : public Observer {
   // started with allow_unsafe_backend): gnomon_backend_unsafe_persistence.
   void SetBackendUnsafe(bool unsafe);
 
+  // An API call refused with 401/403 (`reason`: missing_token, invalid_token, role, namespace,
+  // origin, host, fetch_site) and a mutating call refused by its token's rate limit.
+  void CountAuthFailure(std::string_view reason);
+  void CountRateLimited();
+
+  // What one scrape may see: series labelled by a job only when `job_visible` accepts the job
+  // (null = every job), and `jobs` as gnomon_jobs when set (else the value of SetJobs).
+  struct View {
+    std::function<bool(std::string_view job)> job_visible;
+    std::optional<int64_t> jobs;
+  };
   // The whole exposition (text format 0.0.4), series sorted by labels.
-  std::string Render() const;
+  std::string Render(const View& view = {}) const;
 
  private:
   struct Histogram {
@@ -83,6 +100,8 @@ class MetricsObserver final : public Observer {
   int64_t jobs_ = 0;
   int64_t nodes_alive_ = 0;
   bool backend_unsafe_ = false;
+  std::map<std::string, uint64_t, std::less<>> auth_failures_;  // by reason
+  uint64_t rate_limited_ = 0;
   std::vector<std::pair<std::string, Duration>> skews_;
 };
 

@@ -5,6 +5,11 @@
 namespace gnomon::server {
 
 Result<Quotas> Quotas::Make(std::vector<NamespaceQuota> quotas, Coordinator& coordinator) {
+  GNOMON_RETURN_IF_ERROR(Validate(quotas));
+  return Quotas(std::move(quotas), coordinator);
+}
+
+Status Quotas::Validate(const std::vector<NamespaceQuota>& quotas) {
   std::set<std::string> seen;
   for (const NamespaceQuota& q : quotas) {
     if (q.ns.empty()) return InvalidArgumentError("quota: namespace is empty");
@@ -15,7 +20,7 @@ Result<Quotas> Quotas::Make(std::vector<NamespaceQuota> quotas, Coordinator& coo
       return InvalidArgumentError("quota " + q.ns + ": limits must be >= 0 (0 = no limit)");
     }
   }
-  return Quotas(std::move(quotas), coordinator);
+  return Status::Ok();
 }
 
 const NamespaceQuota* Quotas::For(std::string_view job_id) const {
@@ -31,17 +36,11 @@ Status Quotas::CheckCreate(const std::string& job_id) const {
   if (q == nullptr || q->max_jobs == 0) return Status::Ok();
   // The backend's definitions (every node's API jobs) plus this node's config-file jobs. A job
   // belongs to the quota of its longest matching namespace only.
-  std::set<std::string> ids;
-  Result<std::vector<StoredJob>> stored = coordinator_->ListJobs();
-  if (!stored.ok()) return stored.status();
-  for (const StoredJob& j : *stored) {
-    if (For(j.job_id) == q) ids.insert(j.job_id);
-  }
-  if (scheduler_ != nullptr) {
-    for (const JobView& v : scheduler_->Jobs()) {
-      if (For(v.spec.id) == q) ids.insert(v.spec.id);
-    }
-  }
+  if (catalog_ == nullptr) return Status::Ok();
+  Result<std::vector<std::string>> in =
+      catalog_->JobIds([&](std::string_view id) { return For(id) == q; });
+  if (!in.ok()) return in.status();
+  std::set<std::string> ids(in->begin(), in->end());
   ids.erase(job_id);
   if (static_cast<int>(ids.size()) < q->max_jobs) return Status::Ok();
   return FailedPreconditionError("quota: namespace \"" + q->ns + "\" has " +

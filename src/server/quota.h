@@ -12,9 +12,10 @@
 // for jobs in a namespace with max_concurrent_runs only. When that count fails (backend
 // unreachable), the fire runs (a quota never makes a scheduled fire silently disappear).
 //
-// max_jobs is checked when a job is created through the API (403): config-file jobs of this node
-// plus the definitions stored in the backend. Two creates on different nodes at the same moment
-// may both pass (the limit can be exceeded by the number of concurrent creates).
+// max_jobs is checked when a job is created through the API (403): the JobCatalog's count of the
+// config-file jobs of this node plus the definitions stored in the backend. Two creates on
+// different nodes at the same moment may both pass (the limit can be exceeded by the number of
+// concurrent creates).
 //
 // Thread safety: const methods may be called from many threads at once after Bind.
 #ifndef GNOMON_SRC_SERVER_QUOTA_H_
@@ -27,6 +28,7 @@
 #include "gnomon/coordinator.h"
 #include "gnomon/scheduler.h"
 #include "gnomon/status.h"
+#include "src/server/job_catalog.h"
 
 namespace gnomon::server {
 
@@ -41,9 +43,15 @@ class Quotas {
   // `coordinator` must outlive this object. InvalidArgument for an empty or duplicate namespace
   // or a negative limit.
   static Result<Quotas> Make(std::vector<NamespaceQuota> quotas, Coordinator& coordinator);
+  // The checks of Make, without making anything.
+  static Status Validate(const std::vector<NamespaceQuota>& quotas);
 
-  // The scheduler whose jobs are counted; before any other call. Must outlive this object.
-  void Bind(const Scheduler* scheduler) { scheduler_ = scheduler; }
+  // The scheduler whose jobs' runs are counted and the catalog whose jobs are counted; before any
+  // other call. Must outlive this object.
+  void Bind(const Scheduler* scheduler, const JobCatalog* catalog) {
+    scheduler_ = scheduler;
+    catalog_ = catalog;
+  }
 
   // The quota of the longest namespace that prefixes `job_id`, or null.
   const NamespaceQuota* For(std::string_view job_id) const;
@@ -66,6 +74,7 @@ class Quotas {
   std::vector<NamespaceQuota> quotas_;
   Coordinator* coordinator_;
   const Scheduler* scheduler_ = nullptr;
+  const JobCatalog* catalog_ = nullptr;
 };
 
 }  // namespace gnomon::server

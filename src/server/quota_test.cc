@@ -14,6 +14,7 @@
 #include "gnomon/testing/memory_coordinator.h"
 #include "gnomon/testing/recording_executor.h"
 #include "src/server/http_api.h"
+#include "src/server/test_api_server.h"
 
 namespace gnomon::server {
 namespace {
@@ -27,6 +28,7 @@ constexpr char kAdmin[] = "admin-secret-0123456789";
 class QuotaTest : public ::testing::Test {
  protected:
   void Start(std::vector<NamespaceQuota> list) {
+    list_ = list;
     Result<Quotas> q = Quotas::Make(std::move(list), coord_);
     ASSERT_TRUE(q.ok()) << q.status().ToString();
     quotas_ = std::make_unique<Quotas>(std::move(*q));
@@ -37,21 +39,23 @@ class QuotaTest : public ::testing::Test {
     o.shutdown_grace = Duration(0);
     o.admit = [this](const JobSpec& job, const Claim& claim) { return quotas_->Admit(job, claim); };
     scheduler_ = std::make_unique<Scheduler>(o, coord_, exec_, clock_);
-    quotas_->Bind(scheduler_.get());
     ASSERT_TRUE(scheduler_->Start().ok());
     HttpApiOptions api;
-    api.listen = "127.0.0.1:0";
-    api.tokens = {{"adm", kAdmin, TokenRole::kAdmin, {}}};
     api.clock = &clock_;
-    api.quotas = quotas_.get();
-    api_ = std::make_unique<HttpApi>(*scheduler_, coord_, metrics_, api);
-    ASSERT_TRUE(api_->Start().ok());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", api_->port());
-    client_->set_read_timeout(10, 0);
+    server_ = std::make_unique<TestApiServer>(
+        *scheduler_, coord_, metrics_,
+        std::vector<ApiToken>{{"adm", kAdmin, TokenRole::kAdmin, {}}}, api);
+    quotas_->Bind(scheduler_.get(), &server_->catalog);
+    Result<Quotas> served = Quotas::Make(list_, coord_);
+    ASSERT_TRUE(served.ok());
+    served->Bind(scheduler_.get(), &server_->catalog);
+    server_->api.SetQuotas(std::move(*served));
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = server_->Client();
   }
   void TearDown() override {
     exec_.Release();
-    if (api_) api_->Stop();
+    if (server_) server_->server.Stop();
     if (scheduler_) scheduler_->Stop();
   }
   static httplib::Headers Auth() { return {{"Authorization", std::string("Bearer ") + kAdmin}}; }
@@ -71,7 +75,8 @@ class QuotaTest : public ::testing::Test {
   MetricsObserver metrics_{"9.9.9"};
   std::unique_ptr<Quotas> quotas_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<HttpApi> api_;
+  std::vector<NamespaceQuota> list_;
+  std::unique_ptr<TestApiServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
 

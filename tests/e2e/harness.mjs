@@ -50,13 +50,14 @@ export async function waitFor(what, fn, timeoutMs = 20000, intervalMs = 100) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
 }
 
-// Starts `gnomon serve`. tokens=false: a server without [[token]] (no authentication).
+// Starts `gnomon serve`. tokens=false: a server with `[api] auth = "none"` (no authentication).
 export async function startServer({ tokens = true } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gnomon-e2e-'));
   const config = path.join(dir, 'gnomon.toml');
   writeFileSync(config, [
     '[scheduler]', 'heartbeat_interval = "500ms"', '',
-    ...(tokens ? ['[[token]]', 'name = "e2e-admin"', `token = "${ADMIN_TOKEN}"`, 'role = "admin"', ''] : []),
+    ...(tokens ? ['[[token]]', 'name = "e2e-admin"', `token = "${ADMIN_TOKEN}"`, 'role = "admin"', '']
+      : ['[api]', 'auth = "none"', '']),
   ].join('\n'));
   const port = await freePort();
   const logPath = path.join(dir, 'serve.log');

@@ -49,7 +49,7 @@ function teardown() {
 function renderSession(needsToken) {
   const box = document.getElementById('session');
   if (!needsToken) {
-    clear(box, h('span', { class: 'chip chip-open', title: 'This server has no [[token]] configured' },
+    clear(box, h('span', { class: 'chip chip-open', title: 'This server runs with [api] auth = "none"' },
       'No authentication'));
   } else if (token()) {
     clear(box,
@@ -67,8 +67,18 @@ function renderSession(needsToken) {
   }
 }
 
+// The sign-in link `gnomon serve` prints for its generated admin token: /#token=<secret>. The
+// token goes to sessionStorage and leaves the address bar and the history at once.
+function takeTokenFromLink() {
+  const m = location.hash.match(/^#token=([A-Za-z0-9_.~-]{16,4096})$/);
+  if (!m) return;
+  setToken(m[1]);
+  history.replaceState(null, '', `${location.pathname}${location.search}#/jobs`);
+}
+
 async function render() {
   teardown();
+  takeTokenFromLink();
   if (!location.hash || location.hash === '#' || location.hash === '#/') {
     location.replace('#/jobs'); // fires hashchange, which renders
     return;

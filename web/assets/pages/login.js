@@ -41,8 +41,9 @@ export async function render(root, ctx) {
   h('div', { class: 'login-mark', 'aria-hidden': 'true' }),
   h('h1', { id: 'login-title' }, 'Sign in to gnomon'),
   h('p', { class: 'muted' },
-    'Use a bearer token from a ', h('code', {}, '[[token]]'), ' table of the server\'s config. ',
-    'It is kept in this browser tab only.'),
+    'Use a bearer token from a ', h('code', {}, '[[token]]'), ' table of the server\'s config, or ',
+    'the generated admin token (', h('code', {}, 'gnomon-data/admin.token'), '; the server logs a ',
+    'sign-in link at start). It is kept in this browser tab only.'),
   // Password managers (and Chromium's form checks) expect a user name beside a password field.
   h('input', {
     type: 'text', name: 'username', autocomplete: 'username', value: 'api-token', hidden: true,

@@ -17,8 +17,8 @@
 // Each job's id is derived from the file, so every node that imports the same file derives the
 // same ids: "<basename of the file>-<line number>", with characters outside [A-Za-z0-9_.-]
 // replaced by '_' (the basename is cut so that the id stays within 128 characters).
-#ifndef GNOMON_APPS_GNOMON_CRONTAB_H_
-#define GNOMON_APPS_GNOMON_CRONTAB_H_
+#ifndef GNOMON_SRC_SERVER_CRONTAB_H_
+#define GNOMON_SRC_SERVER_CRONTAB_H_
 
 #include <string>
 #include <string_view>
@@ -27,7 +27,7 @@
 #include "gnomon/job.h"
 #include "gnomon/status.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 
 // Reads the crontab at `path`. Each job starts from `defaults` (its executor replaced by the
 // command, its env extended by the file's variables), gets source = "<path>:<line>" and
@@ -41,6 +41,6 @@ Result<std::vector<JobSpec>> ParseCrontab(std::string_view text, const std::stri
 // The id of the job on line `line` of the crontab `path`: "<sanitised basename>-<line>".
 std::string CrontabJobId(std::string_view path, int line);
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server
 
-#endif  // GNOMON_APPS_GNOMON_CRONTAB_H_
+#endif  // GNOMON_SRC_SERVER_CRONTAB_H_

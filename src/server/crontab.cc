@@ -1,4 +1,4 @@
-#include "apps/gnomon/crontab.h"
+#include "src/server/crontab.h"
 
 #include <cctype>
 #include <map>
@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "apps/gnomon/config.h"
 #include "gnomon/time.h"
+#include "src/server/toml_reader.h"
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
@@ -199,4 +199,4 @@ Result<std::vector<JobSpec>> LoadCrontab(const std::string& path, const JobSpec&
   return ParseCrontab(*text, path, defaults);
 }
 
-}  // namespace gnomon::app
+}  // namespace gnomon::server

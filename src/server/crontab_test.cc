@@ -1,4 +1,4 @@
-#include "apps/gnomon/crontab.h"
+#include "src/server/crontab.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-namespace gnomon::app {
+namespace gnomon::server {
 namespace {
 
 using ::testing::HasSubstr;
@@ -154,4 +154,4 @@ TEST(CrontabTest, LoadCrontabReadsTheFile) {
 }
 
 }  // namespace
-}  // namespace gnomon::app
+}  // namespace gnomon::server

@@ -1,0 +1,289 @@
+#include "src/server/backend.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "gnomon/etcd_coordinator.h"
+#include "gnomon/sqlite_coordinator.h"
+#include "src/server/api_util.h"
+
+namespace gnomon::server {
+namespace {
+
+Result<int> ParsePort(std::string_view s) {
+  if (s.empty() || s.size() > 5) return InvalidArgumentError("");
+  int port = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return InvalidArgumentError("");
+    port = port * 10 + (c - '0');
+  }
+  return port;
+}
+
+bool IsHostChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '-' || c == '_';
+}
+
+// "host:port" or "[v6]:port" (port may be absent when default_port > 0). `min_port` is 0 for a
+// listen address (0 = any free port) and 1 for a server to connect to.
+}  // namespace
+
+Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_port) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgumentError("\"" + Shown(s, 128) + "\": " + std::string(why));
+  };
+  HostPort hp;
+  std::string_view rest;
+  if (!s.empty() && s.front() == '[') {
+    const size_t close = s.find(']');
+    if (close == std::string_view::npos) return bad("missing ']' after the IPv6 address");
+    hp.host = std::string(s.substr(1, close - 1));
+    for (char c : hp.host) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+            c == ':' || c == '.')) {
+        return bad("invalid IPv6 address");
+      }
+    }
+    rest = s.substr(close + 1);
+  } else {
+    const size_t colon = s.find(':');
+    hp.host = std::string(s.substr(0, colon));
+    for (char c : hp.host) {
+      if (!IsHostChar(c)) return bad("invalid character in the host name");
+    }
+    rest = colon == std::string_view::npos ? std::string_view() : s.substr(colon);
+  }
+  if (hp.host.empty()) return bad("missing host");
+  if (hp.host.size() > 253) return bad("host name too long");
+  if (rest.empty()) {
+    if (default_port <= 0) return bad("missing :port");
+    hp.port = default_port;
+    return hp;
+  }
+  if (rest.front() != ':') return bad("expected :port after the host");
+  Result<int> port = ParsePort(rest.substr(1));
+  if (!port.ok() || *port < min_port || *port > 65535) {
+    return bad("port must be a number " + std::to_string(min_port) + "-65535");
+  }
+  hp.port = *port;
+  return hp;
+}
+
+
+namespace {
+
+Result<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (i + 2 >= s.size()) {
+      return InvalidArgumentError("malformed percent-encoding in the user-info");
+    }
+    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0)
+      return InvalidArgumentError("malformed percent-encoding in the user-info");
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+constexpr std::string_view kSupportedSchemes =
+    "sqlite:///abs/path, sqlite://./rel/path, redis://[user:pass@]host:port[/db], "
+    "redis+sentinel://h1:p,h2:p/master, etcd://h1:2379[,h2:2379]";
+
+
+}  // namespace
+
+Result<BackendUrl> ParseBackendUrl(std::string_view url) {
+  const size_t sep = url.find("://");
+  if (sep == std::string_view::npos) {
+    return InvalidArgumentError("\"" + Shown(RedactUrl(url), 128) +
+                                "\" is not a URL; supported: " + std::string(kSupportedSchemes));
+  }
+  BackendUrl out;
+  out.scheme = std::string(url.substr(0, sep));
+  std::string_view rest = url.substr(sep + 3);
+  if (url.find('\0') != std::string_view::npos) return InvalidArgumentError("contains a NUL byte");
+
+  if (out.scheme == "sqlite") {
+    if (rest.empty()) return InvalidArgumentError("sqlite: missing the database path");
+    if (rest.front() != '/' && rest.rfind("./", 0) != 0 && rest.rfind("../", 0) != 0) {
+      return InvalidArgumentError("sqlite: path \"" + Shown(rest, 128) +
+                                  "\" must be absolute (sqlite:///var/lib/gnomon.db) or start "
+                                  "with ./ or ../ (sqlite://./gnomon.db)");
+    }
+    if (rest.back() == '/') {
+      return InvalidArgumentError("sqlite: path \"" + Shown(rest, 128) + "\" names a directory");
+    }
+    out.path = std::string(rest);
+    return out;
+  }
+
+  int default_port = 0;
+  if (out.scheme == "redis") {
+    default_port = 6379;
+  } else if (out.scheme == "redis+sentinel") {
+    default_port = 26379;
+  } else if (out.scheme == "etcd") {
+    default_port = 2379;
+  } else {
+    return InvalidArgumentError("unknown scheme \"" + Shown(out.scheme) +
+                                "\"; supported: " + std::string(kSupportedSchemes));
+  }
+  const std::string scheme = out.scheme;
+
+  // The user-info ends at the last '@', so a password may contain '@' and '/' unencoded.
+  const size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    const std::string_view info = rest.substr(0, at);
+    const size_t colon = info.find(':');
+    Result<std::string> user = PercentDecode(info.substr(0, colon));
+    if (!user.ok()) return InvalidArgumentError(scheme + ": " + user.status().message());
+    out.user = *user;
+    if (colon != std::string_view::npos) {
+      Result<std::string> pass = PercentDecode(info.substr(colon + 1));
+      if (!pass.ok()) return InvalidArgumentError(scheme + ": " + pass.status().message());
+      out.password = *pass;
+    }
+    rest = rest.substr(at + 1);
+  }
+  const size_t slash = rest.find('/');
+  const std::string_view hosts = rest.substr(0, slash);
+  const std::string_view path =
+      slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  if (hosts.empty()) return InvalidArgumentError(scheme + ": missing host");
+  size_t start = 0;
+  while (true) {
+    const size_t comma = hosts.find(',', start);
+    Result<HostPort> hp = ParseHostPort(hosts.substr(start, comma - start), default_port, 1);
+    if (!hp.ok()) return InvalidArgumentError(scheme + ": " + hp.status().message());
+    out.hosts.push_back(std::move(hp).value());
+    if (out.hosts.size() > 64) return InvalidArgumentError(scheme + ": more than 64 hosts");
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+
+  if (out.scheme == "redis") {
+    if (out.hosts.size() != 1) {
+      return InvalidArgumentError(
+          "redis: exactly one host:port (use redis+sentinel:// for several)");
+    }
+    if (!path.empty()) {
+      Result<int> db = ParsePort(path);  // digits only, at most 5 of them
+      if (!db.ok()) {
+        return InvalidArgumentError("redis: database \"" + Shown(path) +
+                                    "\" must be a number 0-99999");
+      }
+      out.db = *db;
+    }
+  } else if (out.scheme == "redis+sentinel") {
+    if (path.empty()) {
+      return InvalidArgumentError("redis+sentinel: missing the master name (…/mymaster)");
+    }
+    for (char c : path) {
+      if (!IsHostChar(c)) {
+        return InvalidArgumentError("redis+sentinel: master name \"" + Shown(path) +
+                                    "\" must match [A-Za-z0-9_.-]+");
+      }
+    }
+    out.master = std::string(path);
+  } else if (!path.empty()) {
+    return InvalidArgumentError("etcd: unexpected path \"/" + Shown(path) + "\"");
+  }
+  return out;
+}
+
+std::string RedactUrl(std::string_view url) {
+  const size_t sep = url.find("://");
+  const size_t begin = sep == std::string_view::npos ? 0 : sep + 3;
+  if (sep != std::string_view::npos && url.substr(0, sep) == "sqlite") return std::string(url);
+  const size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < begin) return std::string(url);
+  const std::string_view info = url.substr(begin, at - begin);
+  const size_t colon = info.find(':');
+  std::string out(url.substr(0, begin));
+  if (colon == std::string_view::npos) {
+    out += "***";
+  } else {
+    out += info.substr(0, colon);
+    out += ":***";
+  }
+  out += url.substr(at);
+  return out;
+}
+
+
+Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) {
+  Result<BackendUrl> parsed = ParseBackendUrl(url);
+  if (!parsed.ok()) return parsed.status();
+  RedisOptions base;
+  base.allow_unsafe = allow_unsafe;
+  if (parsed->scheme == "redis") return ParseRedisUrl(url, base);
+  if (parsed->scheme != "redis+sentinel") {
+    return InvalidArgumentError(RedactUrl(url) +
+                                ": needs a Redis backend (redis:// or redis+sentinel://)");
+  }
+  // redis+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
+  for (const HostPort& h : parsed->hosts) base.sentinels.emplace_back(h.host, h.port);
+  base.sentinel_master = parsed->master;
+  base.user = parsed->user;
+  base.password = parsed->password;
+  base.db = parsed->db;
+  return base;
+}
+
+Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
+  Result<BackendUrl> parsed = ParseBackendUrl(url);
+  if (!parsed.ok()) return parsed.status();
+  OpenedBackend out;
+  if (parsed->scheme == "redis" || parsed->scheme == "redis+sentinel") {
+    Result<RedisOptions> options = RedisOptionsFor(url, allow_unsafe);
+    if (!options.ok()) return options.status();
+    Result<std::unique_ptr<RedisCoordinator>> redis = RedisCoordinator::Open(*options);
+    if (!redis.ok()) return redis.status();
+    if ((*redis)->unsafe_persistence()) {
+      out.unsafe =
+          "the Redis server does not have appendonly yes: a restart can lose claims "
+          "(allow_unsafe_backend = true)";
+    }
+    out.coordinator = std::move(*redis);
+    return out;
+  }
+  if (parsed->scheme == "etcd") {
+    Result<EtcdOptions> options = ParseEtcdUrl(url);
+    if (!options.ok()) return options.status();
+    Result<std::unique_ptr<EtcdCoordinator>> etcd = EtcdCoordinator::Open(*options);
+    if (!etcd.ok()) return etcd.status();
+    out.coordinator = std::move(*etcd);
+    return out;
+  }
+  const std::filesystem::path path(parsed->path);
+  if (path.has_parent_path() && !std::filesystem::exists(path.parent_path())) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) {
+      return UnavailableError("cannot create " + path.parent_path().string() + ": " +
+                              ec.message());
+    }
+    ::chmod(path.parent_path().c_str(), 0700);
+  }
+  Result<std::unique_ptr<SqliteCoordinator>> db =
+      SqliteCoordinator::Open(parsed->path, SystemClock::Get());
+  if (!db.ok()) return db.status();
+  out.coordinator = std::move(*db);
+  return out;
+}
+
+}  // namespace gnomon::server

@@ -1,0 +1,77 @@
+// The coordination backend of a node, from its URL (docs/configuration.md "Backend URLs"):
+// parsing and redacting URLs, and opening the backend they name (SQLite, Redis, Redis Sentinel,
+// etcd). Functions here are thread-compatible.
+#ifndef GNOMON_SRC_SERVER_BACKEND_H_
+#define GNOMON_SRC_SERVER_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+#include "gnomon/redis_coordinator.h"
+#include "gnomon/status.h"
+
+namespace gnomon::server {
+
+// The default backend: the embedded SQLite database below the working directory.
+inline constexpr std::string_view kDefaultBackendUrl = "sqlite://./gnomon-data/gnomon.db";
+// The default data directory (the generated admin token).
+inline constexpr std::string_view kDefaultDataDir = "./gnomon-data";
+
+// One host of a backend URL.
+struct HostPort {
+  std::string host;  // name, IPv4 or IPv6 (without brackets)
+  int port = 0;      // 1-65535
+  friend bool operator==(const HostPort&, const HostPort&) = default;
+};
+
+// A parsed backend URL. Which fields are set depends on the scheme.
+struct BackendUrl {
+  std::string scheme;  // "sqlite", "redis", "redis+sentinel" or "etcd"
+  // sqlite: the database file as written: "/abs/path" or "./rel/path" (relative to the working
+  // directory of the process).
+  std::string path;
+  // redis, redis+sentinel, etcd: optional credentials (percent-decoded). Secret: log only
+  // RedactUrl() of the URL.
+  std::string user;
+  std::string password;
+  // redis: exactly one host (default port 6379); redis+sentinel: the sentinels (default 26379);
+  // etcd: the endpoints (default 2379).
+  std::vector<HostPort> hosts;
+  int db = 0;          // redis: database index (the URL's "/db"), default 0
+  std::string master;  // redis+sentinel: master name (the URL's path), required
+};
+
+// Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
+// `redis+sentinel://[user:pass@]h1:p,h2:p/master` and `etcd://[user:pass@]h1:2379[,h2:2379]`.
+// Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones.
+Result<BackendUrl> ParseBackendUrl(std::string_view url);
+
+// `url` with the credentials of its user-info part replaced for logs:
+// "redis://user:secret@h:6379/0" -> "redis://user:***@h:6379/0"; a user-info without ':' is
+// replaced whole ("redis://***@h:6379"). Other strings are returned unchanged.
+std::string RedactUrl(std::string_view url);
+
+// "host:port" or "[v6]:port" (port may be absent when default_port > 0). `min_port` is 0 for a
+// listen address (0 = any free port) and 1 for a server to connect to.
+Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_port);
+
+// The Redis options of a redis:// or redis+sentinel:// URL. InvalidArgument for another scheme.
+Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe);
+
+// An opened backend, and what its safety checks found.
+struct OpenedBackend {
+  std::unique_ptr<Coordinator> coordinator;
+  // Set when the backend cannot keep gnomon's promises across its own restart (Redis without
+  // appendonly, opened with allow_unsafe): the warning to log.
+  std::string unsafe;
+};
+// Opens the backend of `url` (creating the SQLite file's folder, mode 0700, when missing).
+// InvalidArgument for a bad URL; Unavailable or FailedPrecondition when it cannot be opened.
+Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe);
+
+}  // namespace gnomon::server
+
+#endif  // GNOMON_SRC_SERVER_BACKEND_H_

@@ -1,0 +1,88 @@
+#include "src/server/job_list.h"
+
+#include <algorithm>
+
+#include "gnomon/cron.h"
+#include "src/server/api_util.h"
+#include "src/server/job_json.h"
+
+namespace gnomon::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string Executor(const JobSpec& s) {
+  if (s.in_process) return "in_process";
+  if (s.http) return "http";
+  if (!s.argv.empty()) return "argv";
+  return "command";
+}
+
+std::string Describe(const JobSpec& spec) {
+  Result<TimeZone> zone = TimeZone::Load(spec.timezone);
+  if (!zone.ok()) return "";
+  Result<CronExpr> expr = CronExpr::Parse(spec.schedule, CronOptions{*zone, spec.id});
+  return expr.ok() ? expr->Describe() : "";
+}
+
+}  // namespace
+
+json JobViewJson(const JobView& v, std::optional<int64_t> version, bool with_secrets) {
+  json spec = JobSpecToJson(v.spec);
+  if (!with_secrets) spec = RedactSecrets(std::move(spec));
+  return json{{"id", v.spec.id},
+              {"spec", std::move(spec)},
+              {"executor", Executor(v.spec)},
+              {"schedule_description", Describe(v.spec)},
+              {"timezone", v.spec.timezone},
+              {"next_fire", InstantOrNull(v.next_fire)},
+              {"paused", v.paused},
+              {"pause_reason", v.pause_reason},
+              {"running", v.running},
+              {"read_only", v.spec.read_only},
+              {"source", v.spec.source},
+              {"version", version ? json(*version) : json(nullptr)}};
+}
+
+const std::string& JobList::Entry::Rendered(bool with_secrets) const {
+  const int i = with_secrets ? 1 : 0;
+  std::call_once(once_[i],
+                 [&] { rendered_[i] = DumpJson(JobViewJson(view, version, with_secrets)); });
+  return rendered_[i];
+}
+
+JobList::JobList(const Scheduler& scheduler, const JobCatalog& catalog, Duration max_age,
+                 const Clock& clock)
+    : scheduler_(scheduler), catalog_(catalog), max_age_(max_age), clock_(clock) {}
+
+std::shared_ptr<const JobList::Snapshot> JobList::Now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Read before the copy: a change made while copying makes the next request copy again.
+  const uint64_t changes = catalog_.changes();
+  const Duration now = clock_.SteadyNow();
+  if (snapshot_ != nullptr && snapshot_->changes == changes &&
+      now - snapshot_->taken_at < max_age_) {
+    return snapshot_;
+  }
+  std::vector<JobView> views = scheduler_.Jobs();
+  auto by_id = [](const JobView& a, const JobView& b) { return a.spec.id < b.spec.id; };
+  if (!std::is_sorted(views.begin(), views.end(), by_id)) {
+    std::sort(views.begin(), views.end(), by_id);
+  }
+  const std::map<std::string, int64_t> versions = catalog_.Versions();
+  auto fresh = std::make_shared<Snapshot>();
+  fresh->changes = changes;
+  fresh->taken_at = now;
+  fresh->jobs = std::vector<Entry>(views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (auto v = versions.find(views[i].spec.id); v != versions.end()) {
+      fresh->jobs[i].version = v->second;
+    }
+    fresh->jobs[i].view = std::move(views[i]);
+  }
+  snapshot_ = std::move(fresh);
+  return snapshot_;
+}
+
+}  // namespace gnomon::server

@@ -1,0 +1,41 @@
+// Jobs files (PRODUCT.md "Jobs file"; every key in docs/configuration.md): `[[job]]` tables of
+// the job keys and an optional `[defaults]` table, read into JobSpecs. Every load is
+// all-or-nothing, and every error says where and what:
+// `jobs.toml:12: job "report": unknown key "schedulle" (did you mean "schedule"?)`.
+// Functions here are pure and thread-safe.
+#ifndef GNOMON_SRC_SERVER_JOBS_FILE_H_
+#define GNOMON_SRC_SERVER_JOBS_FILE_H_
+
+#include <toml++/toml.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gnomon/job.h"
+#include "gnomon/status.h"
+
+namespace gnomon::server {
+
+// Reads a jobs file: `[[job]]` tables and an optional `[defaults]` table that applies to this
+// file's jobs (layered over `defaults`). Every job is checked with ValidateJobSpec; ids must be
+// unique within the file. Each job gets source = "<path>:<line of its table>", read_only = true.
+Result<std::vector<JobSpec>> LoadJobsFile(const std::string& path, const JobSpec& defaults);
+// As LoadJobsFile, from `text`; `name` is used in messages and sources.
+Result<std::vector<JobSpec>> ParseJobsFile(std::string_view text, const std::string& name,
+                                           const JobSpec& defaults);
+
+// The jobs of a `job` key of `file` (an array of tables), each over `defaults`, appended to *jobs.
+Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec& defaults,
+                     std::vector<JobSpec>* jobs);
+// Applies a `[defaults]` table of `file` over *defaults and checks the result (a default `id` is
+// an error).
+Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defaults);
+
+// Fails when two jobs share an id, naming both sources:
+// `b.toml:3: job "x": duplicate id, first defined at a.toml:7`.
+Status CheckUniqueJobIds(const std::vector<JobSpec>& jobs);
+
+}  // namespace gnomon::server
+
+#endif  // GNOMON_SRC_SERVER_JOBS_FILE_H_

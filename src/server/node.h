@@ -1,0 +1,96 @@
+// Node: a running gnomon node assembled from options (`gnomon serve`): the backend, the executors,
+// the observers (logs, metrics, webhook alerts, OTLP spans), the Scheduler, the JobCatalog with
+// its sync loop, the HTTP API and its server. apps/gnomon maps the command line and the config
+// files onto NodeOptions and SIGHUP onto Reload; everything else lives here.
+//
+// Thread safety: Start, Reload and Stop are called from one owner thread.
+#ifndef GNOMON_SRC_SERVER_NODE_H_
+#define GNOMON_SRC_SERVER_NODE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gnomon/job.h"
+#include "gnomon/scheduler.h"
+#include "gnomon/status.h"
+#include "src/server/alerts.h"
+#include "src/server/auth.h"
+#include "src/server/backend.h"
+#include "src/server/http_api.h"
+#include "src/server/http_server.h"
+#include "src/server/logger.h"
+#include "src/server/quota.h"
+#include "src/server/tracing.h"
+
+namespace gnomon::server {
+
+struct NodeOptions {
+  // Coordination backend URL (src/server/backend.h). Default kDefaultBackendUrl.
+  std::string backend = std::string(kDefaultBackendUrl);
+  // Start even when the backend fails its safety checks (Redis without persistence). Default false.
+  bool allow_unsafe_backend = false;
+  // Where the node keeps its own files (the generated admin token). Default kDefaultDataDir.
+  std::string data_dir = std::string(kDefaultDataDir);
+  // "all" (claim and run) or "schedule" (queue mode: claimed fires go to Redis streams for
+  // `gnomon worker`). Default "all".
+  std::string mode = "all";
+  // The engine's settings; node_id is required. observer, dispatch, admit and host are set by
+  // Node.
+  SchedulerOptions scheduler;
+  // The API (listen, auth, allowed hosts, body limits, rates). logger and clock are set by Node.
+  HttpApiOptions api;
+  // The transport's limits; listen is api.listen.
+  HttpServerOptions http;
+  // Bearer tokens. None (with api.auth = kTokens) = the generated admin token of data_dir.
+  std::vector<ApiToken> tokens;
+  std::vector<NamespaceQuota> quotas;
+  std::vector<AlertTarget> alerts;  // webhooks; none = no alert thread
+  std::optional<TracingOptions> tracing;
+  // The static jobs (config and jobs files).
+  std::vector<JobSpec> jobs;
+  LogFormat log_format = LogFormat::kText;
+  LogLevel log_level = LogLevel::kInfo;
+  std::string version = "0.1.0";
+};
+
+// What SIGHUP changes, together or not at all.
+struct NodeReload {
+  std::vector<JobSpec> jobs;
+  std::vector<ApiToken> tokens;  // none = the generated admin token (re-read: delete it to rotate)
+  std::vector<NamespaceQuota> quotas;
+  std::vector<AlertTarget> alerts;
+};
+
+class Node {
+ public:
+  // Opens the backend, starts the scheduler and serves the API. InvalidArgument for bad options
+  // (the message names the option); Unavailable / FailedPrecondition when the backend, the data
+  // directory or the listen address cannot be used.
+  static Result<std::unique_ptr<Node>> Start(NodeOptions options);
+  ~Node();  // Stop()
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Applies a reload all or nothing: everything is checked first; on error nothing changes and
+  // the error names what was wrong.
+  Status Reload(NodeReload reload);
+  // Graceful stop (PRODUCT.md guarantee 9): stops serving and syncing, then stops the scheduler
+  // (runs finish or are cancelled after shutdown_grace), then flushes alerts and spans.
+  // Idempotent.
+  void Stop();
+
+  int port() const;
+  int probe_port() const;
+  Logger& logger();
+
+ private:
+  struct Parts;
+  explicit Node(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace gnomon::server
+
+#endif  // GNOMON_SRC_SERVER_NODE_H_

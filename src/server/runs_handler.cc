@@ -1,0 +1,197 @@
+// GET /api/v1/runs and GET /api/v1/runs/{run_id} (RunsHandler, src/server/api_handlers.h).
+//
+// A caller limited to namespaces and listing all its runs (no `job`) gets its page filled from as
+// many backend pages as it takes, up to kMaxScannedRecords records; its next_cursor never names a
+// job outside its namespaces:
+// - when the page is full, the cursor is the position of its last record (one the caller sees);
+// - when the scan budget runs out first, the cursor is built from the caller's own namespaces and
+//   the instant of the last record read: "after every job id below the next namespace that sorts
+//   after that record" (NextCursorAfter). It skips only records the caller may not see (their ids
+//   lie between two of its namespaces), so the next page continues where this one stopped,
+//   without gaps, repeats or other namespaces' ids.
+#include <climits>
+
+#include "src/coord/coordinator_util.h"
+#include "src/server/api_handlers.h"
+#include "src/server/api_util.h"
+#include "src/server/run_json.h"
+
+namespace gnomon::server {
+
+namespace {
+
+// Largest page of runs and default.
+constexpr int kMaxRunsLimit = 1000;
+constexpr int kDefaultRunsLimit = 50;
+// Longest run id accepted in a path (a job id, '@', 20 digits, '#', 5 digits).
+constexpr size_t kMaxRunIdLength = 160;
+// Records read to fill one page for a caller limited to namespaces.
+constexpr int kMaxScannedRecords = 10000;
+// Longest job id, and its characters in ascending byte order.
+constexpr size_t kMaxJobIdLength = 128;
+constexpr std::string_view kJobIdChars =
+    "-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+
+// The largest valid job id that sorts before `prefix` (a valid, non-empty job id prefix), so no job
+// id lies strictly between the two; "" when `prefix` is the smallest id ("-").
+std::string Predecessor(const std::string& prefix) {
+  const char last = prefix.back();
+  const size_t at = kJobIdChars.find(last);
+  std::string out = prefix.substr(0, prefix.size() - 1);
+  if (at == 0) return out;  // "ab-" -> "ab": nothing sorts between them
+  out += kJobIdChars[at - 1];
+  out.append(kMaxJobIdLength - out.size(), kJobIdChars.back());
+  return out;
+}
+
+// The cursor after which a scan that stopped at `last` (a record `who` may not see) continues
+// without skipping any record `who` may see (see the file comment).
+std::string NextCursorAfter(const RunRecord& last, const Principal& who) {
+  const std::string* next = nullptr;
+  for (const std::string& ns : who.namespaces) {
+    if (ns > last.job_id && (next == nullptr || ns < *next)) next = &ns;
+  }
+  coord::RunPosition pos;
+  pos.scheduled_ms = last.scheduled_at.unix_millis();
+  pos.shard = INT_MAX;  // after every shard and attempt of pos.job_id
+  pos.attempt = 1;
+  if (next != nullptr && !Predecessor(*next).empty()) {
+    pos.job_id = Predecessor(*next);
+  } else if (next != nullptr) {
+    // Nothing sorts before *next: continue at the start of the instant.
+    pos.scheduled_ms += 1;
+    pos.job_id = std::string(kMaxJobIdLength, kJobIdChars.back());
+  } else {
+    pos.job_id = std::string(kMaxJobIdLength, kJobIdChars.back());  // after the whole instant
+  }
+  return coord::EncodeCursor(pos);
+}
+
+}  // namespace
+
+Response RunsHandler::Handle(Call& call) { return call.segments.size() == 3 ? List(call) : Get(call); }
+
+Response RunsHandler::List(Call& call) {
+  Result<std::map<std::string, std::string>> p =
+      Params(call.req, {"job", "outcome", "from", "until", "limit", "cursor"});
+  if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+  RunQuery q;
+  q.limit = kDefaultRunsLimit;
+  if (auto it = p->find("job"); it != p->end()) {
+    if (!IsValidJobId(it->second)) return InvalidJobId(it->second, "job");
+    if (!call.who.Allows(it->second)) {
+      return OutsideNamespaces(call, "job \"" + it->second + "\" is outside the token's namespaces");
+    }
+    q.job_id = it->second;
+  }
+  if (auto it = p->find("outcome"); it != p->end()) {
+    Result<RunOutcome> o = ParseRunOutcome(it->second);
+    if (!o.ok()) return InvalidParam("outcome", o.status().message());
+    q.outcome = *o;
+  }
+  if (auto it = p->find("from"); it != p->end()) {
+    Result<Instant> t = Instant::ParseRfc3339(it->second);
+    if (!t.ok()) return InvalidParam("from", t.status().message());
+    q.scheduled_from = *t;
+  }
+  if (auto it = p->find("until"); it != p->end()) {
+    Result<Instant> t = Instant::ParseRfc3339(it->second);
+    if (!t.ok()) return InvalidParam("until", t.status().message());
+    q.scheduled_until = *t;
+  }
+  if (q.scheduled_from && q.scheduled_until && *q.scheduled_from > *q.scheduled_until) {
+    return InvalidParam("from", "is after until");
+  }
+  if (std::optional<Response> bad = ParseLimit(*p, kMaxRunsLimit, &q.limit)) return *bad;
+  if (auto it = p->find("cursor"); it != p->end()) {
+    if (it->second.size() > 512) return InvalidParam("cursor", "is too long");
+    q.cursor = it->second;
+  }
+  const int limit = q.limit;
+  const bool filtered = !call.who.Global() && q.job_id.empty();
+  std::vector<RunRecord> shown;
+  std::string next_cursor;
+  int scanned = 0;
+  if (filtered) q.limit = kMaxRunsLimit;
+  while (true) {
+    Result<RunPage> page = coordinator_.ListRuns(q);
+    if (!page.ok()) {
+      if (page.status().code() == StatusCode::kInvalidArgument) {
+        return InvalidParam("cursor", page.status().message());
+      }
+      return FromStatus(page.status());
+    }
+    if (!filtered) {
+      shown = std::move(page->runs);
+      next_cursor = std::move(page->next_cursor);
+      break;
+    }
+    bool full = false;
+    for (RunRecord& r : page->runs) {
+      ++scanned;
+      if (!call.who.Allows(r.job_id)) {
+        if (scanned >= kMaxScannedRecords) {
+          next_cursor = NextCursorAfter(r, call.who);
+          full = true;
+          break;
+        }
+        continue;
+      }
+      shown.push_back(std::move(r));
+      if (static_cast<int>(shown.size()) == limit) {
+        next_cursor = coord::EncodeCursor(coord::PositionOf(shown.back()));
+        full = true;
+        break;
+      }
+      if (scanned >= kMaxScannedRecords) {
+        next_cursor = coord::EncodeCursor(coord::PositionOf(shown.back()));
+        full = true;
+        break;
+      }
+    }
+    if (full || page->next_cursor.empty()) break;
+    q.cursor = page->next_cursor;
+  }
+  // {"next_cursor", "runs"}: keys sorted, as in every other json object answered.
+  Response r;
+  r.body.reserve(64 + 400 * shown.size());
+  r.body += "{\"next_cursor\":";
+  AppendJsonString(r.body, next_cursor);
+  r.body += ",\"runs\":[";
+  for (size_t i = 0; i < shown.size(); ++i) {
+    if (i > 0) r.body += ',';
+    AppendRunJson(r.body, shown[i], false);
+  }
+  r.body += "]}";
+  return r;
+}
+
+Response RunsHandler::Get(Call& call) {
+  const std::string& run_id = call.segments[3];
+  const size_t at = run_id.find('@');
+  if (run_id.size() > kMaxRunIdLength || at == std::string::npos ||
+      !IsValidJobId(run_id.substr(0, at))) {
+    return Error(400, "invalid_argument",
+                 "run_id: \"" + Shown(run_id) + "\" is not <job>@<unix ms>[#shard]", "run_id");
+  }
+  if (!call.who.Allows(run_id.substr(0, at))) {
+    return OutsideNamespaces(call, "the run's job is outside the token's namespaces");
+  }
+  Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
+  if (!attempts.ok()) return FromStatus(attempts.status());
+  // {"attempts", "job_id", "run_id"}: keys sorted.
+  Response r;
+  r.body = "{\"attempts\":[";
+  for (size_t i = 0; i < attempts->size(); ++i) {
+    if (i > 0) r.body += ',';
+    AppendRunJson(r.body, (*attempts)[i], true);
+  }
+  r.body += "],\"job_id\":";
+  AppendJsonString(r.body, std::string_view(run_id).substr(0, at));
+  r.body += ",\"run_id\":";
+  AppendJsonString(r.body, run_id);
+  r.body += '}';
+  return r;
+}
+
+}  // namespace gnomon::server

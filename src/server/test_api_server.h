@@ -1,0 +1,57 @@
+// For tests: an HttpApi with its JobCatalog, served by an HttpServer on a free loopback port.
+#ifndef GNOMON_SRC_SERVER_TEST_API_SERVER_H_
+#define GNOMON_SRC_SERVER_TEST_API_SERVER_H_
+
+#include <httplib.h>
+
+#include <memory>
+#include <vector>
+
+#include "src/server/http_api.h"
+#include "src/server/http_server.h"
+#include "src/server/job_catalog.h"
+
+namespace gnomon::server {
+
+class TestApiServer {
+ public:
+  // Listens on 127.0.0.1, any free port; `options.listen` is set accordingly.
+  TestApiServer(Scheduler& scheduler, Coordinator& coordinator, MetricsObserver& metrics,
+                std::vector<ApiToken> tokens, HttpApiOptions options = {},
+                HttpServerOptions http = {}, JobCatalogOptions catalog_options = {})
+      : catalog(scheduler, coordinator, WithClock(std::move(catalog_options), options.clock)),
+        api(scheduler, coordinator, catalog, metrics, Loopback(options),
+            std::move(tokens)),
+        server(api, LoopbackHttp(std::move(http), options.max_body_bytes)) {}
+
+  Status Start() { return server.Start(); }
+  int port() const { return server.port(); }
+  std::unique_ptr<httplib::Client> Client() const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", server.port());
+    c->set_read_timeout(10, 0);
+    return c;
+  }
+
+  JobCatalog catalog;
+  HttpApi api;
+  HttpServer server;
+
+ private:
+  static JobCatalogOptions WithClock(JobCatalogOptions o, Clock* clock) {
+    if (o.clock == nullptr) o.clock = clock;
+    return o;
+  }
+  static HttpApiOptions Loopback(HttpApiOptions o) {
+    o.listen = "127.0.0.1:0";
+    return o;
+  }
+  static HttpServerOptions LoopbackHttp(HttpServerOptions o, size_t max_body_bytes) {
+    o.listen = "127.0.0.1:0";
+    o.max_body_bytes = max_body_bytes;
+    return o;
+  }
+};
+
+}  // namespace gnomon::server
+
+#endif  // GNOMON_SRC_SERVER_TEST_API_SERVER_H_
