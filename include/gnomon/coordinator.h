@@ -240,11 +240,13 @@ class Coordinator {
   virtual Result<int64_t> WaitJobsChange(int64_t since, Duration timeout);
 
   // --- Audit log -----------------------------------------------------------------------------
-  // Appends `record` (its seq and at are assigned here) and drops the oldest records beyond the
-  // newest `keep` (>= 1). Returns the record's seq.
+  // Appends `record` (its seq and at are assigned here) and drops the oldest records of its
+  // class beyond the newest `keep` (>= 1) of that class. The classes are failed calls (status
+  // >= 400) and the others: each is bounded apart, so failures never evict a successful call's
+  // record. Returns the record's seq.
   virtual Result<int64_t> AppendAudit(const AuditRecord& record, int keep) = 0;
-  // Records newest first with seq < before_seq (0 = from the newest), at most `limit` (capped at
-  // 1000 by implementations).
+  // Records of both classes, newest first, with seq < before_seq (0 = from the newest), at most
+  // `limit` (capped at 1000 by implementations).
   virtual Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) = 0;
 };
 

@@ -41,7 +41,8 @@
 //   P jobsver                         rewritten by every definition or pause change:
 //                                     JobsVersion() = its mod_revision; WaitJobsChange watches it
 //   P nodes/<node>                    JSON NodeInfo and heartbeat expiry
-//   P auditseq, P audit/<seq, 20>     audit counter and records
+//   P auditseq, P audit/<seq, 20>     audit counter and records (P auditfail/<seq, 20>: failed
+//                                     calls, status >= 400, capped apart)
 //
 // Boundedness. History is capped per job (max_records_per_job) and in total
 // (max_records_total): the txn that adds a record also counts them, and when over a cap the

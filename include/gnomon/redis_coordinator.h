@@ -32,6 +32,7 @@
 //   B:nodes       hash node -> "<last heartbeat ms>\n<encoded NodeInfo>"
 //   B:nodes:exp   zset node -> heartbeat expiry (ms)
 //   B:audit       zset seq -> "<seq>\n<at ms>\n<who, action, target, status, before, after>"
+//   B:audit_failed  the same for failed calls (status >= 400), capped apart
 //                 (newest `keep` kept); its seq is B:meta audit_seq (same scheme as tokens)
 //   B:events      pub/sub channel: the new jobs version after each definition/pause change
 // Scripts that touch a job's keys and a global index (claims, reports, pausing) are not

@@ -1514,6 +1514,49 @@ TEST_P(CoordinatorConformanceTest, AuditLogIsOrderedPagedAndBounded) {
   EXPECT_CODE(coord_->AppendAudit(AuditRecord{}, 0).status(), StatusCode::kInvalidArgument);
 }
 
+// Failed calls (status >= 400) are kept up to their own cap: a flood of them never evicts the
+// record of a successful call, and the log still lists both kinds together by seq.
+TEST_P(CoordinatorConformanceTest, FailedCallsAreCappedApartFromSuccessfulOnes) {
+  auto append = [&](int status, const std::string& target) {
+    AuditRecord r;
+    r.who = "ops";
+    r.action = "trigger";
+    r.target = target;
+    r.status = status;
+    Result<int64_t> seq = coord_->AppendAudit(r, status >= 400 ? 4 : 3);
+    EXPECT_TRUE(seq.ok()) << seq.status().ToString();
+    return seq.ok() ? *seq : 0;
+  };
+  const int64_t first_ok = append(200, "ok0");
+  append(201, "ok1");
+  for (int i = 0; i < 30; ++i) append(i % 2 ? 403 : 404, "bad" + std::to_string(i));
+  const int64_t last_ok = append(204, "ok2");
+  append(409, "bad30");
+  Result<std::vector<AuditRecord>> all = coord_->ListAudit(100, 0);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  std::vector<std::string> targets;
+  for (const AuditRecord& r : *all) targets.push_back(r.target);
+  // Newest first: the 4 newest failures and all 3 successes, interleaved by seq.
+  EXPECT_EQ(targets,
+            (std::vector<std::string>{"bad30", "ok2", "bad29", "bad28", "bad27", "ok1", "ok0"}));
+  for (size_t i = 1; i < all->size(); ++i) EXPECT_LT((*all)[i].seq, (*all)[i - 1].seq);
+  EXPECT_EQ(all->back().seq, first_ok);
+  // Paging across both kinds.
+  Result<std::vector<AuditRecord>> below = coord_->ListAudit(3, last_ok);
+  ASSERT_TRUE(below.ok());
+  ASSERT_EQ(below->size(), 3u);
+  EXPECT_EQ((*below)[0].target, "bad29");
+  EXPECT_EQ((*below)[2].target, "bad27");
+  // The success cap still holds among successes.
+  for (int i = 0; i < 3; ++i) append(200, "later" + std::to_string(i));
+  all = coord_->ListAudit(100, 0);
+  ASSERT_TRUE(all.ok());
+  int successes = 0;
+  for (const AuditRecord& r : *all) successes += r.status < 400 ? 1 : 0;
+  EXPECT_EQ(successes, 3);
+  EXPECT_EQ(all->size(), 7u);
+}
+
 TEST_P(CoordinatorConformanceTest, ConcurrentAuditAppendsGetDistinctSeqs) {
   std::vector<int64_t> seqs(kThreads, 0);
   RunConcurrently([&](int t) {

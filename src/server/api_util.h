@@ -23,8 +23,7 @@ namespace gnomon::server {
 std::string Shown(std::string_view s, size_t max = 64);
 
 // {"error": {"code", "message"[, "field"]}} with `status`.
-Response Error(int status, std::string_view code, std::string message,
-               std::string_view field = "");
+Response Error(int status, std::string_view code, std::string message, std::string_view field = "");
 // The answer for a library Status (handlers map the context-specific codes first):
 // InvalidArgument 400, NotFound 404, AlreadyExists/FailedPrecondition 409, Unavailable 503,
 // DeadlineExceeded 504, anything else 500.

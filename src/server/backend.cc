@@ -71,7 +71,6 @@ Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_por
   return hp;
 }
 
-
 namespace {
 
 Result<std::string> PercentDecode(std::string_view s) {
@@ -102,7 +101,6 @@ Result<std::string> PercentDecode(std::string_view s) {
 constexpr std::string_view kSupportedSchemes =
     "sqlite:///abs/path, sqlite://./rel/path, redis://[user:pass@]host:port[/db], "
     "redis+sentinel://h1:p,h2:p/master, etcd://h1:2379[,h2:2379]";
-
 
 }  // namespace
 
@@ -224,7 +222,6 @@ std::string RedactUrl(std::string_view url) {
   return out;
 }
 
-
 Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) {
   Result<BackendUrl> parsed = ParseBackendUrl(url);
   if (!parsed.ok()) return parsed.status();
@@ -274,8 +271,7 @@ Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) {
-      return UnavailableError("cannot create " + path.parent_path().string() + ": " +
-                              ec.message());
+      return UnavailableError("cannot create " + path.parent_path().string() + ": " + ec.message());
     }
     ::chmod(path.parent_path().c_str(), 0700);
   }

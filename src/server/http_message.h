@@ -29,8 +29,8 @@ struct Request {
   std::optional<uint64_t> content_length;  // Content-Length, when given
   bool chunked = false;                    // Transfer-Encoding: chunked
   std::string remote_address;              // the client's IP address ("127.0.0.1", "::1")
-  bool probe_lane = false;  // arrived on the probe listener ([api] probe_listen)
-  std::string body;         // read only after Admit accepted the request
+  bool probe_lane = false;                 // arrived on the probe listener ([api] probe_listen)
+  std::string body;                        // read only after Admit accepted the request
 };
 
 struct Response {

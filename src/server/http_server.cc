@@ -71,7 +71,6 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
   std::vector<std::jthread> threads_;  // last: joined before the rest is destroyed
 };
 
-
 class Server final : public httplib::Server {
  public:
   bool SetListenBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
@@ -148,27 +147,27 @@ Status HttpServer::Impl::StartOne(const std::string& listen, bool probe,
       }
     };
     const size_t max_body = options_.max_body_bytes;
-    s.set_pre_routing_handler([this, convert, write, max_body](const httplib::Request& in,
-                                                               httplib::Response& out) {
-      Request req = convert(in);
-      const bool has_body = req.method == "POST" || req.method == "PUT" ||
-                            req.method == "DELETE" || req.method == "PATCH";
-      if (!has_body) {
-        write(handler_.Handle(req), out);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      std::optional<Response> early;
-      if (req.content_length && *req.content_length > max_body) {
-        early = Error(413, "payload_too_large",
-                      "request body larger than " + std::to_string(max_body) + " bytes");
-      } else {
-        early = handler_.Admit(req);
-      }
-      if (!early) return httplib::Server::HandlerResponse::Unhandled;
-      early->headers.emplace_back("Connection", "close");
-      write(*early, out);
-      return httplib::Server::HandlerResponse::Handled;
-    });
+    s.set_pre_routing_handler(
+        [this, convert, write, max_body](const httplib::Request& in, httplib::Response& out) {
+          Request req = convert(in);
+          const bool has_body = req.method == "POST" || req.method == "PUT" ||
+                                req.method == "DELETE" || req.method == "PATCH";
+          if (!has_body) {
+            write(handler_.Handle(req), out);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+          std::optional<Response> early;
+          if (req.content_length && *req.content_length > max_body) {
+            early = Error(413, "payload_too_large",
+                          "request body larger than " + std::to_string(max_body) + " bytes");
+          } else {
+            early = handler_.Admit(req);
+          }
+          if (!early) return httplib::Server::HandlerResponse::Unhandled;
+          early->headers.emplace_back("Connection", "close");
+          write(*early, out);
+          return httplib::Server::HandlerResponse::Handled;
+        });
     auto with_body = [this, convert, write, max_body](const httplib::Request& in,
                                                       httplib::Response& out,
                                                       const httplib::ContentReader& reader) {
@@ -249,8 +248,8 @@ HttpServer::HttpServer(HttpHandler& handler, HttpServerOptions options)
 HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() {
-  GNOMON_RETURN_IF_ERROR(impl_->StartOne(impl_->options_.listen, false, impl_->server_,
-                                         impl_->thread_, impl_->port_));
+  GNOMON_RETURN_IF_ERROR(
+      impl_->StartOne(impl_->options_.listen, false, impl_->server_, impl_->thread_, impl_->port_));
   if (!impl_->options_.probe_listen.empty()) {
     Status s = impl_->StartOne(impl_->options_.probe_listen, true, impl_->probe_server_,
                                impl_->probe_thread_, impl_->probe_port_);

@@ -26,10 +26,10 @@ std::string AuditedDefinition(const JobSpec& spec) {
 }
 
 Status ReadOnly(const JobSpec& spec) {
-  return FailedPreconditionError("job \"" + spec.id + "\" is defined in " +
-                                 (spec.source.empty() ? std::string("a config file")
-                                                      : spec.source) +
-                                 " and is read-only in the API: change the file and reload");
+  return FailedPreconditionError(
+      "job \"" + spec.id + "\" is defined in " +
+      (spec.source.empty() ? std::string("a config file") : spec.source) +
+      " and is read-only in the API: change the file and reload");
 }
 
 }  // namespace

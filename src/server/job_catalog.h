@@ -136,9 +136,9 @@ class JobCatalog {
 
   // Guards the definitions; serialises changes (and their backend writes) with Sync.
   mutable std::mutex mu_;
-  std::map<std::string, JobSpec> static_;    // by id
-  std::map<std::string, Dynamic> dynamic_;   // by id; never an id of static_
-  std::optional<int64_t> synced_version_;    // JobsVersion at the last complete Sync
+  std::map<std::string, JobSpec> static_;   // by id
+  std::map<std::string, Dynamic> dynamic_;  // by id; never an id of static_
+  std::optional<int64_t> synced_version_;   // JobsVersion at the last complete Sync
   std::atomic<uint64_t> changes_{0};
 
   // The watcher.

@@ -58,8 +58,8 @@ Response JobsHandler::Handle(Call& call) {
   }
   if (!IsValidJobId(id)) return InvalidJobId(id);
   if (!call.who.Allows(id)) {
-    return OutsideNamespaces(call, "job \"" + id + "\" is outside the namespaces of token \"" +
-                                       call.who.name + "\"");
+    return OutsideNamespaces(
+        call, "job \"" + id + "\" is outside the namespaces of token \"" + call.who.name + "\"");
   }
   call.target = id;
   if (seg.size() == 5) return Action(call, id);
@@ -78,8 +78,8 @@ Response JobsHandler::List(Call& call) {
   std::string cursor;
   if (auto it = p->find("cursor"); it != p->end() && !it->second.empty()) {
     if (!IsValidJobId(it->second)) {
-      return InvalidParam("cursor", "\"" + Shown(it->second) +
-                                        "\" is not a cursor of this list (use next_cursor)");
+      return InvalidParam(
+          "cursor", "\"" + Shown(it->second) + "\" is not a cursor of this list (use next_cursor)");
     }
     cursor = it->second;
   }
@@ -257,9 +257,9 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
     return r;
   }
   std::optional<JobView> view = scheduler_.GetJob(id);
-  Response r = Json(method == "POST" ? 201 : 200,
-                    view ? JobViewJson(*view, change->version, call.who.SeesSecretsOf(id))
-                         : json{{"id", id}});
+  Response r = Json(
+      method == "POST" ? 201 : 200,
+      view ? JobViewJson(*view, change->version, call.who.SeesSecretsOf(id)) : json{{"id", id}});
   if (method == "POST") r.headers.emplace_back("Location", "/api/v1/jobs/" + id);
   r.headers.emplace_back("ETag", ETag(change->version));
   return r;

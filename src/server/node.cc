@@ -58,11 +58,11 @@ Result<std::vector<ApiToken>> EffectiveTokens(const NodeOptions& o, std::vector<
   if (admin->created && log != nullptr) {
     log->Info("admin_token_created",
               {{"file", admin->path},
-               {"detail", "no [[token]] is configured: this admin token (mode 0600) signs in the "
-                          "dashboard and `gnomon job` on this host"}});
+               {"detail",
+                "no [[token]] is configured: this admin token (mode 0600) signs in the "
+                "dashboard and `gnomon job` on this host"}});
   }
-  return std::vector<ApiToken>{
-      ApiToken{kAdminTokenName, admin->secret, TokenRole::kAdmin, {}, 0}};
+  return std::vector<ApiToken>{ApiToken{kAdminTokenName, admin->secret, TokenRole::kAdmin, {}, 0}};
 }
 
 // The address actually bound (the port may have been 0: any free port).
@@ -171,7 +171,9 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   // Jobs other nodes created through the API, then the engine, then the sync loop.
   if (Status s = p->catalog->Sync(); !s.ok()) log.Error("sync_failed", {{"error", s.message()}});
   GNOMON_RETURN_IF_ERROR(p->scheduler->Start());
-  p->catalog->StartSync([&log](const Status& s) { log.Error("sync_failed", {{"error", s.message()}}); });
+  p->catalog->StartSync([&log](const Status& s) {
+    log.Error("sync_failed", {{"error", s.message()}});
+  });
 
   const std::string bound = Bound(o.api.listen, p->server->port());
   Logger::Fields listening = {{"listen", bound},
@@ -180,11 +182,12 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   if (o.api.auth == AuthMode::kNone) {
     listening.emplace_back("auth", "none");
     log.Log(LogLevel::kWarn, "auth_disabled", "", "",
-            {{"detail", "[api] auth = \"none\": every local user and every page on this host "
-                        "can create and run commands; use it for experiments only"}});
+            {{"detail",
+              "[api] auth = \"none\": every local user and every page on this host "
+              "can create and run commands; use it for experiments only"}});
   } else if (generated) {
-    listening.emplace_back("auth", "generated admin token (" + o.data_dir + "/" +
-                                       kAdminTokenFile + ")");
+    listening.emplace_back("auth",
+                           "generated admin token (" + o.data_dir + "/" + kAdminTokenFile + ")");
     // The fragment never reaches a server or a Referer; the page keeps it for the session.
     listening.emplace_back("dashboard", "http://" + bound + "/#token=" + dashboard_token);
   } else {
@@ -211,7 +214,8 @@ Status Node::Reload(NodeReload reload) {
   Parts& p = *parts_;
   // Check everything first.
   GNOMON_RETURN_IF_ERROR(p.catalog->CheckStaticJobs(reload.jobs));
-  Result<std::vector<ApiToken>> tokens = EffectiveTokens(p.options, std::move(reload.tokens), &p.log);
+  Result<std::vector<ApiToken>> tokens =
+      EffectiveTokens(p.options, std::move(reload.tokens), &p.log);
   if (!tokens.ok()) return tokens.status();
   Result<Quotas> quotas = Quotas::Make(std::move(reload.quotas), *p.coordinator);
   if (!quotas.ok()) return quotas.status();

@@ -69,7 +69,9 @@ std::string NextCursorAfter(const RunRecord& last, const Principal& who) {
 
 }  // namespace
 
-Response RunsHandler::Handle(Call& call) { return call.segments.size() == 3 ? List(call) : Get(call); }
+Response RunsHandler::Handle(Call& call) {
+  return call.segments.size() == 3 ? List(call) : Get(call);
+}
 
 Response RunsHandler::List(Call& call) {
   Result<std::map<std::string, std::string>> p =
@@ -80,7 +82,8 @@ Response RunsHandler::List(Call& call) {
   if (auto it = p->find("job"); it != p->end()) {
     if (!IsValidJobId(it->second)) return InvalidJobId(it->second, "job");
     if (!call.who.Allows(it->second)) {
-      return OutsideNamespaces(call, "job \"" + it->second + "\" is outside the token's namespaces");
+      return OutsideNamespaces(call,
+                               "job \"" + it->second + "\" is outside the token's namespaces");
     }
     q.job_id = it->second;
   }

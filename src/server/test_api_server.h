@@ -20,8 +20,7 @@ class TestApiServer {
                 std::vector<ApiToken> tokens, HttpApiOptions options = {},
                 HttpServerOptions http = {}, JobCatalogOptions catalog_options = {})
       : catalog(scheduler, coordinator, WithClock(std::move(catalog_options), options.clock)),
-        api(scheduler, coordinator, catalog, metrics, Loopback(options),
-            std::move(tokens)),
+        api(scheduler, coordinator, catalog, metrics, Loopback(options), std::move(tokens)),
         server(api, LoopbackHttp(std::move(http), options.max_body_bytes)) {}
 
   Status Start() { return server.Start(); }

@@ -58,7 +58,6 @@ std::string_view TypeName(const toml::node& n) {
   }
 }
 
-
 // `table` names a nested table ("http: unknown key ...") or is empty.
 Status UnknownKey(const Reporter& r, const toml::key& key,
                   const std::vector<std::string_view>& known, std::string_view table) {

@@ -120,7 +120,7 @@ class MemoryCoordinator final : public Coordinator {
   std::map<std::string, StoredJob> definitions_;
   int64_t jobs_version_ = 0;
   std::condition_variable jobs_changed_;  // notified when jobs_version_ changes
-  std::deque<AuditRecord> audit_;         // oldest first
+  std::deque<AuditRecord> audit_[2];      // [failed]: oldest first
   int64_t audit_seq_ = 0;
 };
 

@@ -463,7 +463,12 @@ class EtcdCoordinator::Impl {
   std::string JobsVersionKey() const { return p_ + "jobsver"; }
   std::string NodeKey(const std::string& node) const { return p_ + "nodes/" + node; }
   std::string AuditSeqKey() const { return p_ + "auditseq"; }
-  std::string AuditKey(int64_t seq) const { return p_ + "audit/" + Pad(seq, 20); }
+  // Records of successful calls under audit/, of failed ones (status >= 400) under auditfail/:
+  // each prefix is capped apart.
+  std::string AuditPrefix(bool failed) const { return p_ + (failed ? "auditfail/" : "audit/"); }
+  std::string AuditKey(bool failed, int64_t seq) const {
+    return AuditPrefix(failed) + Pad(seq, 20);
+  }
 
   // --- Transport -----------------------------------------------------------------------------
   Result<json> Txn(const json& compares, const json& success, const json& failure,
@@ -1531,6 +1536,8 @@ class EtcdCoordinator::Impl {
   // --- Audit ---------------------------------------------------------------------------------
   Result<int64_t> AppendAudit(const AuditRecord& record, int keep) {
     if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
+    const bool failed = record.status >= 400;
+    const std::string prefix = AuditPrefix(failed);
     const std::string sk = AuditSeqKey();
     for (int round = 0; round < kMaxRounds; ++round) {
       Snapshot s;
@@ -1548,8 +1555,11 @@ class EtcdCoordinator::Impl {
              {"after", record.after_json}};
       Writes w;
       w.Put(sk, std::to_string(seq));
-      w.Put(AuditKey(seq), j.dump(-1, ' ', false, json::error_handler_t::replace));
-      if (seq - keep >= 1) w.DeleteRange(p_ + "audit/", AuditKey(seq - keep + 1));
+      w.Put(AuditKey(failed, seq), j.dump(-1, ' ', false, json::error_handler_t::replace));
+      // The oldest records of the class beyond the newest keep - 1 (this one is the keep-th).
+      Result<std::string> cut = AuditCut(prefix, keep - 1);
+      if (!cut.ok()) return cut.status();
+      if (!cut->empty()) w.DeleteRange(prefix, *cut);
       Result<Committed> c = Commit(s, w);
       if (!c.ok()) return c.status();
       if (c->succeeded) return seq;
@@ -1557,36 +1567,69 @@ class EtcdCoordinator::Impl {
     return Contention("append audit");
   }
 
+  // The key before which the records under `prefix` are older than its newest `keep`; "" when
+  // there are at most `keep`.
+  Result<std::string> AuditCut(const std::string& prefix, int keep) {
+    Result<json> count =
+        client_->Call("/v3/kv/range",
+                      RangeOp(prefix, PrefixEnd(prefix), {{"count_only", true}})["request_range"]);
+    if (!count.ok()) return count.status();
+    const int64_t excess = I64(*count, "count") - keep;
+    if (excess <= 0) return std::string();
+    json body = RangeOp(prefix, PrefixEnd(prefix),
+                        {{"sort_order", "ASCEND"},
+                         {"sort_target", "KEY"},
+                         {"keys_only", true},
+                         {"limit", std::to_string(excess)}})["request_range"];
+    Result<json> r = client_->Call("/v3/kv/range", body);
+    if (!r.ok()) return r.status();
+    std::string last;
+    if (r->contains("kvs")) {
+      for (const json& item : (*r)["kvs"]) {
+        Result<Kv> kv = ParseKv(item);
+        if (!kv.ok()) return kv.status();
+        last = kv->key;
+      }
+    }
+    return last.empty() ? last : last + std::string(1, '\0');
+  }
+
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) {
     Result<int> page = coord::PageLimit(limit);
     if (!page.ok()) return page.status();
     if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
-    const std::string prefix = p_ + "audit/";
-    const std::string end = before_seq == 0 ? PrefixEnd(prefix) : AuditKey(before_seq);
-    json body = RangeOp(prefix, end,
-                        {{"sort_order", "DESCEND"},
-                         {"sort_target", "KEY"},
-                         {"limit", std::to_string(*page)}})["request_range"];
-    Result<json> r = client_->Call("/v3/kv/range", body);
-    if (!r.ok()) return r.status();
     std::vector<AuditRecord> out;
-    if (!r->contains("kvs")) return out;
-    for (const json& item : (*r)["kvs"]) {
-      Result<Kv> kv = ParseKv(item);
-      if (!kv.ok()) return kv.status();
-      json j = json::parse(kv->value, nullptr, false);
-      if (!j.is_object()) continue;
-      AuditRecord a;
-      a.seq = j.value("seq", int64_t{0});
-      a.at = Instant::FromUnixMillis(j.value("at", int64_t{0}));
-      a.who = j.value("who", "");
-      a.action = j.value("action", "");
-      a.target = j.value("target", "");
-      a.status = j.value("status", 0);
-      a.before_json = j.value("before", "");
-      a.after_json = j.value("after", "");
-      out.push_back(std::move(a));
+    // Both classes, newest first; merged by seq below.
+    for (bool failed : {false, true}) {
+      const std::string prefix = AuditPrefix(failed);
+      const std::string end = before_seq == 0 ? PrefixEnd(prefix) : AuditKey(failed, before_seq);
+      json body = RangeOp(prefix, end,
+                          {{"sort_order", "DESCEND"},
+                           {"sort_target", "KEY"},
+                           {"limit", std::to_string(*page)}})["request_range"];
+      Result<json> r = client_->Call("/v3/kv/range", body);
+      if (!r.ok()) return r.status();
+      if (!r->contains("kvs")) continue;
+      for (const json& item : (*r)["kvs"]) {
+        Result<Kv> kv = ParseKv(item);
+        if (!kv.ok()) return kv.status();
+        json j = json::parse(kv->value, nullptr, false);
+        if (!j.is_object()) continue;
+        AuditRecord a;
+        a.seq = j.value("seq", int64_t{0});
+        a.at = Instant::FromUnixMillis(j.value("at", int64_t{0}));
+        a.who = j.value("who", "");
+        a.action = j.value("action", "");
+        a.target = j.value("target", "");
+        a.status = j.value("status", 0);
+        a.before_json = j.value("before", "");
+        a.after_json = j.value("after", "");
+        out.push_back(std::move(a));
+      }
     }
+    std::sort(out.begin(), out.end(),
+              [](const AuditRecord& a, const AuditRecord& b) { return a.seq > b.seq; });
+    if (out.size() > static_cast<size_t>(*page)) out.resize(static_cast<size_t>(*page));
     return out;
   }
 

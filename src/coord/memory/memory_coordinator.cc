@@ -434,21 +434,29 @@ Result<int64_t> MemoryCoordinator::AppendAudit(const AuditRecord& record, int ke
   AuditRecord r = record;
   r.seq = ++audit_seq_;
   r.at = clock_.Now();
-  audit_.push_back(std::move(r));
-  while (audit_.size() > static_cast<size_t>(keep)) audit_.pop_front();
+  std::deque<AuditRecord>& log = audit_[r.status >= 400 ? 1 : 0];
+  log.push_back(std::move(r));
+  while (log.size() > static_cast<size_t>(keep)) log.pop_front();
   return audit_seq_;
 }
 
 Result<std::vector<AuditRecord>> MemoryCoordinator::ListAudit(int limit, int64_t before_seq) {
   Result<int> page = coord::PageLimit(limit);
   if (!page.ok()) return page.status();
-  const int n = *page;
+  const size_t n = static_cast<size_t>(*page);
   if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<AuditRecord> out;
-  for (auto it = audit_.rbegin(); it != audit_.rend() && out.size() < static_cast<size_t>(n);
-       ++it) {
-    if (before_seq == 0 || it->seq < before_seq) out.push_back(*it);
+  auto ok = audit_[0].rbegin(), failed = audit_[1].rbegin();
+  auto skip = [&](auto& it, const auto& end) {
+    while (it != end && before_seq != 0 && it->seq >= before_seq) ++it;
+  };
+  skip(ok, audit_[0].rend());
+  skip(failed, audit_[1].rend());
+  while (out.size() < n && (ok != audit_[0].rend() || failed != audit_[1].rend())) {
+    const bool take_ok =
+        failed == audit_[1].rend() || (ok != audit_[0].rend() && ok->seq > failed->seq);
+    out.push_back(take_ok ? *ok++ : *failed++);
   }
   return out;
 }

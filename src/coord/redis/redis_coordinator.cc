@@ -1049,7 +1049,8 @@ Result<int64_t> RedisCoordinator::AppendAudit(const AuditRecord& record, int kee
   AppendField(encoded, record.before_json);
   AppendField(encoded, record.after_json);
   std::vector<std::string> args = CommonArgs();
-  args.insert(args.end(), {std::to_string(keep), encoded});
+  // Failed calls go to their own capped set (B:audit_failed), so they never evict the others.
+  args.insert(args.end(), {std::to_string(keep), encoded, record.status >= 400 ? "failed" : "ok"});
   Result<RedisReply> r = conn_->Eval(scripts::kAppendAudit, {base_, base_}, args);
   if (!r.ok()) return r.status();
   int64_t seq = 0;
@@ -1062,32 +1063,38 @@ Result<std::vector<AuditRecord>> RedisCoordinator::ListAudit(int limit, int64_t 
   if (!page.ok()) return page.status();
   if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
   const std::string max = before_seq == 0 ? "+inf" : "(" + std::to_string(before_seq);
-  Result<RedisReply> r = conn_->Command(
-      {"ZREVRANGEBYSCORE", base_ + ":audit", max, "-inf", "LIMIT", "0", std::to_string(*page)});
-  if (!r.ok()) return r.status();
-  if (r->type != RedisReply::Type::kArray) return Malformed("list audit");
   std::vector<AuditRecord> out;
-  for (const RedisReply& e : r->elements) {
-    std::string_view in = e.str;
-    AuditRecord a;
-    size_t nl1 = in.find('\n');
-    size_t nl2 = nl1 == std::string_view::npos ? nl1 : in.find('\n', nl1 + 1);
-    int64_t at = 0, status = 0;
-    std::string s_status;
-    if (nl2 == std::string_view::npos || !ParseInt(in.substr(0, nl1), a.seq) ||
-        !ParseInt(in.substr(nl1 + 1, nl2 - nl1 - 1), at)) {
-      return Malformed("list audit");
+  // Both sets, newest first; merged by seq below.
+  for (const char* set : {":audit", ":audit_failed"}) {
+    Result<RedisReply> r = conn_->Command(
+        {"ZREVRANGEBYSCORE", base_ + set, max, "-inf", "LIMIT", "0", std::to_string(*page)});
+    if (!r.ok()) return r.status();
+    if (r->type != RedisReply::Type::kArray) return Malformed("list audit");
+    for (const RedisReply& e : r->elements) {
+      std::string_view in = e.str;
+      AuditRecord a;
+      size_t nl1 = in.find('\n');
+      size_t nl2 = nl1 == std::string_view::npos ? nl1 : in.find('\n', nl1 + 1);
+      int64_t at = 0, status = 0;
+      std::string s_status;
+      if (nl2 == std::string_view::npos || !ParseInt(in.substr(0, nl1), a.seq) ||
+          !ParseInt(in.substr(nl1 + 1, nl2 - nl1 - 1), at)) {
+        return Malformed("list audit");
+      }
+      in.remove_prefix(nl2 + 1);
+      if (!ReadField(in, a.who) || !ReadField(in, a.action) || !ReadField(in, a.target) ||
+          !ReadField(in, s_status) || !ParseInt(s_status, status) ||
+          !ReadField(in, a.before_json) || !ReadField(in, a.after_json)) {
+        return Malformed("list audit");
+      }
+      a.at = Instant::FromUnixMillis(at);
+      a.status = static_cast<int>(status);
+      out.push_back(std::move(a));
     }
-    in.remove_prefix(nl2 + 1);
-    if (!ReadField(in, a.who) || !ReadField(in, a.action) || !ReadField(in, a.target) ||
-        !ReadField(in, s_status) || !ParseInt(s_status, status) || !ReadField(in, a.before_json) ||
-        !ReadField(in, a.after_json)) {
-      return Malformed("list audit");
-    }
-    a.at = Instant::FromUnixMillis(at);
-    a.status = static_cast<int>(status);
-    out.push_back(std::move(a));
   }
+  std::sort(out.begin(), out.end(),
+            [](const AuditRecord& a, const AuditRecord& b) { return a.seq > b.seq; });
+  if (out.size() > static_cast<size_t>(*page)) out.resize(static_cast<size_t>(*page));
   return out;
 }
 

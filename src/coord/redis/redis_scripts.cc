@@ -630,12 +630,15 @@ bump_jobs_version()
 return {'OK'}
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: keep, encoded record (without seq and time).
+// KEYS[1] = global base. ARGV[5..]: keep, encoded record (without seq and time), class ("failed"
+// for a status >= 400: B:audit_failed, else B:audit; each capped at its own keep).
 // -> OK seq. Members are "<seq>\n<at ms>\n<record>", scored by seq.
 constexpr const char* kAppendAuditBody = R"lua(
 local seq = next_counter(GB .. ':meta', 'audit_seq')
-redis.call('ZADD', GB .. ':audit', seq, S(seq) .. '\n' .. NOW_S .. '\n' .. ARGV[6])
-redis.call('ZREMRANGEBYRANK', GB .. ':audit', 0, -(tonumber(ARGV[5]) + 1))
+local log = GB .. ':audit'
+if ARGV[7] == 'failed' then log = GB .. ':audit_failed' end
+redis.call('ZADD', log, seq, S(seq) .. '\n' .. NOW_S .. '\n' .. ARGV[6])
+redis.call('ZREMRANGEBYRANK', log, 0, -(tonumber(ARGV[5]) + 1))
 return {'OK', S(seq)}
 )lua";
 

@@ -103,6 +103,13 @@ CREATE TABLE audit (
 PRAGMA user_version = 2;
 )sql";
 
+// Schema version 3 bounds failed calls (status >= 400) apart from the others in the audit log:
+// each class is trimmed along this index.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE INDEX audit_by_class ON audit ((status >= 400), seq);
+PRAGMA user_version = 3;
+)sql";
+
 // The columns of a history record, in the order ReadRun expects.
 #define GNOMON_RUN_COLUMNS                                                              \
   "run_id, job_id, scheduled_ms, shard, shard_count, attempt, fencing_token, node_id, " \
@@ -175,12 +182,13 @@ class SqliteCoordinator::Db {
                                        std::to_string(v) + " is newer than this gnomon's (" +
                                        std::to_string(kSchemaVersion) + ")");
       }
-      if (v != 0 && v != 1) {
+      if (v < 0 || v > 2) {
         return InternalError("sqlite " + conn_->path() + ": unknown schema version " +
                              std::to_string(v));
       }
-      if (v == 0) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV1));
-      return conn_->Exec(kSchemaV2);
+      if (v < 1) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV1));
+      if (v < 2) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV2));
+      return conn_->Exec(kSchemaV3);
     });
   }
 
@@ -1054,9 +1062,12 @@ Result<int64_t> SqliteCoordinator::AppendAudit(const AuditRecord& record, int ke
       if (!*row) return InternalError("sqlite audit insert returned no seq");
       seq = s->Int(0);
     }
-    Result<Statement> s = db_->conn().Prepare("DELETE FROM audit WHERE seq <= ?1");
+    // The oldest records of this record's class beyond the newest `keep` of it.
+    Result<Statement> s = db_->conn().Prepare(
+        "DELETE FROM audit WHERE (status >= 400) = ?1 AND seq <= (SELECT seq FROM audit WHERE "
+        "(status >= 400) = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)");
     if (!s.ok()) return s.status();
-    s->Bind(1, seq - keep);
+    s->Bind(1, int64_t{record.status >= 400 ? 1 : 0}).Bind(2, int64_t{keep});
     return s->Run();
   }));
   return seq;

@@ -207,11 +207,35 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion1File) {
   auto c = MustOpen(path, clock);
   ASSERT_NE(c, nullptr);
   RawDb raw(path);
-  EXPECT_EQ(raw.QueryText("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
+            std::to_string(SqliteCoordinator::kSchemaVersion));
   EXPECT_EQ(c->ListJobs()->size(), 1u);
   AuditRecord r;
   r.who = "ops";
   ASSERT_TRUE(c->AppendAudit(r, 10).ok());
+  EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
+}
+
+// A version-2 file (audit log without the class index) is upgraded in place, keeping its records.
+TEST(SqliteCoordinatorTest, OpenUpgradesAVersion2File) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  {
+    auto c = MustOpen(path, clock);
+    ASSERT_NE(c, nullptr);
+    AuditRecord r;
+    r.who = "ops";
+    r.status = 200;
+    ASSERT_TRUE(c->AppendAudit(r, 10).ok());
+  }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("DROP INDEX audit_by_class; PRAGMA user_version = 2"), SQLITE_OK);
+  }
+  auto c = MustOpen(path, clock);
+  ASSERT_NE(c, nullptr);
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryText("PRAGMA user_version"), "3");
   EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
 }
 
