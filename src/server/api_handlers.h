@@ -95,13 +95,16 @@ class AuditHandler final : public ApiHandler {
 // never name a job outside them (see runs_handler.cc).
 class RunsHandler final : public ApiHandler {
  public:
-  explicit RunsHandler(Coordinator& coordinator) : coordinator_(coordinator) {}
+  // `scan_budget`: records read to fill one page for a caller limited to namespaces.
+  RunsHandler(Coordinator& coordinator, int scan_budget)
+      : coordinator_(coordinator), scan_budget_(scan_budget) {}
   Response Handle(Call& call) override;
 
  private:
   Response List(Call& call);
   Response Get(Call& call);
   Coordinator& coordinator_;
+  const int scan_budget_;
 };
 
 // /api/v1/jobs: list, read, create, replace, delete (through the JobCatalog), and

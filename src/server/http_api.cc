@@ -135,7 +135,7 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       cron_(options_.clock != nullptr ? *options_.clock : SystemClock::Get()),
       nodes_(coordinator),
       audit_handler_(catalog.audit()),
-      runs_(coordinator),
+      runs_(coordinator, options_.runs_scan_budget),
       jobs_handler_(scheduler, coordinator, catalog, jobs_, quotas_,
                     JobsHandler::Options{options_.job_defaults, options_.max_json_depth}) {
   GNOMON_CHECK(ValidateTokens(tokens_.Get()->tokens()).ok());

@@ -77,6 +77,9 @@ struct HttpApiOptions {
   // token's own `mutations_per_minute` replaces the rate. 0 = unlimited. Defaults 600 and 60.
   int mutations_per_minute = 600;
   int mutation_burst = 60;
+  // Records read to fill one page of GET /api/v1/runs for a caller limited to namespaces (see
+  // src/server/runs_handler.cc). Default 10,000.
+  int runs_scan_budget = 10000;
   // Where auth failures are logged. Not owned; null = not logged.
   Logger* logger = nullptr;
   // Source of "now" (cron previews) and of monotonic time (rates, log limits). Not owned;

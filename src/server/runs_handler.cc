@@ -1,8 +1,8 @@
 // GET /api/v1/runs and GET /api/v1/runs/{run_id} (RunsHandler, src/server/api_handlers.h).
 //
 // A caller limited to namespaces and listing all its runs (no `job`) gets its page filled from as
-// many backend pages as it takes, up to kMaxScannedRecords records; its next_cursor never names a
-// job outside its namespaces:
+// many backend pages as it takes, up to HttpApiOptions::runs_scan_budget records; its next_cursor
+// never names a job outside its namespaces:
 // - when the page is full, the cursor is the position of its last record (one the caller sees);
 // - when the scan budget runs out first, the cursor is built from the caller's own namespaces and
 //   the instant of the last record read: "after every job id below the next namespace that sorts
@@ -25,8 +25,6 @@ constexpr int kMaxRunsLimit = 1000;
 constexpr int kDefaultRunsLimit = 50;
 // Longest run id accepted in a path (a job id, '@', 20 digits, '#', 5 digits).
 constexpr size_t kMaxRunIdLength = 160;
-// Records read to fill one page for a caller limited to namespaces.
-constexpr int kMaxScannedRecords = 10000;
 // Longest job id, and its characters in ascending byte order.
 constexpr size_t kMaxJobIdLength = 128;
 constexpr std::string_view kJobIdChars =
@@ -115,7 +113,7 @@ Response RunsHandler::List(Call& call) {
   std::vector<RunRecord> shown;
   std::string next_cursor;
   int scanned = 0;
-  if (filtered) q.limit = kMaxRunsLimit;
+  if (filtered) q.limit = std::min(kMaxRunsLimit, std::max(1, scan_budget_));
   while (true) {
     Result<RunPage> page = coordinator_.ListRuns(q);
     if (!page.ok()) {
@@ -133,7 +131,7 @@ Response RunsHandler::List(Call& call) {
     for (RunRecord& r : page->runs) {
       ++scanned;
       if (!call.who.Allows(r.job_id)) {
-        if (scanned >= kMaxScannedRecords) {
+        if (scanned >= scan_budget_) {
           next_cursor = NextCursorAfter(r, call.who);
           full = true;
           break;
@@ -146,7 +144,7 @@ Response RunsHandler::List(Call& call) {
         full = true;
         break;
       }
-      if (scanned >= kMaxScannedRecords) {
+      if (scanned >= scan_budget_) {
         next_cursor = coord::EncodeCursor(coord::PositionOf(shown.back()));
         full = true;
         break;
