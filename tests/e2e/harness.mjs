@@ -23,7 +23,7 @@ export function gnomonBin() {
   return bin;
 }
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
@@ -50,14 +50,17 @@ export async function waitFor(what, fn, timeoutMs = 20000, intervalMs = 100) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
 }
 
-// Starts `gnomon serve`. tokens=false: a server with `[api] auth = "none"` (no authentication).
-export async function startServer({ tokens = true } = {}) {
+// Starts `gnomon serve`. tokens=false: a server with `[api] auth = "none"` (no authentication);
+// tokens='generated': no [[token]], so the server generates its admin token. `config` adds lines.
+export async function startServer({ tokens = true, config: extra = [] } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gnomon-e2e-'));
   const config = path.join(dir, 'gnomon.toml');
   writeFileSync(config, [
     '[scheduler]', 'heartbeat_interval = "500ms"', '',
-    ...(tokens ? ['[[token]]', 'name = "e2e-admin"', `token = "${ADMIN_TOKEN}"`, 'role = "admin"', '']
-      : ['[api]', 'auth = "none"', '']),
+    ...(tokens === 'generated' ? []
+      : tokens ? ['[[token]]', 'name = "e2e-admin"', `token = "${ADMIN_TOKEN}"`, 'role = "admin"', '']
+        : ['[api]', 'auth = "none"', '']),
+    ...extra,
   ].join('\n'));
   const port = await freePort();
   const logPath = path.join(dir, 'serve.log');
@@ -89,7 +92,8 @@ export async function startServer({ tokens = true } = {}) {
   };
 }
 
-export async function launchBrowser() {
+// `extraArgs`: more Chromium flags (e.g. --host-resolver-rules).
+export async function launchBrowser({ extraArgs = [] } = {}) {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-deps.sh)`);
   }
@@ -98,7 +102,8 @@ export async function launchBrowser() {
     executablePath: CHROMIUM,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      ...extraArgs],
     viewport: { width: 1280, height: 900 },
     timezoneId: 'UTC',
     locale: 'en-GB',
