@@ -66,6 +66,9 @@ sigset_t BlockSignals(bool hup) {
   sigaddset(&signals, SIGINT);
   if (hup) sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A peer that closed its connection is an error on that connection, never the daemon's end
+  // (jobs get every disposition back: the process executor resets them before exec).
+  signal(SIGPIPE, SIG_IGN);
   return signals;
 }
 

@@ -118,18 +118,19 @@ TEST_F(ApiSecurityTest, CrossOriginRequestsAreRefused) {
   EXPECT_EQ(foreign->status, 403);
   EXPECT_EQ(Body(foreign)["error"]["code"], "cross_origin");
   // Sandboxed frames send "null".
-  EXPECT_EQ(client_->Post("/api/v1/jobs", Auth(kAdmin, {{"Origin", "null"}}), job,
-                          "application/json")
-                ->status,
-            403);
+  EXPECT_EQ(
+      client_->Post("/api/v1/jobs", Auth(kAdmin, {{"Origin", "null"}}), job, "application/json")
+          ->status,
+      403);
   // Same host, other port: another origin.
-  EXPECT_EQ(client_->Post("/api/v1/jobs", Auth(kAdmin, {{"Origin", "http://127.0.0.1:1"}}), job,
-                          "application/json")
+  EXPECT_EQ(client_
+                ->Post("/api/v1/jobs", Auth(kAdmin, {{"Origin", "http://127.0.0.1:1"}}), job,
+                       "application/json")
                 ->status,
             403);
   // Simple requests: a form or text/plain body is never parsed.
-  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
-                           "multipart/form-data; boundary=x", ""}) {
+  for (const char* type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""}) {
     auto r = client_->Post("/api/v1/jobs", Auth(kAdmin), job, type);
     EXPECT_EQ(r->status, 415) << type;
   }
@@ -138,13 +139,14 @@ TEST_F(ApiSecurityTest, CrossOriginRequestsAreRefused) {
   EXPECT_EQ(fetch_site->status, 403);
   EXPECT_TRUE(coord_.ListJobs()->empty());
   // The page's own origin works; so does a client that sends no Origin (curl, the CLI).
-  EXPECT_EQ(client_->Post("/api/v1/jobs", Auth(kAdmin, {{"Origin", self}}), job,
-                          "application/json; charset=utf-8")
+  EXPECT_EQ(client_
+                ->Post("/api/v1/jobs", Auth(kAdmin, {{"Origin", self}}), job,
+                       "application/json; charset=utf-8")
                 ->status,
             201);
-  EXPECT_EQ(client_->Post("/api/v1/jobs/evil/pause",
-                          Auth(kAdmin, {{"Origin", self}, {"Sec-Fetch-Site", "same-origin"}}), "",
-                          "")
+  EXPECT_EQ(client_
+                ->Post("/api/v1/jobs/evil/pause",
+                       Auth(kAdmin, {{"Origin", self}, {"Sec-Fetch-Site", "same-origin"}}), "", "")
                 ->status,
             200);
   // API answers are never cached.
@@ -180,7 +182,8 @@ TEST_F(ApiSecurityTest, SecretsAreShownOnlyToAdminsOfTheirNamespace) {
   auto shown = [&](std::string_view token, const char* path) {
     return client_->Get(path, Auth(token))->body;
   };
-  for (const char* path : {"/api/v1/jobs/billing.settle", "/api/v1/jobs", "/api/v1/jobs/billing.hook"}) {
+  for (const char* path :
+       {"/api/v1/jobs/billing.settle", "/api/v1/jobs", "/api/v1/jobs/billing.hook"}) {
     for (std::string_view token : {kBillingRead, kBillingOps, kOperate}) {
       const std::string body = shown(token, path);
       EXPECT_THAT(body, Not(HasSubstr("hunter2"))) << path << " " << token;
@@ -273,11 +276,12 @@ TEST_F(ApiSecurityTest, NamespacedAdminsReadOnlyTheirAuditRecords) {
   ASSERT_EQ(Create({{"id", "etl.a"}, {"schedule", "@yearly"}, {"command", "x"}}, kEtlAdmin)->status,
             201);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(Create({{"id", "billing.j" + std::to_string(i)}, {"schedule", "@yearly"},
-                      {"command", "true"}},
-                     kBillingAdmin)
-                  ->status,
-              201);
+    ASSERT_EQ(
+        Create(
+            {{"id", "billing.j" + std::to_string(i)}, {"schedule", "@yearly"}, {"command", "true"}},
+            kBillingAdmin)
+            ->status,
+        201);
     ASSERT_EQ(client_->Post("/api/v1/jobs/etl.a/pause", Auth(kEtlAdmin), "", "")->status, 200);
   }
   json page = Body(client_->Get("/api/v1/audit?limit=2", Auth(kBillingAdmin)));
@@ -338,8 +342,8 @@ TEST_F(ApiSecurityTest, RunCursorsNameOnlyVisibleJobs) {
     cursor = j["next_cursor"];
     if (cursor.empty()) break;
   }
-  EXPECT_EQ(seen, (std::vector<std::string>{"billing.a@60000", "billing.a@40000",
-                                            "billing.a@20000"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"billing.a@60000", "billing.a@40000", "billing.a@20000"}));
 }
 
 // Failing calls are audited apart (their own cap) and rate limited: a flood of them by an
@@ -356,8 +360,8 @@ TEST_F(ApiSecurityTest, AFloodOfFailingCallsKeepsTheAdminRecords) {
   int limited = 0;
   std::string retry_after;
   for (int i = 0; i < 80; ++i) {
-    auto r = client_->Post("/api/v1/jobs/nope" + std::to_string(i) + "/trigger", Auth(kOperate),
-                           "", "");
+    auto r =
+        client_->Post("/api/v1/jobs/nope" + std::to_string(i) + "/trigger", Auth(kOperate), "", "");
     if (r->status == 429) {
       ++limited;
       retry_after = r->get_header_value("Retry-After");
@@ -426,7 +430,8 @@ TEST_F(ApiSecurityTest, AuthFailureLogLinesAreBounded) {
   clock_.Advance(std::chrono::seconds(1));
   EXPECT_EQ(client_->Get("/api/v1/jobs")->status, 401);
   EXPECT_THAT(Log(), HasSubstr("suppressed_before=180"));
-  EXPECT_THAT(Metrics(), HasSubstr("gnomon_http_auth_failures_total{reason=\"missing_token\"} 201"));
+  EXPECT_THAT(Metrics(),
+              HasSubstr("gnomon_http_auth_failures_total{reason=\"missing_token\"} 201"));
 }
 
 // Tokens are replaced while serving (SIGHUP): a revoked token stops working at once.
@@ -434,8 +439,9 @@ TEST_F(ApiSecurityTest, TokensCanBeRotated) {
   Start();
   EXPECT_EQ(client_->Get("/api/v1/jobs", Auth(kOperate))->status, 200);
   const std::string fresh = "rotated-secret-0123456789";
-  ASSERT_TRUE(server_->api.SetTokens({{"adm", kAdmin, TokenRole::kAdmin, {}},
-                                      {"ops", fresh, TokenRole::kOperate, {}}})
+  ASSERT_TRUE(server_->api
+                  .SetTokens({{"adm", kAdmin, TokenRole::kAdmin, {}},
+                              {"ops", fresh, TokenRole::kOperate, {}}})
                   .ok());
   EXPECT_EQ(client_->Get("/api/v1/jobs", Auth(kOperate))->status, 401);
   EXPECT_EQ(client_->Get("/api/v1/jobs", Auth(fresh))->status, 200);

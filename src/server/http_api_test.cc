@@ -350,6 +350,17 @@ TEST_F(HttpApiTest, JobListCopyIsRefreshedByAgeAndByApiChanges) {
   EXPECT_EQ(listed(), 3u);  // at once
   EXPECT_EQ(client_->Delete("/api/v1/jobs/dyn", Auth(kAdmin))->status, 204);
   EXPECT_EQ(listed(), 2u);
+  // A pause shows at once too.
+  auto paused = [&] {
+    const json page = Body(client_->Get("/api/v1/jobs", Auth(kRead)));
+    for (const json& j : page["jobs"]) {
+      if (j["id"] == "cfg") return j["paused"].get<bool>();
+    }
+    return false;
+  };
+  EXPECT_FALSE(paused());
+  ASSERT_EQ(client_->Post("/api/v1/jobs/cfg/pause", Auth(kOperate), "", "")->status, 200);
+  EXPECT_TRUE(paused());
 }
 
 // The audit log lives in the backend: what one node recorded, another serves; pages by seq.

@@ -1,15 +1,37 @@
-// HttpServer over cpp-httplib (interim transport).
+// HttpServer over Boost.Beast and Boost.Asio (docs/architecture.md "The HTTP transport" says why
+// Beast and not libmicrohttpd, with the measurements).
+//
+// Threads: `io_threads` I/O threads, each running its own io_context; an accepted connection is
+// given to one of them (round robin), so a connection's handlers never run concurrently and need
+// no strand. No I/O thread ever waits: a slow client costs a socket and a few kilobytes, not a
+// thread. Requests are handed to a pool of `handler_threads` (HttpHandler::Handle may block on
+// the backend); paths in `inline_paths` (cheap, never blocking: /healthz) are answered on the I/O
+// thread, so a saturated pool cannot delay a liveness probe. The probe listener has its own
+// connection allowance and its own two handler threads.
+//
+// The head of a request is read with raw reads fed to the parser, so that each read is armed
+// with min(now + idle_timeout, head start + header_timeout): a client that trickles a byte a
+// second is cut at header_timeout, one that says nothing at idle_timeout. The parser is never
+// given more than max_header_bytes of one head (Beast's header_limit does not count a start line
+// already consumed), and the read buffer is capped a little above it.
 #include "src/server/http_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
+// Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
+#include <utility>
+// clang-format off
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+// clang-format on
 
 #include <algorithm>
-#include <condition_variable>
-#include <exception>
-#include <functional>
-#include <list>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,61 +41,422 @@
 namespace gnomon::server {
 namespace {
 
-class BoundedTaskQueue final : public httplib::TaskQueue {
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Connections the probe listener serves at once, in all and per client address.
+constexpr int kProbeConnections = 64;
+constexpr int kProbeConnectionsPerClient = 16;
+// Handler threads of the probe listener.
+constexpr int kProbeHandlerThreads = 2;
+
+std::chrono::milliseconds Ms(Duration d) { return std::chrono::milliseconds(d.count()); }
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes `in` ('+' is a space when `plus_is_space`); false when malformed.
+bool Decode(std::string_view in, bool plus_is_space, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%') {
+      if (i + 2 >= in.size()) return false;
+      const int hi = HexDigit(in[i + 1]), lo = HexDigit(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      *out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      *out += plus_is_space && in[i] == '+' ? ' ' : in[i];
+    }
+  }
+  return true;
+}
+
+// Splits a request target into its decoded path and query parameters; false when malformed.
+bool ParseTarget(std::string_view target, Request* r) {
+  const size_t q = target.find('?');
+  if (!Decode(target.substr(0, q), false, &r->path)) return false;
+  if (q == std::string_view::npos) return true;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    if (!pair.empty()) {
+      const size_t eq = pair.find('=');
+      std::string key, value;
+      if (!Decode(pair.substr(0, eq), true, &key)) return false;
+      if (eq != std::string_view::npos && !Decode(pair.substr(eq + 1), true, &value)) {
+        return false;
+      }
+      r->params.emplace(std::move(key), std::move(value));
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return true;
+}
+
+// Open connections in all and per client address, for one listener.
+class Admission {
  public:
-  BoundedTaskQueue(int threads, int max_queued) : max_queued_(std::max(1, max_queued)) {
-    for (int i = 0; i < std::max(1, threads); ++i) {
-      threads_.emplace_back([this] { Work(); });
+  Admission(int max_total, int max_per_client)
+      : max_total_(max_total), max_per_client_(max_per_client) {}
+  bool Acquire(const net::ip::address& a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (total_ >= max_total_) return false;
+    int& n = per_client_[a];
+    if (n >= max_per_client_) {
+      if (n == 0) per_client_.erase(a);
+      return false;
     }
+    ++n;
+    ++total_;
+    return true;
   }
-  ~BoundedTaskQueue() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [&] { return jobs_.size() < max_queued_ || shutdown_; });
-    jobs_.push_back(std::move(fn));
-    ready_.notify_one();
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (shutdown_ && threads_.empty()) return;
-      shutdown_ = true;
-    }
-    ready_.notify_all();
-    space_.notify_all();
-    threads_.clear();  // joins; queued connections are still served first
+  void Release(const net::ip::address& a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --total_;
+    if (--per_client_[a] <= 0) per_client_.erase(a);
   }
 
  private:
-  void Work() {
-    while (true) {
-      std::function<void()> fn;
+  const int max_total_;
+  const int max_per_client_;
+  std::mutex mu_;
+  int total_ = 0;                               // guarded by mu_
+  std::map<net::ip::address, int> per_client_;  // guarded by mu_
+};
+
+// Handler threads with a bound on the requests waiting for one.
+class HandlerPool {
+ public:
+  HandlerPool(int threads, int max_queued)
+      : pool_(static_cast<size_t>(std::max(1, threads))), max_queued_(std::max(1, max_queued)) {}
+  // Runs `task` on a handler thread; false (not run) when max_queued requests already wait or
+  // the pool is stopping.
+  template <typename F>
+  bool Post(F task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || queued_ >= max_queued_) return false;
+    ++queued_;
+    net::post(pool_, [this, task = std::move(task)]() mutable {
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [&] { return !jobs_.empty() || shutdown_; });
-        if (jobs_.empty()) return;
-        fn = std::move(jobs_.front());
-        jobs_.pop_front();
+        std::lock_guard<std::mutex> l(mu_);
+        --queued_;
       }
-      space_.notify_one();
-      fn();
+      task();
+    });
+    return true;
+  }
+  // Takes no more tasks and waits for those taken.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    pool_.join();
+  }
+
+ private:
+  net::thread_pool pool_;
+  const int max_queued_;
+  std::mutex mu_;
+  int queued_ = 0;         // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+};
+
+// What a session needs of its listener.
+struct Lane {
+  HttpHandler& handler;
+  const HttpServerOptions& options;
+  Admission& admission;
+  HandlerPool& pool;
+  bool probe;
+};
+
+using StringResponse = http::response<http::string_body>;
+
+// One connection. Lives as long as an operation on it holds a reference.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, net::ip::address peer, const Lane& lane)
+      : stream_(std::move(socket)),
+        peer_(std::move(peer)),
+        lane_(lane),
+        buffer_(lane.options.max_header_bytes + 4096) {}
+  ~Session() { lane_.admission.Release(peer_); }
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->BeginRequest(); });
+  }
+
+ private:
+  const HttpServerOptions& options() const { return lane_.options; }
+
+  void BeginRequest() {
+    head_deadline_ = std::chrono::steady_clock::now() + Ms(options().header_timeout);
+    head_used_ = 0;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(options().max_header_bytes));
+    parser_->body_limit(options().max_body_bytes);
+    ParseHead();  // bytes of a pipelined request may already be buffered
+  }
+
+  void ReadHead() {
+    const size_t room = buffer_.max_size() - buffer_.size();
+    if (room == 0) return HeadTooLarge();
+    stream_.expires_at(
+        std::min(std::chrono::steady_clock::now() + Ms(options().idle_timeout), head_deadline_));
+    stream_.async_read_some(buffer_.prepare(std::min<size_t>(room, 8192)),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close();  // timeout, end of stream, reset
+                              self->buffer_.commit(n);
+                              self->ParseHead();
+                            });
+  }
+
+  void ParseHead() {
+    if (buffer_.size() == 0) return ReadHead();
+    beast::error_code ec;
+    const size_t window = std::min(buffer_.size(), options().max_header_bytes - head_used_);
+    const size_t used = parser_->put(net::buffer(buffer_.data().data(), window), ec);
+    buffer_.consume(used);
+    head_used_ += used;
+    if (ec == http::error::need_more) {
+      if (!parser_->is_header_done()) {
+        return head_used_ + buffer_.size() >= options().max_header_bytes ? HeadTooLarge()
+                                                                         : ReadHead();
+      }
+      ec = {};
+    }
+    if (ec == http::error::header_limit) return HeadTooLarge();
+    if (ec == http::error::body_limit) return Refuse(BodyTooLarge());  // its Content-Length
+    if (ec) return Refuse(Error(400, "bad_request", "malformed request: " + ec.message()));
+    if (!parser_->is_header_done()) return ReadHead();
+    OnHead();
+  }
+
+  void OnHead() {
+    const auto& head = parser_->get();
+    request_ = Request{};
+    request_.method = std::string(head.method_string());
+    const beast::string_view target = head.target();
+    if (!ParseTarget(std::string_view(target.data(), target.size()), &request_)) {
+      return Refuse(Error(400, "invalid_argument", "the request target is not valid"));
+    }
+    auto header = [&](http::field f) { return std::string(head[f]); };
+    request_.authorization = header(http::field::authorization);
+    request_.if_match = header(http::field::if_match);
+    request_.if_none_match = header(http::field::if_none_match);
+    request_.content_type = header(http::field::content_type);
+    request_.origin = header(http::field::origin);
+    request_.host = header(http::field::host);
+    request_.sec_fetch_site = std::string(head["Sec-Fetch-Site"]);
+    if (const auto n = parser_->content_length()) request_.content_length = *n;
+    request_.chunked = parser_->chunked();
+    request_.remote_address = peer_.to_string();
+    request_.probe_lane = lane_.probe;
+    keep_alive_ = head.keep_alive();
+    head_ = request_.method == "HEAD";
+    if (parser_->is_done()) return Dispatch();  // no body
+    // A body follows: admitted (route, host, origin, type, token) before a byte of it is read.
+    if (request_.content_length && *request_.content_length > options().max_body_bytes) {
+      return Refuse(BodyTooLarge());
+    }
+    if (std::optional<Response> refused = lane_.handler.Admit(request_)) {
+      return Refuse(std::move(*refused));
+    }
+    if (beast::iequals(head[http::field::expect], "100-continue")) {
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      stream_.expires_after(Ms(options().write_timeout));
+      return http::async_write(stream_, *cont,
+                               [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                                 if (ec) return self->Close();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    stream_.expires_after(Ms(options().body_timeout));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec == http::error::body_limit) return self->Refuse(self->BodyTooLarge());
+                       if (ec) return self->Close();
+                       self->request_.body = std::move(self->parser_->get().body());
+                       self->Dispatch();
+                     });
+  }
+
+  // Runs the handler: inline for the cheap paths, else on the pool.
+  void Dispatch() {
+    const auto& inline_paths = options().inline_paths;
+    if (std::find(inline_paths.begin(), inline_paths.end(), request_.path) != inline_paths.end()) {
+      return Reply(lane_.handler.Handle(request_));
+    }
+    auto self = shared_from_this();
+    const bool queued = lane_.pool.Post([self] {
+      Response response = self->lane_.handler.Handle(self->request_);
+      net::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+        self->Reply(std::move(response));
+      });
+    });
+    if (!queued) {
+      // Every handler thread is busy and max_queued_requests wait, or the server is stopping.
+      Response busy = Error(503, "unavailable", "the server is busy: retry");
+      busy.headers.emplace_back("Retry-After", "1");
+      Reply(std::move(busy));
     }
   }
 
-  const size_t max_queued_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::condition_variable space_;
-  std::list<std::function<void()>> jobs_;
-  bool shutdown_ = false;
-  std::vector<std::jthread> threads_;  // last: joined before the rest is destroyed
+  Response BodyTooLarge() const {
+    return Error(413, "payload_too_large",
+                 "request body larger than " + std::to_string(options().max_body_bytes) + " bytes");
+  }
+
+  void HeadTooLarge() {
+    head_ = false;
+    Refuse(Error(431, "header_fields_too_large",
+                 "request line and headers larger than " +
+                     std::to_string(options().max_header_bytes) + " bytes"));
+  }
+
+  // Answers and closes: the rest of the connection's bytes are not read.
+  void Refuse(Response response) {
+    keep_alive_ = false;
+    Reply(std::move(response));
+  }
+
+  void Reply(Response from) {
+    for (const auto& [k, v] : from.headers) {
+      if (beast::iequals(k, "Connection") && beast::iequals(v, "close")) keep_alive_ = false;
+    }
+    auto res = std::make_shared<StringResponse>(static_cast<http::status>(from.status), 11);
+    for (const auto& [k, v] : from.headers) {
+      if (!beast::iequals(k, "Connection")) res->set(k, v);
+    }
+    const bool no_body = from.status == 204 || from.status == 304;
+    if (!no_body) res->set(http::field::content_type, from.content_type);
+    res->keep_alive(keep_alive_);
+    if (!no_body) {
+      res->content_length(from.body.size());
+      if (!head_) res->body() = std::move(from.body);
+    }
+    stream_.expires_after(Ms(options().write_timeout));
+    auto done = [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      if (ec || !self->keep_alive_) return self->Close();
+      self->BeginRequest();
+    };
+    if (head_ || no_body) {
+      // The head only (HEAD keeps the Content-Length of the body it does not send).
+      auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*res);
+      http::async_write_header(stream_, *serializer,
+                               [done, serializer](beast::error_code ec, size_t n) { done(ec, n); });
+    } else {
+      http::async_write(stream_, *res, std::move(done));
+    }
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  const net::ip::address peer_;
+  const Lane& lane_;
+  beast::flat_buffer buffer_;  // its max_size caps what one head may buffer
+  std::optional<http::request_parser<http::string_body>> parser_;
+  SteadyTime head_deadline_;
+  size_t head_used_ = 0;  // bytes of the current head the parser consumed
+  Request request_;
+  bool keep_alive_ = true;
+  bool head_ = false;  // a HEAD request: the answer has no body
 };
 
-class Server final : public httplib::Server {
+// Accepts connections on one address and hands them to the I/O contexts.
+class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  bool SetListenBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+  Listener(net::io_context& accept_context, std::vector<std::unique_ptr<net::io_context>>& contexts,
+           const Lane& lane)
+      : contexts_(contexts), acceptor_(accept_context), retry_(accept_context), lane_(lane) {}
+
+  // Binds and listens. Unavailable naming the address when it cannot be bound.
+  Status Bind(const std::string& listen) {
+    Result<std::pair<std::string, int>> addr = ParseListenAddress(listen);
+    if (!addr.ok()) return addr.status();
+    beast::error_code ec;
+    const net::ip::address ip =
+        net::ip::make_address(addr->first == "localhost" ? "127.0.0.1" : addr->first, ec);
+    if (ec) {
+      return InvalidArgumentError("listen: \"" + Shown(listen) + "\": \"" + Shown(addr->first) +
+                                  "\" is not an IP address");
+    }
+    const tcp::endpoint endpoint(ip, static_cast<unsigned short>(addr->second));
+    acceptor_.open(endpoint.protocol(), ec);
+    // SO_REUSEADDR (a restart may bind while old connections linger) but never SO_REUSEPORT:
+    // a second gnomon on the same port must fail, not share the requests.
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) return UnavailableError("listen: cannot bind " + Shown(listen) + ": " + ec.message());
+    port_ = acceptor_.local_endpoint().port();
+    return Status::Ok();
+  }
+  int port() const { return port_; }
+
+  void Accept() {
+    net::io_context& context = *contexts_[next_++ % contexts_.size()];
+    acceptor_.async_accept(context.get_executor(),
+                           [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                             self->OnAccept(ec, std::move(socket));
+                           });
+  }
+  void Close() {
+    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ec;
+      self->acceptor_.close(ec);
+      self->retry_.cancel();
+    });
+  }
+
+ private:
+  void OnAccept(beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {
+      // Out of file descriptors (or another transient error): back off instead of spinning.
+      retry_.expires_after(std::chrono::milliseconds(50));
+      retry_.async_wait([self = shared_from_this()](beast::error_code e) {
+        if (!e) self->Accept();
+      });
+      return;
+    }
+    beast::error_code peer_ec;
+    const net::ip::address peer = socket.remote_endpoint(peer_ec).address();
+    if (!peer_ec && lane_.admission.Acquire(peer)) {
+      socket.set_option(tcp::no_delay(true), peer_ec);
+      std::make_shared<Session>(std::move(socket), peer, lane_)->Start();
+    } else {
+      socket.close(peer_ec);  // over the limits: closed at once
+    }
+    Accept();
+  }
+
+  std::vector<std::unique_ptr<net::io_context>>& contexts_;
+  size_t next_ = 0;
+  tcp::acceptor acceptor_;
+  net::steady_timer retry_;
+  const Lane& lane_;
+  int port_ = 0;
 };
 
 }  // namespace
@@ -81,165 +464,85 @@ class Server final : public httplib::Server {
 class HttpServer::Impl {
  public:
   Impl(HttpHandler& handler, HttpServerOptions options)
-      : handler_(handler), options_(std::move(options)) {}
+      : handler_(handler),
+        options_(std::move(options)),
+        api_admission_(options_.max_connections, options_.max_connections_per_client),
+        probe_admission_(kProbeConnections, kProbeConnectionsPerClient),
+        api_pool_(options_.handler_threads, options_.max_queued_requests),
+        probe_pool_(kProbeHandlerThreads, kProbeConnections),
+        api_lane_{handler_, options_, api_admission_, api_pool_, false},
+        probe_lane_{handler_, options_, probe_admission_, probe_pool_, true} {}
 
-  Status StartOne(const std::string& listen, bool probe, std::unique_ptr<Server>& server,
-                  std::jthread& thread, int& port);
-  void StopOne(std::unique_ptr<Server>& server, std::jthread& thread) {
-    if (!server) return;
-    server->stop();
-    if (thread.joinable()) thread.join();
-    server.reset();
-  }
+  Status Start();
+  void Stop();
 
   HttpHandler& handler_;
   const HttpServerOptions options_;
-  std::unique_ptr<Server> server_, probe_server_;
-  std::jthread thread_, probe_thread_;
-  int port_ = 0;
-  int probe_port_ = 0;
+  Admission api_admission_;
+  Admission probe_admission_;
+  HandlerPool api_pool_;
+  HandlerPool probe_pool_;
+  const Lane api_lane_;
+  const Lane probe_lane_;
+  std::vector<std::unique_ptr<net::io_context>> contexts_;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;
+  std::shared_ptr<Listener> api_;
+  std::shared_ptr<Listener> probe_;
+  std::vector<std::jthread> threads_;
+  bool started_ = false;
 };
 
-Status HttpServer::Impl::StartOne(const std::string& listen, bool probe,
-                                  std::unique_ptr<Server>& server, std::jthread& thread,
-                                  int& port_out) {
-  Result<std::pair<std::string, int>> addr = ParseListenAddress(listen);
-  if (!addr.ok()) return addr.status();
-  try {
-    server = std::make_unique<Server>();
-    Server& s = *server;
-    const int threads = probe ? 2 : 64;
-    const int queued = 64;
-    s.new_task_queue = [threads, queued] { return new BoundedTaskQueue(threads, queued); };
-    auto secs = [](Duration d) { return static_cast<time_t>(d.count() / 1000); };
-    auto usecs = [](Duration d) { return static_cast<time_t>((d.count() % 1000) * 1000); };
-    s.set_read_timeout(secs(options_.body_timeout), usecs(options_.body_timeout));
-    s.set_write_timeout(secs(options_.write_timeout), usecs(options_.write_timeout));
-    s.set_keep_alive_timeout(std::max<time_t>(1, secs(options_.idle_timeout)));
-    s.set_keep_alive_max_count(100);
-    s.set_payload_max_length(options_.max_body_bytes);
-    s.set_tcp_nodelay(true);
-    auto convert = [probe](const httplib::Request& in) {
-      Request r;
-      r.method = in.method;
-      r.path = in.path;
-      for (const auto& [k, v] : in.params) r.params.emplace(k, v);
-      r.authorization = in.get_header_value("Authorization");
-      r.if_match = in.get_header_value("If-Match");
-      r.if_none_match = in.get_header_value("If-None-Match");
-      r.content_type = in.get_header_value("Content-Type");
-      r.origin = in.get_header_value("Origin");
-      r.host = in.get_header_value("Host");
-      r.sec_fetch_site = in.get_header_value("Sec-Fetch-Site");
-      if (in.has_header("Content-Length")) {
-        r.content_length = in.get_header_value<uint64_t>("Content-Length");
-      }
-      r.chunked = in.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
-      r.remote_address = in.remote_addr;
-      r.probe_lane = probe;
-      return r;
-    };
-    auto write = [](const Response& from, httplib::Response& to) {
-      to.status = from.status;
-      for (const auto& [k, v] : from.headers) to.set_header(k, v);
-      if (from.status != 204 && from.status != 304) {
-        to.set_content(from.body, from.content_type.c_str());
-      }
-    };
-    const size_t max_body = options_.max_body_bytes;
-    s.set_pre_routing_handler(
-        [this, convert, write, max_body](const httplib::Request& in, httplib::Response& out) {
-          Request req = convert(in);
-          const bool has_body = req.method == "POST" || req.method == "PUT" ||
-                                req.method == "DELETE" || req.method == "PATCH";
-          if (!has_body) {
-            write(handler_.Handle(req), out);
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          std::optional<Response> early;
-          if (req.content_length && *req.content_length > max_body) {
-            early = Error(413, "payload_too_large",
-                          "request body larger than " + std::to_string(max_body) + " bytes");
-          } else {
-            early = handler_.Admit(req);
-          }
-          if (!early) return httplib::Server::HandlerResponse::Unhandled;
-          early->headers.emplace_back("Connection", "close");
-          write(*early, out);
-          return httplib::Server::HandlerResponse::Handled;
-        });
-    auto with_body = [this, convert, write, max_body](const httplib::Request& in,
-                                                      httplib::Response& out,
-                                                      const httplib::ContentReader& reader) {
-      Request req = convert(in);
-      bool too_large = false;
-      bool read_ok = true;
-      if (req.content_length || req.chunked) {
-        read_ok = reader([&](const char* data, size_t len) {
-          if (req.body.size() + len > max_body) {
-            too_large = true;
-            return false;
-          }
-          req.body.append(data, len);
-          return true;
-        });
-      }
-      Response res;
-      if (too_large) {
-        res = Error(413, "payload_too_large",
-                    "request body larger than " + std::to_string(max_body) + " bytes");
-        res.headers.emplace_back("Connection", "close");
-      } else if (!read_ok) {
-        res = Error(400, "invalid_argument", "the request body could not be read");
-        res.headers.emplace_back("Connection", "close");
-      } else {
-        res = handler_.Handle(req);
-      }
-      write(res, out);
-    };
-    s.Post("/.*", with_body);
-    s.Put("/.*", with_body);
-    s.Delete("/.*", with_body);
-    s.Patch("/.*", with_body);
-    s.set_exception_handler(
-        [write](const httplib::Request&, httplib::Response& out, std::exception_ptr) {
-          write(Error(500, "internal", "internal error"), out);
-        });
-    s.set_error_handler([write](const httplib::Request&, httplib::Response& out) {
-      if (!out.body.empty()) return;
-      if (out.status == 413) {
-        write(Error(413, "payload_too_large", "request body too large"), out);
-      } else if (out.status == 404) {
-        write(Error(404, "not_found", "no such endpoint"), out);
-      } else if (out.status >= 400) {
-        write(Error(out.status, "bad_request", "the request could not be processed"), out);
-      }
-    });
-    s.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    const int port = addr->second == 0
-                         ? s.bind_to_any_port(addr->first)
-                         : (s.bind_to_port(addr->first, addr->second) ? addr->second : -1);
-    if (port <= 0 || !s.SetListenBacklog(512)) {
-      server.reset();
-      return UnavailableError("listen: cannot bind " + Shown(listen));
-    }
-    port_out = port;
-  } catch (const std::exception& e) {
-    server.reset();
-    return InternalError(std::string("http server: ") + e.what());
+Status HttpServer::Impl::Start() {
+  GNOMON_CHECK(!started_);
+  if (options_.max_header_bytes < 256 || options_.max_body_bytes < 1 ||
+      options_.max_connections < 1 || options_.max_connections_per_client < 1 ||
+      options_.handler_threads < 1 || options_.io_threads < 1 ||
+      options_.header_timeout <= Duration(0) || options_.idle_timeout <= Duration(0) ||
+      options_.body_timeout <= Duration(0) || options_.write_timeout <= Duration(0)) {
+    return InvalidArgumentError("http server: limits must be positive (max_header_bytes >= 256)");
   }
-  Server* raw = server.get();
-  thread = std::jthread([raw] {
-    try {
-      raw->listen_after_bind();
-    } catch (...) {
-    }
-  });
-  while (!raw->is_running()) std::this_thread::yield();
+  for (int i = 0; i < options_.io_threads; ++i) {
+    contexts_.push_back(std::make_unique<net::io_context>(1));
+    guards_.push_back(net::make_work_guard(*contexts_.back()));
+  }
+  api_ = std::make_shared<Listener>(*contexts_[0], contexts_, api_lane_);
+  Status s = api_->Bind(options_.listen);
+  if (s.ok() && !options_.probe_listen.empty()) {
+    probe_ = std::make_shared<Listener>(*contexts_[0], contexts_, probe_lane_);
+    s = probe_->Bind(options_.probe_listen).WithPrefix("probe_listen");
+  }
+  if (!s.ok()) {
+    api_.reset();
+    probe_.reset();
+    guards_.clear();
+    contexts_.clear();
+    return s;
+  }
+  api_->Accept();
+  if (probe_) probe_->Accept();
+  for (auto& context : contexts_) {
+    net::io_context* c = context.get();
+    threads_.emplace_back([c] { c->run(); });
+  }
+  started_ = true;
   return Status::Ok();
+}
+
+void HttpServer::Impl::Stop() {
+  if (!started_) return;
+  started_ = false;
+  api_->Close();
+  if (probe_) probe_->Close();
+  // Requests being handled finish and are answered (later ones get 503); then the I/O stops and
+  // every connection is dropped with its context.
+  api_pool_.Stop();
+  probe_pool_.Stop();
+  for (auto& c : contexts_) c->stop();
+  threads_.clear();  // joins
+  guards_.clear();
+  api_.reset();
+  probe_.reset();
+  contexts_.clear();
 }
 
 HttpServer::HttpServer(HttpHandler& handler, HttpServerOptions options)
@@ -247,26 +550,9 @@ HttpServer::HttpServer(HttpHandler& handler, HttpServerOptions options)
 
 HttpServer::~HttpServer() { Stop(); }
 
-Status HttpServer::Start() {
-  GNOMON_RETURN_IF_ERROR(
-      impl_->StartOne(impl_->options_.listen, false, impl_->server_, impl_->thread_, impl_->port_));
-  if (!impl_->options_.probe_listen.empty()) {
-    Status s = impl_->StartOne(impl_->options_.probe_listen, true, impl_->probe_server_,
-                               impl_->probe_thread_, impl_->probe_port_);
-    if (!s.ok()) {
-      impl_->StopOne(impl_->server_, impl_->thread_);
-      return s;
-    }
-  }
-  return Status::Ok();
-}
-
-void HttpServer::Stop() {
-  impl_->StopOne(impl_->server_, impl_->thread_);
-  impl_->StopOne(impl_->probe_server_, impl_->probe_thread_);
-}
-
-int HttpServer::port() const { return impl_->port_; }
-int HttpServer::probe_port() const { return impl_->probe_port_; }
+Status HttpServer::Start() { return impl_->Start(); }
+void HttpServer::Stop() { impl_->Stop(); }
+int HttpServer::port() const { return impl_->api_ ? impl_->api_->port() : 0; }
+int HttpServer::probe_port() const { return impl_->probe_ ? impl_->probe_->port() : 0; }
 
 }  // namespace gnomon::server

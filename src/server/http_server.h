@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gnomon/status.h"
 #include "gnomon/time.h"
@@ -43,6 +44,11 @@ struct HttpServerOptions {
   // Threads that run the handler (slow backend calls occupy one each; connections do not).
   // Default 16.
   int handler_threads = 16;
+  // Threads doing the network I/O of every connection (they never wait). Default 2.
+  int io_threads = 2;
+  // Paths answered on an I/O thread instead of a handler thread: their handling must be cheap
+  // and never block, and then a saturated handler pool cannot delay them. Default {"/healthz"}.
+  std::vector<std::string> inline_paths = {"/healthz"};
   // Requests waiting for a handler thread; beyond it, 503 with Retry-After. Default 1024.
   int max_queued_requests = 1024;
 };
@@ -59,8 +65,8 @@ class HttpServer {
   // options or addresses; Unavailable when an address cannot be bound (taken, not local).
   // REQUIRES: not started.
   Status Start();
-  // Stops accepting, ends open connections (a request being handled is answered first) and joins
-  // every thread. Idempotent.
+  // Stops accepting; requests being handled are answered (later ones get 503), then open
+  // connections are closed and every thread is joined. Idempotent.
   void Stop();
   // The bound ports (after Start; useful with port 0). probe_port() is 0 without probe_listen.
   int port() const;

@@ -59,7 +59,7 @@ JobList::JobList(const Scheduler& scheduler, const JobCatalog& catalog, Duration
 std::shared_ptr<const JobList::Snapshot> JobList::Now() {
   std::lock_guard<std::mutex> lock(mu_);
   // Read before the copy: a change made while copying makes the next request copy again.
-  const uint64_t changes = catalog_.changes();
+  const uint64_t changes = catalog_.changes() + local_changes_.load();
   const Duration now = clock_.SteadyNow();
   if (snapshot_ != nullptr && snapshot_->changes == changes &&
       now - snapshot_->taken_at < max_age_) {

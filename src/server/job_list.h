@@ -9,6 +9,7 @@
 #ifndef GNOMON_SRC_SERVER_JOB_LIST_H_
 #define GNOMON_SRC_SERVER_JOB_LIST_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -43,7 +44,7 @@ class JobList {
   };
   struct Snapshot {
     std::vector<Entry> jobs;  // sorted by id
-    uint64_t changes = 0;     // JobCatalog::changes() when the copy began
+    uint64_t changes = 0;     // JobCatalog::changes() + Invalidate()s when the copy began
     Duration taken_at{0};     // the clock's SteadyNow() then
   };
 
@@ -52,6 +53,9 @@ class JobList {
           const Clock& clock);
 
   std::shared_ptr<const Snapshot> Now();
+  // A change the catalog does not see (pause, resume, trigger through the API): the next request
+  // copies again.
+  void Invalidate() { local_changes_.fetch_add(1); }
 
  private:
   const Scheduler& scheduler_;
@@ -61,6 +65,7 @@ class JobList {
   // Held while a copy is taken, so concurrent requests wait for one copy.
   std::mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_;  // guarded by mu_
+  std::atomic<uint64_t> local_changes_{0};
 };
 
 }  // namespace gnomon::server

@@ -147,6 +147,11 @@ Response JobsHandler::Action(Call& call, const std::string& id) {
   const std::optional<JobView> local = scheduler_.GetJob(id);
   if (!local) return NotDefined(id);
   call.before = DumpJson(json{{"paused", local->paused}});
+  // Once the action is done, whatever its outcome, the list copies the job's state again.
+  struct Invalidate {
+    JobList& jobs;
+    ~Invalidate() { jobs.Invalidate(); }
+  } invalidate{jobs_};
   if (action == "trigger") {
     if (Status q = quotas_.Get()->CheckTrigger(id); !q.ok()) {
       if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);

@@ -3,6 +3,7 @@
 #define GNOMON_SRC_SERVER_TEST_API_SERVER_H_
 
 #include <httplib.h>
+#include <signal.h>
 
 #include <memory>
 #include <vector>
@@ -21,7 +22,11 @@ class TestApiServer {
                 HttpServerOptions http = {}, JobCatalogOptions catalog_options = {})
       : catalog(scheduler, coordinator, WithClock(std::move(catalog_options), options.clock)),
         api(scheduler, coordinator, catalog, metrics, Loopback(options), std::move(tokens)),
-        server(api, LoopbackHttp(std::move(http), options.max_body_bytes)) {}
+        server(api, LoopbackHttp(std::move(http), options.max_body_bytes)) {
+    // The server closes a connection whose body it refuses; a test client still writing must get
+    // EPIPE, not be killed by SIGPIPE.
+    ::signal(SIGPIPE, SIG_IGN);
+  }
 
   Status Start() { return server.Start(); }
   int port() const { return server.port(); }
