@@ -252,6 +252,22 @@ TEST_F(AlertTest, PostsSignedJson) {
   EXPECT_EQ(stats.dropped, 0u);
 }
 
+// SIGHUP replaces the targets: later events go to the new set; an invalid set changes nothing.
+TEST_F(AlertTest, TargetsCanBeReplaced) {
+  AlertObserver alerts({}, "n", FastOptions());
+  alerts.OnEvent(Failed("a", "before"));
+  AlertTarget bad = Target();
+  bad.url = "ftp://x";
+  EXPECT_FALSE(alerts.SetTargets({bad}).ok());
+  ASSERT_TRUE(alerts.SetTargets({Target("ops")}).ok());
+  alerts.OnEvent(Failed("a", "after"));
+  ASSERT_TRUE(AwaitReceived(1));
+  ASSERT_TRUE(alerts.SetTargets({}).ok());
+  alerts.OnEvent(Failed("a", "removed"));
+  alerts.Stop();
+  EXPECT_EQ(Runs(), std::vector<std::string>{"after"});
+}
+
 TEST_F(AlertTest, MapsEvents) {
   AlertObserver alerts({Target()}, "n", FastOptions());
   using K = SchedulerEvent::Kind;

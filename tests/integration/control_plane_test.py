@@ -157,6 +157,25 @@ class ControlPlaneTest(unittest.TestCase):
         for secret in (old, new):
             self.assertNotIn(secret, self.log())
 
+    def test_sighup_reloads_quotas_with_the_jobs(self):
+        config = os.path.join(self.dir, "gnomon.toml")
+        token = "ops-secret-0123456789"
+
+        def write(max_jobs, job_line=""):
+            with open(config, "w") as f:
+                f.write('[[token]]\nname = "ops"\ntoken = "%s"\nrole = "admin"\n\n'
+                        '[[quota]]\nnamespace = "q."\nmax_jobs = %d\n%s' % (token, max_jobs, job_line))
+        write(1)
+        p, port = self.serve(config=config)
+        job = lambda i: {"id": "q.%d" % i, "schedule": "@yearly", "command": "true"}
+        self.assertEqual(request(port, "POST", "/api/v1/jobs", token, job(1))[0], 201)
+        self.assertEqual(request(port, "POST", "/api/v1/jobs", token, job(2))[0], 403)
+        write(2, '\n[[job]]\nid = "from-file"\nschedule = "@yearly"\ncommand = "true"\n')
+        p.send_signal(signal.SIGHUP)
+        wait_for(lambda: request(port, "GET", "/api/v1/jobs/from-file", token)[0] == 200, 10,
+                 "the reloaded jobs")
+        self.assertEqual(request(port, "POST", "/api/v1/jobs", token, job(2))[0], 201)
+
     def test_sighup_rotates_the_generated_token(self):
         p, port = self.serve()
         path = os.path.join(self.dir, "admin.token")
