@@ -252,3 +252,42 @@ describe('dashboard on a server without tokens', () => {
     assert.deepEqual(consoleLog.network, []);
   });
 });
+
+describe('dashboard on a server with its generated admin token', () => {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await startServer({ tokens: 'generated' });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    if (browser) await browser.close();
+    if (server) await server.stop();
+  });
+
+  test('the sign-in link from the log signs in and leaves the address bar', async () => {
+    const page = await browser.context.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT);
+    const consoleLog = watchConsole(page);
+    // Without the token: the login page.
+    await page.goto(`${server.url}/`);
+    await page.waitForURL(/#\/login/);
+    await waitFor('the sign-in link in the log', async () => /dashboard=/.test(server.log()), STEP_TIMEOUT);
+    const link = server.log().match(/dashboard="?([^\s"]+)/)[1];
+    assert.match(link, /^http:\/\/127\.0\.0\.1:\d+\/#token=[A-Za-z0-9_-]{40,}$/);
+    await page.goto(link);
+    await page.waitForURL(/#\/jobs$/);
+    assert.ok(!page.url().includes('token='), 'the token left the address bar');
+    await waitForText(page, '#session', /Signed in/);
+    await nav(page, 'Nodes').click();
+    await waitForText(page, 'tbody', /e2e-node/);
+    // The history holds no entry with the token either.
+    const history = await page.evaluate(() => history.length);
+    assert.ok(history >= 1);
+    await page.goBack();
+    assert.ok(!page.url().includes('token='));
+    assert.deepEqual(consoleLog.errors, []);
+  });
+});
