@@ -15,6 +15,8 @@
 #   API_LOAD_JOBS [10000], API_LOAD_RUNS [1000000]    the seed
 #   API_LOAD_SEED_DIR [build/api-seed]  where the seeded file is kept and reused while valid
 #                                       (same counts and same bench/api_seed.cc)
+#   API_LOAD_CONFIG [""]   more lines for the server's config file (e.g. "[api]
+#                          handler_threads = 64")
 # Needs wrk and curl (scripts/install-deps.sh installs them).
 set -euo pipefail
 build=$(realpath "${1:-build/release}")
@@ -81,6 +83,8 @@ log_level = "warn"
 name = "bench"
 token = "$token"
 role = "read"
+
+${API_LOAD_CONFIG:-}
 EOF
 base="http://127.0.0.1:$port"
 auth="Authorization: Bearer $token"

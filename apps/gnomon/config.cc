@@ -151,12 +151,17 @@ Status ParseApi(const std::string& file, const toml::node& n, ApiSettings* out) 
   const Reporter r(file, "api");
   struct IntKey {
     std::string_view name;
+    int ApiSettings::*field;
     int min, max;
   };
   static constexpr IntKey kInts[] = {
-      {"max_header_bytes", 1024, 1024 * 1024},    {"max_connections", 1, 1000000},
-      {"max_connections_per_client", 1, 1000000}, {"max_body_bytes", 1024, 64 * 1024 * 1024},
-      {"mutations_per_minute", 0, 1000000},       {"mutation_burst", 1, 100000},
+      {"max_header_bytes", &ApiSettings::max_header_bytes, 1024, 1024 * 1024},
+      {"max_connections", &ApiSettings::max_connections, 1, 1000000},
+      {"max_connections_per_client", &ApiSettings::max_connections_per_client, 1, 1000000},
+      {"max_body_bytes", &ApiSettings::max_body_bytes, 1024, 64 * 1024 * 1024},
+      {"mutations_per_minute", &ApiSettings::mutations_per_minute, 0, 1000000},
+      {"mutation_burst", &ApiSettings::mutation_burst, 1, 100000},
+      {"handler_threads", &ApiSettings::handler_threads, 0, 1024},
   };
   struct DurationKey {
     std::string_view name;
@@ -205,24 +210,17 @@ Status ParseApi(const std::string& file, const toml::node& n, ApiSettings* out) 
     const IntKey* found = nullptr;
     for (const IntKey& ik : kInts) found = ik.name == key ? &ik : found;
     if (found == nullptr) {
-      return UnknownKey(
-          r, *k,
-          {"auth", "allowed_hosts", "probe_listen", "max_header_bytes", "header_timeout",
-           "idle_timeout", "max_connections", "max_connections_per_client", "max_body_bytes",
-           "mutations_per_minute", "mutation_burst"});
+      std::vector<std::string_view> known = {"auth", "allowed_hosts", "probe_listen"};
+      for (const DurationKey& dk : kDurations) known.push_back(dk.name);
+      for (const IntKey& ik : kInts) known.push_back(ik.name);
+      return UnknownKey(r, *k, known);
     }
-    int value = 0;
+    int& value = a.*found->field;
     GNOMON_RETURN_IF_ERROR(GetInt(r, *v, key, &value));
     if (value < found->min || value > found->max) {
       return r.Fail(*v, std::string(key) + ": " + std::to_string(value) + " is out of range " +
                             std::to_string(found->min) + "-" + std::to_string(found->max));
     }
-    if (key == "max_header_bytes") a.max_header_bytes = static_cast<size_t>(value);
-    if (key == "max_connections") a.max_connections = value;
-    if (key == "max_connections_per_client") a.max_connections_per_client = value;
-    if (key == "max_body_bytes") a.max_body_bytes = static_cast<size_t>(value);
-    if (key == "mutations_per_minute") a.mutations_per_minute = value;
-    if (key == "mutation_burst") a.mutation_burst = value;
   }
   if (a.max_connections_per_client > a.max_connections) {
     return r.Fail(n, "max_connections_per_client: " + std::to_string(a.max_connections_per_client) +

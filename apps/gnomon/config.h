@@ -66,14 +66,15 @@ struct ApiSettings {
   bool auth_none = false;                  // auth = "none" (loopback only); default "token"
   std::vector<std::string> allowed_hosts;  // further names accepted in Host
   std::string probe_listen;                // a listener for /healthz and /readyz only
-  size_t max_header_bytes = 16 * 1024;     // 1 KiB - 1 MiB
+  int max_header_bytes = 16 * 1024;        // 1 KiB - 1 MiB
   Duration header_timeout = std::chrono::seconds(10);  // 100ms - 10m
   Duration idle_timeout = std::chrono::seconds(5);     // 100ms - 1h
   int max_connections = 1024;                          // 1 - 1,000,000
   int max_connections_per_client = 256;                // 1 - max_connections
-  size_t max_body_bytes = 1024 * 1024;                 // 1 KiB - 64 MiB
+  int max_body_bytes = 1024 * 1024;                    // 1 KiB - 64 MiB
   int mutations_per_minute = 600;                      // 0 = unlimited
   int mutation_burst = 60;                             // 1 - 100,000
+  int handler_threads = 0;                             // 0 (2 x cores, >= 4) - 1024
 };
 
 // One `[[alert]]` of the config: a webhook (docs/operations.md, "Alerts").

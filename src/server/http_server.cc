@@ -55,6 +55,12 @@ constexpr int kProbeHandlerThreads = 2;
 
 std::chrono::milliseconds Ms(Duration d) { return std::chrono::milliseconds(d.count()); }
 
+// HttpServerOptions::handler_threads, 0 resolved.
+int HandlerThreads(int configured) {
+  if (configured > 0) return configured;
+  return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -134,42 +140,43 @@ class Admission {
   std::map<net::ip::address, int> per_client_;  // guarded by mu_
 };
 
-// Handler threads with a bound on the requests waiting for one.
+// Handler threads with a bound on the requests waiting for one. Lock-free on the request path:
+// a request costs one hand-off to a handler thread and one back, nothing more.
 class HandlerPool {
  public:
   HandlerPool(int threads, int max_queued)
-      : pool_(static_cast<size_t>(std::max(1, threads))), max_queued_(std::max(1, max_queued)) {}
+      : pool_(std::make_unique<net::thread_pool>(static_cast<size_t>(std::max(1, threads)))),
+        max_queued_(std::max(1, max_queued)) {}
   // Runs `task` on a handler thread; false (not run) when max_queued requests already wait or
   // the pool is stopping.
   template <typename F>
   bool Post(F task) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || queued_ >= max_queued_) return false;
-    ++queued_;
-    net::post(pool_, [this, task = std::move(task)]() mutable {
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        --queued_;
-      }
+    if (stopping_.load(std::memory_order_acquire)) return false;
+    if (queued_.fetch_add(1, std::memory_order_relaxed) >= max_queued_) {
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    net::post(*pool_, [this, task = std::move(task)]() mutable {
+      queued_.fetch_sub(1, std::memory_order_relaxed);
       task();
     });
     return true;
   }
-  // Takes no more tasks and waits for those taken.
+  // Takes no more tasks and waits for those taken. A task posted by a request that raced with
+  // the stop is not run; Discard drops it.
   void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    pool_.join();
+    stopping_.store(true, std::memory_order_release);
+    pool_->join();
   }
+  // Destroys tasks that were never run. REQUIRES: Stop(), and the I/O threads joined (nothing
+  // posts any more); before the I/O contexts their sessions use are destroyed.
+  void Discard() { pool_.reset(); }
 
  private:
-  net::thread_pool pool_;
+  std::unique_ptr<net::thread_pool> pool_;
   const int max_queued_;
-  std::mutex mu_;
-  int queued_ = 0;         // guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  std::atomic<int> queued_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 // What a session needs of its listener.
@@ -468,7 +475,7 @@ class HttpServer::Impl {
         options_(std::move(options)),
         api_admission_(options_.max_connections, options_.max_connections_per_client),
         probe_admission_(kProbeConnections, kProbeConnectionsPerClient),
-        api_pool_(options_.handler_threads, options_.max_queued_requests),
+        api_pool_(HandlerThreads(options_.handler_threads), options_.max_queued_requests),
         probe_pool_(kProbeHandlerThreads, kProbeConnections),
         api_lane_{handler_, options_, api_admission_, api_pool_, false},
         probe_lane_{handler_, options_, probe_admission_, probe_pool_, true} {}
@@ -496,7 +503,7 @@ Status HttpServer::Impl::Start() {
   GNOMON_CHECK(!started_);
   if (options_.max_header_bytes < 256 || options_.max_body_bytes < 1 ||
       options_.max_connections < 1 || options_.max_connections_per_client < 1 ||
-      options_.handler_threads < 1 || options_.io_threads < 1 ||
+      options_.handler_threads < 0 || options_.io_threads < 1 ||
       options_.header_timeout <= Duration(0) || options_.idle_timeout <= Duration(0) ||
       options_.body_timeout <= Duration(0) || options_.write_timeout <= Duration(0)) {
     return InvalidArgumentError("http server: limits must be positive (max_header_bytes >= 256)");
@@ -539,6 +546,8 @@ void HttpServer::Impl::Stop() {
   probe_pool_.Stop();
   for (auto& c : contexts_) c->stop();
   threads_.clear();  // joins
+  api_pool_.Discard();
+  probe_pool_.Discard();
   guards_.clear();
   api_.reset();
   probe_.reset();

@@ -42,8 +42,10 @@ struct HttpServerOptions {
   int max_connections = 1024;
   int max_connections_per_client = 256;
   // Threads that run the handler (slow backend calls occupy one each; connections do not).
-  // Default 16.
-  int handler_threads = 16;
+  // 0 = twice the machine's cores, at least 4: more cost context switches on the request path
+  // (measured: docs/benchmarks.md "HTTP API under load"); raise it for a backend with slow
+  // round trips. Default 0.
+  int handler_threads = 0;
   // Threads doing the network I/O of every connection (they never wait). Default 2.
   int io_threads = 2;
   // Paths answered on an I/O thread instead of a handler thread: their handling must be cheap
