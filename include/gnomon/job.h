@@ -65,6 +65,21 @@ struct JobSpec {
   // Queue mode: the worker tag whose stream its fires are published to ([A-Za-z0-9_.-]{1,64});
   // `gnomon worker --tags` picks the tags a worker takes. Ignored when fires run locally.
   std::string queue = "default";
+  // Process jobs (docs/operations.md "Running safely"): the user (and group) the process runs as,
+  // "user[:group]" by name or number; empty = the daemon's user (or the namespace policy's
+  // run_as for jobs defined through the API). Switching needs gnomon to run as root.
+  std::string run_as;
+  // Names of the daemon's environment variables a process run inherits; it sees no other.
+  std::vector<std::string> inherit_env;
+  // Per-run limits of process jobs; 0 = none. memory_max: bytes (cgroup v2 memory.max when the
+  // controller is delegated, else RLIMIT_AS of each process); cpu_max: CPU time of each process
+  // (RLIMIT_CPU: SIGXCPU, then SIGKILL a second later); pids_max: processes of the run (cgroup
+  // v2 pids.max when delegated, else RLIMIT_NPROC of a run_as user); open_files: descriptors of
+  // each process (RLIMIT_NOFILE).
+  int64_t memory_max = 0;
+  Duration cpu_max{0};
+  int pids_max = 0;
+  int open_files = 0;
 
   // Where the definition came from ("jobs.toml:12", "api"); config-file jobs are read-only in
   // the API.
@@ -78,8 +93,17 @@ inline constexpr Duration kMaxRetryBackoff = std::chrono::minutes(10);
 // Checks every field; the error names the field ("job \"x\": retries: -1 is out of range 0-100").
 // Also parses the schedule in its zone.
 Status ValidateJobSpec(const JobSpec& job);
-// Whether `id` matches [A-Za-z0-9_.-]{1,128}.
+// Whether `id` matches [A-Za-z0-9_.-]{1,128} and is not made only of dots ("." and ".." would
+// name other paths in URLs and files).
 bool IsValidJobId(std::string_view id);
+// A size in bytes: a non-negative integer with an optional binary unit, "512", "64K", "512M",
+// "2G", "1T" (K = 1024; "KiB", "MiB", "GiB", "TiB" too). InvalidArgument naming what is wrong.
+Result<int64_t> ParseByteSize(std::string_view s);
+
+// Whether `name` is an HTTP header name (an RFC 9110 token: letters, digits, !#$%&'*+-.^_`|~).
+bool IsHttpHeaderName(std::string_view name);
+// Whether `value` can be an HTTP header value: no CR, LF, NUL or other control byte but tab.
+bool IsHttpHeaderValue(std::string_view value);
 
 // One fire: (job, scheduled instant, shard). Its run id is the same on every node.
 struct FireKey {

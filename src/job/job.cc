@@ -1,6 +1,8 @@
 #include "gnomon/job.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include "gnomon/cron.h"
 
@@ -50,6 +52,74 @@ Status FieldError(const JobSpec& job, std::string_view field, const std::string&
                               ": " + what);
 }
 
+// A printable, bounded rendering of untrusted text inside a message.
+std::string Shown(std::string_view s, size_t max = 64) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+// What the HTTP executor needs of a URL, checked when the job is defined: http or https, a host
+// (and port) without user info, and no byte that cannot go into a request line.
+Status CheckHttpUrl(const JobSpec& job, std::string_view url) {
+  auto bad = [&](const std::string& why) {
+    return FieldError(job, "http.url", "\"" + Shown(url, 128) + "\" " + why);
+  };
+  if (url.size() > 2048) return bad("is longer than 2048 bytes");
+  for (char c : url) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) return bad("contains a space, control or non-ASCII byte");
+  }
+  const size_t sep = url.find("://");
+  const std::string_view scheme = sep == std::string_view::npos ? "" : url.substr(0, sep);
+  if (scheme != "http" && scheme != "https") return bad("must start with http:// or https://");
+  const std::string_view rest = url.substr(sep + 3);
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.find('@') != std::string_view::npos) {
+    return bad("has user info: put credentials in http.headers (write-only secrets), not the URL");
+  }
+  std::string_view host = authority;
+  std::string_view port;
+  if (!host.empty() && host.front() == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) return bad("has no closing ']' after an IPv6 address");
+    port = host.substr(close + 1);
+    host = host.substr(1, close - 1);
+    if (!port.empty() && port.front() != ':') return bad("has text after its IPv6 address");
+    if (!port.empty()) port.remove_prefix(1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) {
+    port = host.substr(colon + 1);
+    host = host.substr(0, colon);
+  }
+  if (host.empty()) return bad("has no host");
+  if (authority.find(':') != std::string_view::npos && authority.front() != '[' && port.empty()) {
+    return bad("has an empty port");
+  }
+  if (!port.empty()) {
+    if (port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoi(std::string(port)) < 1 || std::stoi(std::string(port)) > 65535) {
+      return bad("has an invalid port (1-65535)");
+    }
+  }
+  return Status::Ok();
+}
+
+// "user[:group]": names of [A-Za-z0-9_.-] (not starting with '-') or numbers.
+bool IsUserSpec(std::string_view spec) {
+  auto name = [](std::string_view n) {
+    if (n.empty() || n.size() > 64 || n.front() == '-') return false;
+    return std::all_of(n.begin(), n.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '.' || c == '-';
+    });
+  };
+  const size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) return name(spec);
+  return name(spec.substr(0, colon)) && name(spec.substr(colon + 1));
+}
+
 Status CheckDuration(const JobSpec& job, std::string_view field, Duration d, Duration min,
                      Duration max) {
   if (d < min || d > max) {
@@ -79,10 +149,56 @@ Result<RunOutcome> ParseRunOutcome(std::string_view s) {
 
 bool IsValidJobId(std::string_view id) {
   if (id.empty() || id.size() > 128) return false;
+  bool only_dots = true;
   for (char c : id) {
     const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '.' || c == '-';
     if (!ok) return false;
+    only_dots = only_dots && c == '.';
+  }
+  return !only_dots;
+}
+
+Result<int64_t> ParseByteSize(std::string_view s) {
+  const std::string shown = "\"" + Shown(s, 32) + "\"";
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 16) {
+    return InvalidArgumentError(shown + " is not a size (e.g. 512M, 2G, 1048576)");
+  }
+  int64_t value = std::stoll(std::string(s.substr(0, digits)));
+  std::string_view unit = s.substr(digits);
+  if (unit.size() == 3 && unit.substr(1) == "iB") unit = unit.substr(0, 1);
+  int shift = 0;
+  if (unit == "K") {
+    shift = 10;
+  } else if (unit == "M") {
+    shift = 20;
+  } else if (unit == "G") {
+    shift = 30;
+  } else if (unit == "T") {
+    shift = 40;
+  } else if (!unit.empty() && unit != "B") {
+    return InvalidArgumentError(shown + ": unknown unit (K, M, G, T)");
+  }
+  if (value > (INT64_MAX >> shift)) return InvalidArgumentError(shown + " is too large");
+  return value << shift;
+}
+
+bool IsHttpHeaderName(std::string_view name) {
+  if (name.empty() || name.size() > 256) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool IsHttpHeaderValue(std::string_view value) {
+  for (char c : value) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7f) return false;
   }
   return true;
 }
@@ -95,9 +211,8 @@ std::string FireKey::RunId() const {
 
 Status ValidateJobSpec(const JobSpec& job) {
   if (!IsValidJobId(job.id)) {
-    std::string shown;
-    for (char c : job.id.substr(0, 64)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
-    return InvalidArgumentError("id: \"" + shown + "\" must match [A-Za-z0-9_.-]{1,128}");
+    return InvalidArgumentError("id: \"" + Shown(job.id) +
+                                "\" must match [A-Za-z0-9_.-]{1,128} and not be only dots");
   }
   if (job.schedule.empty()) return FieldError(job, "schedule", "is required");
   Result<TimeZone> zone = TimeZone::Load(job.timezone);
@@ -112,21 +227,74 @@ Status ValidateJobSpec(const JobSpec& job) {
                                      : "use only one of command, argv and http");
   }
   if (job.http) {
-    if (job.http->url.rfind("http://", 0) != 0 && job.http->url.rfind("https://", 0) != 0) {
-      return FieldError(
-          job, "http.url",
-          "\"" + job.http->url.substr(0, 128) + "\" must start with http:// or https://");
-    }
+    GNOMON_RETURN_IF_ERROR(CheckHttpUrl(job, job.http->url));
     if (job.http->method != "POST" && job.http->method != "GET") {
       return FieldError(job, "http.method",
-                        "\"" + job.http->method.substr(0, 16) + "\" must be POST or GET");
+                        "\"" + Shown(job.http->method, 16) + "\" must be POST or GET");
+    }
+    if (job.http->headers.size() > 64) return FieldError(job, "http.headers", "more than 64");
+    for (const auto& [name, value] : job.http->headers) {
+      if (!IsHttpHeaderName(name)) {
+        return FieldError(job, "http.headers",
+                          "\"" + Shown(name) +
+                              "\" is not a header name (letters, digits and "
+                              "!#$%&'*+-.^_`|~; no ':', space or line break)");
+      }
+      if (!IsHttpHeaderValue(value) || value.size() > 8192) {
+        return FieldError(job, "http.headers." + name,
+                          "the value has a line break or control byte, or is longer than 8 KiB");
+      }
+      std::string lower;
+      for (char c : name) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      if (lower == "content-length" || lower == "transfer-encoding" || lower == "connection" ||
+          lower.rfind("x-gnomon-", 0) == 0) {
+        return FieldError(job, "http.headers." + name,
+                          "is set by gnomon (Content-Length, Transfer-Encoding, Connection, "
+                          "X-Gnomon-*)");
+      }
     }
   }
-  for (const std::string& arg : job.argv) {
-    if (arg.find('\0') != std::string::npos) return FieldError(job, "argv", "contains a NUL byte");
+  if (!job.argv.empty() && job.argv[0].empty()) return FieldError(job, "argv[0]", "is empty");
+  size_t argv_bytes = 0;
+  for (size_t i = 0; i < job.argv.size(); ++i) {
+    if (job.argv[i].find('\0') != std::string::npos) {
+      return FieldError(job, "argv[" + std::to_string(i) + "]", "contains a NUL byte");
+    }
+    argv_bytes += job.argv[i].size() + 1;
+  }
+  if (argv_bytes > 128 * 1024 || job.argv.size() > 4096) {
+    return FieldError(job, "argv", "larger than 128 KiB or 4096 arguments");
   }
   if (job.command.find('\0') != std::string::npos) {
     return FieldError(job, "command", "contains a NUL byte");
+  }
+  if (job.command.size() > 128 * 1024) return FieldError(job, "command", "larger than 128 KiB");
+  if (!job.run_as.empty() && !IsUserSpec(job.run_as)) {
+    return FieldError(job, "run_as",
+                      "\"" + Shown(job.run_as) + "\" is not user[:group] (names or numbers)");
+  }
+  if ((!job.run_as.empty() || !job.inherit_env.empty() || job.memory_max != 0 ||
+       job.cpu_max != Duration(0) || job.pids_max != 0 || job.open_files != 0) &&
+      (job.http || job.in_process)) {
+    return FieldError(job, job.run_as.empty() ? "memory_max" : "run_as",
+                      "applies to process jobs (command or argv) only");
+  }
+  for (const std::string& name : job.inherit_env) {
+    if (name.empty() || name.size() > 256 || name.find_first_of("=\0") != std::string::npos) {
+      return FieldError(job, "inherit_env", "\"" + Shown(name) + "\" is not a variable name");
+    }
+  }
+  if (job.memory_max < 0 || job.memory_max > (int64_t{1} << 50)) {
+    return FieldError(job, "memory_max", "is out of range 0 to 1 PiB");
+  }
+  GNOMON_RETURN_IF_ERROR(
+      CheckDuration(job, "cpu_max", job.cpu_max, Duration(0), std::chrono::hours(24 * 30)));
+  if (job.pids_max < 0 || job.pids_max > 1'000'000) {
+    return FieldError(job, "pids_max", std::to_string(job.pids_max) + " is out of range 0-1000000");
+  }
+  if (job.open_files < 0 || job.open_files > 1'048'576) {
+    return FieldError(job, "open_files",
+                      std::to_string(job.open_files) + " is out of range 0-1048576");
   }
   GNOMON_RETURN_IF_ERROR(
       CheckDuration(job, "timeout", job.timeout, Duration(0), std::chrono::hours(24 * 30)));
@@ -164,7 +332,7 @@ Status ValidateJobSpec(const JobSpec& job) {
   for (const auto& [k, v] : job.env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
         v.find('\0') != std::string::npos) {
-      return FieldError(job, "env", "\"" + k.substr(0, 64) + "\" is not a valid variable");
+      return FieldError(job, "env", "\"" + Shown(k) + "\" is not a valid variable");
     }
     env_bytes += k.size() + v.size() + 2;
   }

@@ -1,7 +1,10 @@
 #include "gnomon/job.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace gnomon {
@@ -100,6 +103,83 @@ TEST(HeapOptionalTest, CopiesValuesAndCostsAPointerWhenEmpty) {
   EXPECT_EQ(c.http->method, "POST");
   c.http = std::nullopt;
   EXPECT_FALSE(c.http.has_value());
+}
+
+}  // namespace
+}  // namespace gnomon
+
+namespace gnomon {
+namespace {
+
+JobSpec HttpJob(std::string url, std::map<std::string, std::string> headers = {}) {
+  JobSpec j;
+  j.id = "hook";
+  j.schedule = "@hourly";
+  j.http = HttpTarget{std::move(url), "POST", std::move(headers)};
+  return j;
+}
+
+// What the executors would only find at run time is refused when the job is defined, naming the
+// field (shared/RELIABILITY.md "Definitions that are accepted but can only fail later").
+TEST(ValidateJobSpecTest, DefinitionsThatCouldOnlyFailLaterAreRefused) {
+  auto message = [](const JobSpec& j) { return ValidateJobSpec(j).message(); };
+  EXPECT_TRUE(ValidateJobSpec(HttpJob("http://127.0.0.1:9000/x?y=1", {{"X-Team", "fin"}})).ok());
+  EXPECT_TRUE(ValidateJobSpec(HttpJob("https://[::1]:8443/")).ok());
+  EXPECT_THAT(message(HttpJob("http://h/", {{"X-A", "v\r\nX-Injected: 1"}})),
+              ::testing::HasSubstr("http.headers.X-A: the value has a line break"));
+  EXPECT_THAT(message(HttpJob("http://h/", {{"X-A:B", "v"}})),
+              ::testing::HasSubstr("http.headers: \"X-A:B\" is not a header name"));
+  EXPECT_THAT(message(HttpJob("http://h/", {{"X A", "v"}})), ::testing::HasSubstr("http.headers"));
+  EXPECT_THAT(message(HttpJob("http://h/", {{"Content-Length", "5"}})),
+              ::testing::HasSubstr("is set by gnomon"));
+  EXPECT_THAT(message(HttpJob("http://user:pw@h/")), ::testing::HasSubstr("http.url"));
+  EXPECT_THAT(message(HttpJob("http://user:pw@h/")), ::testing::HasSubstr("user info"));
+  EXPECT_THAT(message(HttpJob("http://h/a\r\nb")), ::testing::HasSubstr("control"));
+  EXPECT_THAT(message(HttpJob("http://h:99999/")), ::testing::HasSubstr("invalid port"));
+  EXPECT_THAT(message(HttpJob("http://:80/")), ::testing::HasSubstr("no host"));
+  EXPECT_THAT(message(HttpJob("ftp://h/")), ::testing::HasSubstr("must start with http"));
+
+  JobSpec argv;
+  argv.id = "a";
+  argv.schedule = "@hourly";
+  argv.argv = {"", "x"};
+  EXPECT_THAT(message(argv), ::testing::HasSubstr("argv[0]: is empty"));
+  argv.argv = {"/bin/true", std::string("a\0b", 3)};
+  EXPECT_THAT(message(argv), ::testing::HasSubstr("argv[1]: contains a NUL byte"));
+
+  for (const char* id : {".", "..", "...."}) {
+    EXPECT_FALSE(IsValidJobId(id)) << id;
+    JobSpec dots = argv;
+    dots.id = id;
+    dots.argv = {"/bin/true"};
+    EXPECT_THAT(message(dots), ::testing::HasSubstr("not be only dots"));
+  }
+  EXPECT_TRUE(IsValidJobId(".a"));
+  EXPECT_TRUE(IsValidJobId("a..b"));
+
+  JobSpec run_as = argv;
+  run_as.argv = {"/bin/true"};
+  run_as.run_as = "nobody:nogroup";
+  EXPECT_TRUE(ValidateJobSpec(run_as).ok());
+  run_as.run_as = "65534";
+  EXPECT_TRUE(ValidateJobSpec(run_as).ok());
+  for (const char* bad : {"-x", "a:b:c", "a b", ":g", "u:"}) {
+    run_as.run_as = bad;
+    EXPECT_THAT(message(run_as), ::testing::HasSubstr("run_as")) << bad;
+  }
+  JobSpec limits = HttpJob("http://h/");
+  limits.memory_max = 1 << 20;
+  EXPECT_THAT(message(limits), ::testing::HasSubstr("process jobs"));
+}
+
+TEST(ByteSizeTest, ParsesUnitsAndRefusesGarbage) {
+  EXPECT_EQ(*ParseByteSize("512"), 512);
+  EXPECT_EQ(*ParseByteSize("64K"), 64 * 1024);
+  EXPECT_EQ(*ParseByteSize("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(*ParseByteSize("2G"), int64_t{2} << 30);
+  for (const char* bad : {"", "M", "-1", "1.5G", "1X", "99999999999999999T"}) {
+    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+  }
 }
 
 }  // namespace

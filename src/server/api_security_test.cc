@@ -450,5 +450,33 @@ TEST_F(ApiSecurityTest, TokensCanBeRotated) {
   EXPECT_EQ(client_->Get("/api/v1/jobs", Auth(fresh))->status, 200);
 }
 
+// Definitions the executors would only refuse at run time get a 400 naming the field at once.
+TEST_F(ApiSecurityTest, LateFailingDefinitionsAreRefusedAtOnce) {
+  Start();
+  const json hook = {{"id", "hook"}, {"schedule", "@yearly"}, {"http", {{"url", "http://h/"}}}};
+  auto refused = [&](json spec, const std::string& field) {
+    auto r = Create(spec);
+    EXPECT_EQ(r->status, 400) << spec.dump();
+    EXPECT_THAT(Body(r)["error"]["message"].get<std::string>(), HasSubstr(field)) << spec.dump();
+  };
+  json j = hook;
+  j["http"]["headers"] = {{"X-A", "1\r\nX-Injected: 2"}};
+  refused(j, "http.headers.X-A");
+  j = hook;
+  j["http"]["headers"] = {{"X-A:B", "1"}};
+  refused(j, "http.headers");
+  j = hook;
+  j["http"]["url"] = "http://user:secret@h/";
+  refused(j, "http.url");
+  j = hook;
+  j["http"]["url"] = "http://h/\r\nX: y";
+  refused(j, "http.url");
+  refused({{"id", "a"}, {"schedule", "@yearly"}, {"argv", json::array({""})}}, "argv[0]");
+  refused({{"id", ".."}, {"schedule", "@yearly"}, {"command", "true"}}, "id");
+  refused({{"id", "."}, {"schedule", "@yearly"}, {"command", "true"}}, "id");
+  EXPECT_EQ(client_->Get("/api/v1/jobs/..", Auth(kAdmin))->status, 400);
+  EXPECT_TRUE(coord_.ListJobs()->empty());
+}
+
 }  // namespace
 }  // namespace gnomon::server

@@ -59,6 +59,23 @@ Status GetDuration(const json& v, std::string_view field, Duration* out) {
   return Status::Ok();
 }
 
+Status GetByteSize(const json& v, std::string_view field, int64_t* out) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                               : v.get<int64_t>() < 0) {
+      return InvalidArgumentError(std::string(field) + ": is out of range");
+    }
+    *out = v.get<int64_t>();
+    return Status::Ok();
+  }
+  if (!v.is_string()) return WrongType(field, "a size such as \"512M\" or an integer", v);
+  Result<int64_t> bytes = ParseByteSize(v.get_ref<const std::string&>());
+  if (!bytes.ok())
+    return InvalidArgumentError(std::string(field) + ": " + bytes.status().message());
+  *out = *bytes;
+  return Status::Ok();
+}
+
 Status GetStringList(const json& v, std::string_view field, std::vector<std::string>* out) {
   if (!v.is_array()) return WrongType(field, "an array of strings", v);
   std::vector<std::string> list;
@@ -152,6 +169,12 @@ const JobKey kJobKeys[] = {
     {"history_keep", [](const json& v, JobSpec& j) { return GetInt(v, "history_keep", &j.history_keep); }},
     {"history_max_age", [](const json& v, JobSpec& j) { return GetDuration(v, "history_max_age", &j.history_max_age); }},
     {"queue", [](const json& v, JobSpec& j) { return GetString(v, "queue", &j.queue); }},
+    {"run_as", [](const json& v, JobSpec& j) { return GetString(v, "run_as", &j.run_as); }},
+    {"inherit_env", [](const json& v, JobSpec& j) { return GetStringList(v, "inherit_env", &j.inherit_env); }},
+    {"memory_max", [](const json& v, JobSpec& j) { return GetByteSize(v, "memory_max", &j.memory_max); }},
+    {"cpu_max", [](const json& v, JobSpec& j) { return GetDuration(v, "cpu_max", &j.cpu_max); }},
+    {"pids_max", [](const json& v, JobSpec& j) { return GetInt(v, "pids_max", &j.pids_max); }},
+    {"open_files", [](const json& v, JobSpec& j) { return GetInt(v, "open_files", &j.open_files); }},
 };
 // clang-format on
 
@@ -273,6 +296,12 @@ json JobSpecToJson(const JobSpec& job) {
   j["history_keep"] = job.history_keep;
   j["history_max_age"] = FormatDuration(job.history_max_age);
   j["queue"] = job.queue;
+  j["run_as"] = job.run_as;
+  j["inherit_env"] = job.inherit_env;
+  j["memory_max"] = job.memory_max;
+  j["cpu_max"] = FormatDuration(job.cpu_max);
+  j["pids_max"] = job.pids_max;
+  j["open_files"] = job.open_files;
   return j;
 }
 

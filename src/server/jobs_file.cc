@@ -73,6 +73,12 @@ const JobKey kJobKeys[] = {
     {"history_keep", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "history_keep", &j.history_keep); }},
     {"history_max_age", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "history_max_age", &j.history_max_age); }},
     {"queue", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "queue", &j.queue); }},
+    {"run_as", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "run_as", &j.run_as); }},
+    {"inherit_env", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetStringList(r, n, "inherit_env", &j.inherit_env); }},
+    {"memory_max", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetByteSize(r, n, "memory_max", &j.memory_max); }},
+    {"cpu_max", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "cpu_max", &j.cpu_max); }},
+    {"pids_max", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "pids_max", &j.pids_max); }},
+    {"open_files", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "open_files", &j.open_files); }},
 };
 // clang-format on
 

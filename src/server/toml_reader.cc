@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "gnomon/job.h"
 #include "src/server/api_util.h"
 #include "src/server/key_hint.h"
 
@@ -109,6 +110,20 @@ Status GetDuration(const Reporter& r, const toml::node& n, std::string_view fiel
   Result<Duration> d = ParseDuration(v->get());
   if (!d.ok()) return r.Fail(n, std::string(field) + ": " + d.status().message());
   *out = *d;
+  return Status::Ok();
+}
+
+Status GetByteSize(const Reporter& r, const toml::node& n, std::string_view field, int64_t* out) {
+  if (const auto* i = n.as_integer()) {
+    if (i->get() < 0) return r.Fail(n, std::string(field) + ": must be >= 0");
+    *out = i->get();
+    return Status::Ok();
+  }
+  const auto* v = n.as_string();
+  if (v == nullptr) return r.WrongType(n, field, "a size such as \"512M\" or an integer");
+  Result<int64_t> bytes = ParseByteSize(v->get());
+  if (!bytes.ok()) return r.Fail(n, std::string(field) + ": " + bytes.status().message());
+  *out = *bytes;
   return Status::Ok();
 }
 

@@ -65,6 +65,8 @@ Status GetBool(const Reporter& r, const toml::node& n, std::string_view field, b
 Status GetInt(const Reporter& r, const toml::node& n, std::string_view field, int* out);
 // Durations are strings in the ParseDuration grammar ("500ms", "1h30m").
 Status GetDuration(const Reporter& r, const toml::node& n, std::string_view field, Duration* out);
+// A size in bytes: an integer, or a string in the ParseByteSize grammar ("512M", "2G").
+Status GetByteSize(const Reporter& r, const toml::node& n, std::string_view field, int64_t* out);
 Status GetStringList(const Reporter& r, const toml::node& n, std::string_view field,
                      std::vector<std::string>* out);
 // Overlays the string entries of table `n` onto *out.
