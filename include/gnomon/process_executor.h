@@ -51,6 +51,7 @@
 #define GNOMON_PROCESS_EXECUTOR_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "gnomon/executor.h"
@@ -69,6 +70,12 @@ struct ProcessExecutorOptions {
   Duration output_drain_timeout = std::chrono::seconds(2);
   // Bytes of output kept (the last ones). Default kMaxOutputBytes (64 KiB).
   size_t max_output_bytes = kMaxOutputBytes;
+  // Whether a run sees the whole environment of the daemon (embedders that want it), instead of
+  // PATH, LANG and TZ, its user's HOME/USER/LOGNAME and the job's inherit_env. Default false.
+  bool inherit_environment = false;
+  // Whether to contain runs in cgroup v2 cgroups when this process may create them (else, or
+  // when false, the supervisor's subreaper holds the run). Default true.
+  bool use_cgroups = true;
 };
 
 // Thread-safe: Execute may run on many threads at once; each call owns its child. Holds no
@@ -78,12 +85,23 @@ class ProcessExecutor final : public Executor {
   // `clock` measures kill_grace and the drain timeout (SteadyNow); not owned, must outlive this.
   explicit ProcessExecutor(ProcessExecutorOptions options = {}, Clock& clock = SystemClock::Get());
 
+  ~ProcessExecutor() override;
+  ProcessExecutor(const ProcessExecutor&) = delete;
+  ProcessExecutor& operator=(const ProcessExecutor&) = delete;
+
   // REQUIRES: job.command or job.argv is set (not both); otherwise kFailed with an error.
   ExecResult Execute(const JobSpec& job, const RunContext& ctx) override;
 
+  // How runs are contained, for the start log: "cgroup v2 (<dir>; limits: ...)" or "child
+  // subreaper and process tree walk (no cgroup: <why>)".
+  const std::string& containment() const { return containment_; }
+
  private:
+  struct Cgroups;
   const ProcessExecutorOptions options_;
   Clock& clock_;
+  std::unique_ptr<Cgroups> cgroups_;  // null: no cgroup v2 hierarchy to use
+  std::string containment_;
 };
 
 }  // namespace gnomon

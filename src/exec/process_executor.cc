@@ -7,14 +7,18 @@
 #include "gnomon/process_executor.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -25,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/exec/containment.h"
 #include "src/exec/output_tail.h"
 #include "src/exec/posix_util.h"
 
@@ -37,9 +42,12 @@ extern char** environ;  // NOLINT: POSIX
 namespace gnomon {
 namespace {
 
+using exec_internal::CgroupBase;
 using exec_internal::ErrnoText;
 using exec_internal::LineSplitter;
 using exec_internal::OutputTail;
+using exec_internal::RunCgroup;
+using exec_internal::SignalDescendants;
 using exec_internal::SignalName;
 using exec_internal::UniqueFd;
 
@@ -56,7 +64,18 @@ constexpr int kHolderDeathSignal = SIGUSR2;
 // What the supervisor or the job reports through the CLOEXEC report pipe when the job cannot
 // start.
 struct ChildFailure {
-  enum Stage : int { kSetpgid, kDeathSignal, kStdin, kStdout, kFork, kExec } stage;
+  enum Stage : int {
+    kSetpgid,
+    kDeathSignal,
+    kStdin,
+    kStdout,
+    kFork,
+    kExec,
+    kCgroup,
+    kLimits,
+    kUser,
+    kHome
+  } stage;
   int err;
 };
 
@@ -74,6 +93,14 @@ const char* StageName(ChildFailure::Stage stage) {
       return "fork";
     case ChildFailure::kExec:
       return "exec";
+    case ChildFailure::kCgroup:
+      return "join the run's cgroup";
+    case ChildFailure::kLimits:
+      return "set the run's limits (setrlimit)";
+    case ChildFailure::kUser:
+      return "switch to the run_as user (setgroups/setgid/setuid)";
+    case ChildFailure::kHome:
+      return "change to the run_as user's home directory";
   }
   return "start";
 }
@@ -88,7 +115,84 @@ struct ExecPlan {
   std::vector<char*> envp_ptrs;
   int max_fd = 1024;     // for the close fallback without close_range
   pid_t parent_pid = 0;  // the gnomon process (checked by the supervisor after PR_SET_PDEATHSIG)
+  // run_as: switch to uid/gid/groups before exec (only when they differ from the daemon's).
+  bool switch_user = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::string home;  // the run user's home directory (the job starts there when switching)
+  // setrlimit before exec (soft = hard = value, but RLIMIT_CPU's hard is one second more).
+  struct Limit {
+    int resource;
+    rlim_t soft;
+    rlim_t hard;
+  };
+  std::vector<Limit> limits;
+  std::string cgroup_procs;  // the run cgroup's cgroup.procs, joined by the supervisor; or ""
 };
+
+// The user a run runs as: resolved in the parent (getpwnam is not async-signal-safe).
+struct RunUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::string name;
+  std::string home;
+};
+
+// "user[:group]" (names or numbers), or the daemon's own user when `spec` is empty.
+std::optional<std::string> ResolveUser(const std::string& spec, RunUser* out) {
+  std::vector<char> buf(64 * 1024);
+  passwd pw{};
+  passwd* found = nullptr;
+  const size_t colon = spec.find(':');
+  const std::string user = spec.empty() ? "" : spec.substr(0, colon);
+  auto numeric = [](const std::string& s) {
+    return !s.empty() && s.size() < 10 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (user.empty()) {
+    getpwuid_r(geteuid(), &pw, buf.data(), buf.size(), &found);
+    out->uid = geteuid();
+    out->gid = getegid();
+  } else if (numeric(user)) {
+    out->uid = static_cast<uid_t>(std::stoul(user));
+    getpwuid_r(out->uid, &pw, buf.data(), buf.size(), &found);
+    out->gid = found != nullptr ? found->pw_gid : out->uid;
+  } else {
+    getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+    if (found == nullptr) return "run_as: no user \"" + user + "\" on this host";
+    out->uid = found->pw_uid;
+    out->gid = found->pw_gid;
+  }
+  out->name = found != nullptr ? found->pw_name : std::to_string(out->uid);
+  out->home = found != nullptr && found->pw_dir[0] != '\0' ? found->pw_dir : "/";
+  if (colon != std::string::npos) {
+    const std::string group = spec.substr(colon + 1);
+    if (numeric(group)) {
+      out->gid = static_cast<gid_t>(std::stoul(group));
+    } else {
+      ::group gr{};
+      ::group* g = nullptr;
+      getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &g);
+      if (g == nullptr) return "run_as: no group \"" + group + "\" on this host";
+      out->gid = g->gr_gid;
+    }
+  }
+  if (found != nullptr && !user.empty()) {
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<size_t>(n));
+    if (getgrouplist(out->name.c_str(), out->gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<size_t>(n));
+      getgrouplist(out->name.c_str(), out->gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<size_t>(std::max(n, 0)));
+    out->groups = std::move(groups);
+  } else {
+    out->groups = {out->gid};
+  }
+  return std::nullopt;
+}
 
 ExecResult Failed(std::string error) {
   ExecResult r;
@@ -100,8 +204,12 @@ ExecResult Failed(std::string error) {
 bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
 // Builds the plan; an error string for a job that cannot be started.
+// `inherit_all`: ProcessExecutorOptions::inherit_environment; `cgroup_limits_*`: the run's cgroup
+// enforces memory_max / pids_max (else rlimits stand in).
 std::optional<std::string> BuildPlan(const JobSpec& job, const RunContext& ctx,
-                                     const std::string& shell, ExecPlan& plan) {
+                                     const std::string& shell, bool inherit_all,
+                                     bool cgroup_limits_memory, bool cgroup_limits_pids,
+                                     ExecPlan& plan) {
   const bool has_command = !job.command.empty();
   const bool has_argv = !job.argv.empty();
   if (has_command == has_argv) {
@@ -119,14 +227,33 @@ std::optional<std::string> BuildPlan(const JobSpec& job, const RunContext& ctx,
     if (plan.args[0].empty()) return "argv[0] is empty";
   }
 
-  // Environment: the parent's, then job.env, then the run's variables.
-  std::map<std::string, std::string> env;
+  // Environment (PRODUCT.md "What a run sees"): PATH, LANG and TZ of the daemon, HOME, USER and
+  // LOGNAME of the run's user, the variables named in inherit_env, then job.env, then the run's
+  // variables. Nothing else of the daemon's: its secrets stay its own.
+  RunUser user;
+  if (auto error = ResolveUser(job.run_as, &user)) return error;
+  std::map<std::string, std::string> daemon;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
     const size_t eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0) continue;
-    env.insert_or_assign(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    daemon.insert_or_assign(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
   }
+  std::map<std::string, std::string> env;
+  if (inherit_all) {
+    env = daemon;
+  } else {
+    for (const char* name : {"PATH", "LANG", "TZ"}) {
+      if (auto it = daemon.find(name); it != daemon.end()) env.insert(*it);
+    }
+    for (const std::string& name : job.inherit_env) {
+      if (auto it = daemon.find(name); it != daemon.end()) env.insert(*it);
+    }
+  }
+  if (!env.count("PATH")) env["PATH"] = kDefaultPath;
+  env["HOME"] = user.home;
+  env["USER"] = user.name;
+  env["LOGNAME"] = user.name;
   for (const auto& [key, value] : job.env) {
     if (key.empty() || key.find('=') != std::string::npos || HasNul(key)) {
       return "env: invalid variable name \"" + key + "\"";
@@ -137,6 +264,38 @@ std::optional<std::string> BuildPlan(const JobSpec& job, const RunContext& ctx,
   for (auto& [key, value] : RunEnvironment(ctx)) {
     // A NUL would silently cut the value short; cut it here, visibly the same way.
     env.insert_or_assign(std::move(key), value.substr(0, value.find('\0')));
+  }
+  // The user to switch to, and the limits.
+  if (!job.run_as.empty() && (user.uid != geteuid() || user.gid != getegid())) {
+    if (geteuid() != 0) {
+      return "run_as \"" + job.run_as + "\": gnomon runs as uid " + std::to_string(geteuid()) +
+             ", not root: it cannot switch users";
+    }
+    plan.switch_user = true;
+    plan.uid = user.uid;
+    plan.gid = user.gid;
+    plan.groups = user.groups;
+    plan.home = user.home;
+  }
+  if (job.memory_max > 0 && !cgroup_limits_memory) {
+    const rlim_t bytes = static_cast<rlim_t>(job.memory_max);
+    plan.limits.push_back({RLIMIT_AS, bytes, bytes});
+  }
+  if (job.cpu_max > Duration(0)) {
+    const rlim_t seconds = static_cast<rlim_t>((job.cpu_max.count() + 999) / 1000);
+    plan.limits.push_back({RLIMIT_CPU, seconds, seconds + 1});
+  }
+  if (job.pids_max > 0 && !cgroup_limits_pids) {
+    if (!plan.switch_user || plan.uid == 0) {
+      return "pids_max: without a delegated cgroup pids controller it is an RLIMIT_NPROC of the "
+             "run's user, which needs a run_as user other than root and the daemon's";
+    }
+    const rlim_t n = static_cast<rlim_t>(job.pids_max);
+    plan.limits.push_back({RLIMIT_NPROC, n, n});
+  }
+  if (job.open_files > 0) {
+    const rlim_t n = static_cast<rlim_t>(job.open_files);
+    plan.limits.push_back({RLIMIT_NOFILE, n, n});
   }
   plan.env.reserve(env.size());
   for (const auto& [key, value] : env) plan.env.push_back(key + "=" + value);
@@ -211,6 +370,24 @@ void CloseAllBut(int keep_a, int keep_b, int max_fd) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
+  for (const ExecPlan::Limit& limit : plan.limits) {
+    const rlimit value{limit.soft, limit.hard};
+    if (setrlimit(limit.resource, &value) != 0) ChildFail(report_fd, ChildFailure::kLimits, errno);
+  }
+  if (plan.switch_user) {
+    // Groups first (they need the privilege the uid change gives up), then the gid, then the uid.
+    if (setgroups(plan.groups.size(), plan.groups.data()) != 0 || setgid(plan.gid) != 0 ||
+        setuid(plan.uid) != 0) {
+      ChildFail(report_fd, ChildFailure::kUser, errno);
+    }
+    // A change of credentials clears the parent-death signal: set it again.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != supervisor) _exit(127);
+    if (chdir(plan.home.c_str()) != 0 && chdir("/") != 0) {
+      ChildFail(report_fd, ChildFailure::kHome, errno);
+    }
+  }
+
   int err = ENOENT;
   bool saw_eacces = false;
   for (const std::string& path : plan.paths) {
@@ -223,6 +400,62 @@ void CloseAllBut(int keep_a, int keep_b, int max_fd) {
     }
   }
   ChildFail(report_fd, ChildFailure::kExec, saw_eacces && err != ENOEXEC ? EACCES : err);
+}
+
+// Appends the decimal digits of `value` (> 0) to `out` at *len. Async-signal-safe.
+void AppendNumber(char* out, int* len, long value) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0 && n < 23);
+  while (n > 0) out[(*len)++] = digits[--n];
+}
+
+void AppendText(char* out, int* len, const char* text) {
+  for (; *text != '\0'; ++text) out[(*len)++] = *text;
+}
+
+// In the supervisor when the gnomon process died: SIGKILLs every descendant, walking
+// /proc/<pid>/task/<pid>/children from this process down with fixed buffers (async-signal-safe:
+// open, read, kill), until a walk finds nobody (at most 64 walks).
+void KillOwnDescendants() {
+  constexpr int kMax = 4096;
+  pid_t stack[kMax];
+  for (int walk = 0; walk < 64; ++walk) {
+    int top = 0;
+    stack[top++] = getpid();
+    bool found = false;
+    while (top > 0) {
+      const pid_t pid = stack[--top];
+      char path[96];
+      int len = 0;
+      AppendText(path, &len, "/proc/");
+      AppendNumber(path, &len, pid);
+      AppendText(path, &len, "/task/");
+      AppendNumber(path, &len, pid);
+      AppendText(path, &len, "/children");
+      path[len] = '\0';
+      const int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      char buf[4096];
+      const ssize_t got = read(fd, buf, sizeof buf);
+      close(fd);
+      pid_t child = 0;
+      for (ssize_t i = 0; i < got; ++i) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+          child = child * 10 + (buf[i] - '0');
+        } else if (child > 0) {
+          kill(child, SIGKILL);
+          found = true;
+          if (top < kMax) stack[top++] = child;
+          child = 0;
+        }
+      }
+    }
+    if (!found) return;
+  }
 }
 
 // In the child of the gnomon process, after fork: becomes the leader of the run's process group
@@ -249,6 +482,20 @@ void CloseAllBut(int keep_a, int keep_b, int max_fd) {
   prctl(PR_SET_NAME, "gnomon-sup");  // best effort: how it shows in ps
 
   if (setpgid(0, 0) != 0) ChildFail(report_fd, ChildFailure::kSetpgid, errno);
+  // Descendants whose parent exits (a double fork, setsid) are re-parented here, not to init:
+  // the whole tree stays below this process, where the run's end finds and kills it.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (!plan.cgroup_procs.empty()) {
+    // Join the run's cgroup before the job exists, so that everything it starts is in it.
+    char pid_text[24];
+    int len = 0;
+    AppendNumber(pid_text, &len, getpid());
+    const int procs = open(plan.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (procs < 0 || write(procs, pid_text, static_cast<size_t>(len)) != len) {
+      ChildFail(report_fd, ChildFailure::kCgroup, errno);
+    }
+    close(procs);
+  }
   // PR_SET_PDEATHSIG fires when the forking *thread* exits; getppid() tells the gnomon process's
   // death from that. If the parent already died, stop here: nothing has started.
   if (prctl(PR_SET_PDEATHSIG, kHolderDeathSignal) != 0) {
@@ -283,41 +530,54 @@ void CloseAllBut(int keep_a, int keep_b, int max_fd) {
   sigemptyset(&wait_set);
   sigaddset(&wait_set, SIGCHLD);
   sigaddset(&wait_set, kHolderDeathSignal);
-  bool reported = false;
   while (true) {
     siginfo_t info;
     const int sig = sigwaitinfo(&wait_set, &info);
     if (sig == kHolderDeathSignal) {
       if (getppid() != plan.parent_pid) {
-        kill(0, SIGKILL);  // the whole group, this process included
+        KillOwnDescendants();  // those that left the group: the subreaper holds them all
+        kill(0, SIGKILL);      // the whole group, this process included
         _exit(128 + SIGKILL);
       }
-    } else if (sig == SIGCHLD && !reported) {
-      int status = 0;
-      if (waitpid(job, &status, WNOHANG) == job) {
-        // A 4-byte write to a pipe is atomic; the parent reads it once readable.
-        if (write(status_fd, &status, sizeof(status)) < 0) {
-          // The parent is gone or stopped reading: it sees the pipe close instead.
+    } else if (sig == SIGCHLD) {
+      // Reap every child: the job, and the orphans re-parented here (the subreaper).
+      while (true) {
+        int status = 0;
+        const pid_t reaped = waitpid(-1, &status, WNOHANG);
+        if (reaped <= 0) break;
+        if (reaped == job) {
+          // A 4-byte write to a pipe is atomic; the parent reads it once readable.
+          if (write(status_fd, &status, sizeof(status)) < 0) {
+            // The parent is gone or stopped reading: it sees the pipe close instead.
+          }
         }
-        reported = true;
       }
     }
   }
 }
 
-// Owns the supervisor. On every path out of Execute its process group (the job and whatever is
-// left of it) is SIGKILLed and the supervisor reaped: no zombies, nothing left running.
+// Owns the supervisor. On every path out of Execute everything the run started is SIGKILLed (the
+// run's cgroup, every descendant of the supervisor, its process group) and the supervisor reaped:
+// no zombies, nothing left running.
 class ChildGuard {
  public:
-  explicit ChildGuard(pid_t pid) : pid_(pid) {}
+  ChildGuard(pid_t pid, RunCgroup* cgroup) : pid_(pid), cgroup_(cgroup) {}
   ChildGuard(const ChildGuard&) = delete;
   ChildGuard& operator=(const ChildGuard&) = delete;
   ~ChildGuard() { KillAndReap(); }
 
-  // SIGKILLs the group and the supervisor, then reaps the supervisor (blocks only until the
+  // Kills every process of the run but the supervisor, which stays: it holds the orphans as
+  // their subreaper (so the walk finds them) and reaps them. Every member of the run's process
+  // group is one of its descendants.
+  void KillDescendants() {
+    if (pid_ > 0) SignalDescendants(pid_, SIGKILL);
+  }
+  // SIGKILLs the run and the supervisor, then reaps the supervisor (blocks only until the
   // SIGKILL takes effect).
   void KillAndReap() {
     if (pid_ <= 0) return;
+    SignalDescendants(pid_, SIGKILL);  // before the supervisor dies: its orphans stay below it
+    if (cgroup_ != nullptr) cgroup_->Kill();
     killpg(pid_, SIGKILL);
     kill(pid_, SIGKILL);  // also when it failed before its setpgid
     while (true) {
@@ -337,6 +597,7 @@ class ChildGuard {
 
  private:
   pid_t pid_;
+  RunCgroup* cgroup_;
   std::optional<int> status_;
 };
 
@@ -349,12 +610,46 @@ int PollTimeoutMs(std::optional<Duration> deadline, Duration now) {
 
 }  // namespace
 
+struct ProcessExecutor::Cgroups {
+  CgroupBase base;
+  std::atomic<uint64_t> next{0};
+};
+
 ProcessExecutor::ProcessExecutor(ProcessExecutorOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)), clock_(clock) {
+  std::string why_not = "disabled (ProcessExecutorOptions::use_cgroups = false)";
+  if (options_.use_cgroups) {
+    if (std::optional<CgroupBase> base = exec_internal::DetectCgroupBase(&why_not)) {
+      cgroups_ = std::make_unique<Cgroups>();
+      cgroups_->base = std::move(*base);
+      containment_ = "cgroup v2 (" + cgroups_->base.dir + "; limits: memory " +
+                     (cgroups_->base.memory ? "memory.max" : "RLIMIT_AS") + ", pids " +
+                     (cgroups_->base.pids ? "pids.max" : "RLIMIT_NPROC") + ")";
+      return;
+    }
+  }
+  containment_ = "child subreaper and process tree walk (no cgroup: " + why_not + ")";
+}
+
+ProcessExecutor::~ProcessExecutor() {
+  if (cgroups_) ::rmdir(cgroups_->base.dir.c_str());
+}
 
 ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
+  // The run's cgroup, when there is a hierarchy (else the subreaper holds the run).
+  std::string cgroup_error;
+  std::optional<RunCgroup> cgroup =
+      cgroups_ ? RunCgroup::Create(cgroups_->base, "run-" + std::to_string(cgroups_->next++),
+                                   job.memory_max, job.pids_max, &cgroup_error)
+               : std::nullopt;
+  if (cgroups_ && !cgroup) return Failed(cgroup_error);
   ExecPlan plan;
-  if (auto error = BuildPlan(job, ctx, options_.shell, plan)) return Failed(*error);
+  if (auto error =
+          BuildPlan(job, ctx, options_.shell, options_.inherit_environment,
+                    cgroup && cgroup->limits_memory(), cgroup && cgroup->limits_pids(), plan)) {
+    return Failed(*error);
+  }
+  if (cgroup) plan.cgroup_procs = cgroup->procs_path();
 
   // Cancellation wakes the poll loop through an eventfd. Declared before the callback so that
   // it outlives it (the callback's destructor waits for a running callback).
@@ -404,7 +699,7 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   if (pid < 0) return Failed("fork: " + ErrnoText(fork_errno));
 
   // `pid` is the supervisor, and the id of the run's process group.
-  ChildGuard child(pid);
+  ChildGuard child(pid, cgroup ? &*cgroup : nullptr);
   // Also here, so that a killpg right after the fork already reaches the group.
   setpgid(pid, pid);
   out_write.Reset();
@@ -454,7 +749,7 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
   std::optional<Duration> drain_deadline;  // after the group was killed
   std::vector<char> buf(64 * 1024);
   auto kill_group = [&] {
-    killpg(pid, SIGKILL);
+    child.KillDescendants();
     group_killed = true;
     drain_deadline = clock_.SteadyNow() + options_.output_drain_timeout;
   };
@@ -504,6 +799,7 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
       stop_seen = true;
       if (!group_killed) {
         killpg(pid, SIGTERM);
+        SignalDescendants(pid, SIGTERM);  // also those that left the group
         term_sent = true;
         kill_deadline = clock_.SteadyNow() + kill_grace;
       } else {
@@ -560,6 +856,12 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
     result.outcome = term_sent ? RunOutcome::kCancelled : RunOutcome::kFailed;
     result.error =
         cancel_note + "killed by signal " + std::to_string(sig) + " (" + SignalName(sig) + ")";
+    // Which limit ended it, when one did.
+    if (sig == SIGXCPU && job.cpu_max > Duration(0)) {
+      result.error += ": cpu_max " + FormatDuration(job.cpu_max) + " reached";
+    } else if (cgroup && cgroup->OomKilled()) {
+      result.error += ": memory_max " + std::to_string(job.memory_max) + " bytes reached";
+    }
   }
   return result;
 }

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stop_token>
 #include <string>
@@ -153,12 +154,40 @@ TEST_F(ProcessExecutorTest, ChildSeesParentJobAndRunEnvironment) {
   EXPECT_THAT(r.output, HasSubstr("\nPATH="));
 }
 
-TEST_F(ProcessExecutorTest, ParentEnvironmentIsInherited) {
-  ASSERT_EQ(setenv("GNOMON_EXEC_TEST_PARENT", "from-parent", 1), 0);
-  const ExecResult r = executor_.Execute(CommandJob("env"), FullContext());
-  unsetenv("GNOMON_EXEC_TEST_PARENT");
-  EXPECT_THAT(Lines(r.output),
-              IsSupersetOf(std::vector<std::string>{"GNOMON_EXEC_TEST_PARENT=from-parent"}));
+// The daemon's environment (its secrets) is not the run's: only PATH, LANG and TZ, the run
+// user's HOME/USER/LOGNAME, the names in inherit_env, the job's env and the GNOMON_* variables.
+TEST_F(ProcessExecutorTest, TheDaemonsEnvironmentIsNotInherited) {
+  ASSERT_EQ(setenv("GNOMON_EXEC_TEST_SECRET", "hunter2", 1), 0);
+  ASSERT_EQ(setenv("GNOMON_EXEC_TEST_SHARED", "shared-value", 1), 0);
+  ASSERT_EQ(setenv("LANG", "C.UTF-8", 1), 0);
+  JobSpec job = CommandJob("env");
+  job.inherit_env = {"GNOMON_EXEC_TEST_SHARED", "GNOMON_EXEC_TEST_ABSENT"};
+  const ExecResult r = executor_.Execute(job, FullContext());
+  ProcessExecutorOptions all;
+  all.inherit_environment = true;
+  ProcessExecutor inheriting(all);
+  const ExecResult everything = inheriting.Execute(CommandJob("env"), FullContext());
+  unsetenv("GNOMON_EXEC_TEST_SECRET");
+  unsetenv("GNOMON_EXEC_TEST_SHARED");
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_THAT(r.output, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(Lines(r.output), IsSupersetOf(std::vector<std::string>{
+                                   "GNOMON_EXEC_TEST_SHARED=shared-value", "LANG=C.UTF-8"}));
+  EXPECT_THAT(r.output, Not(HasSubstr("GNOMON_EXEC_TEST_ABSENT")));
+  EXPECT_THAT(r.output, HasSubstr("\nPATH="));
+  EXPECT_THAT(r.output, HasSubstr("\nHOME="));
+  EXPECT_THAT(r.output, HasSubstr("\nUSER="));
+  EXPECT_THAT(r.output, HasSubstr("\nLOGNAME="));
+  // Names outside the list: only the run's variables and the fixed ones.
+  for (const std::string& line : Lines(r.output)) {
+    const std::string name = line.substr(0, line.find('='));
+    static const std::set<std::string> kAllowed = {
+        "PATH", "LANG",  "TZ", "HOME",  "USER", "LOGNAME", "GNOMON_EXEC_TEST_SHARED",
+        "PWD",  "SHLVL", "_",  "OLDPWD"};  // the last four are the shell's own
+    EXPECT_TRUE(kAllowed.count(name) || name.rfind("GNOMON_", 0) == 0) << line;
+  }
+  // Embedders may ask for the whole environment.
+  EXPECT_THAT(everything.output, HasSubstr("GNOMON_EXEC_TEST_SECRET=hunter2"));
 }
 
 TEST_F(ProcessExecutorTest, ArgvIsPassedVerbatimWithoutAShell) {
@@ -408,6 +437,130 @@ TEST_F(ProcessExecutorTest, ProcessesLeftBehindAreKilledWhenTheMainProcessExits)
   ASSERT_EQ(pidfds.size(), 1u);
   ASSERT_TRUE(pidfds[0].valid());
   EXPECT_TRUE(ExitsWithin(pidfds[0], std::chrono::seconds(10)));
+}
+
+// A child that starts its own session (setsid), double-forks or ignores SIGTERM does not outlive
+// its run: the supervisor is a subreaper (or the run a cgroup) and the end of the run walks the
+// whole tree.
+TEST_F(ProcessExecutorTest, ChildrenThatEscapeTheGroupEndWithTheRun) {
+  RunContext ctx = FullContext();
+  CheckpointRecorder recorder;
+  std::vector<UniqueFd> pidfds;
+  recorder.OnSave([&](const std::string& pid) { pidfds.push_back(OpenPidfd(std::stoi(pid))); });
+  recorder.Attach(ctx);
+  const ExecResult r = executor_.Execute(
+      CommandJob("setsid sh -c 'echo ::gnomon-checkpoint $$; exec sleep 1000' & "
+                 // a double fork: the middle process exits, the grandchild is an orphan
+                 "sh -c 'setsid sh -c \"trap \\\"\\\" TERM; echo ::gnomon-checkpoint \\$\\$; "
+                 "exec sleep 1000\" & exit 0'; "
+                 "sleep 0.3; exit 0"),
+      ctx);
+  EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  ASSERT_EQ(pidfds.size(), 2u) << r.output;
+  for (size_t i = 0; i < pidfds.size(); ++i) {
+    ASSERT_TRUE(pidfds[i].valid());
+    EXPECT_TRUE(ExitsWithin(pidfds[i], std::chrono::seconds(10))) << "escaped pid " << i;
+  }
+}
+
+TEST_F(ProcessExecutorTest, CancelReachesChildrenThatLeftTheGroupAndIgnoreTerm) {
+  JobSpec job = CommandJob(
+      "setsid sh -c 'trap \"\" TERM; echo ::gnomon-checkpoint $$; exec sleep 1000' & "
+      "echo ::gnomon-checkpoint ready; wait");
+  job.kill_grace = std::chrono::milliseconds(300);
+  CheckpointRecorder recorder;
+  std::vector<UniqueFd> pidfds;
+  recorder.OnSave([&](const std::string& v) {
+    if (v != "ready") pidfds.push_back(OpenPidfd(std::stoi(v)));
+  });
+  const CancelledRun run = RunAndCancel(executor_, job, 2, recorder);
+  EXPECT_EQ(run.result.outcome, RunOutcome::kCancelled) << run.result.error;
+  ASSERT_EQ(pidfds.size(), 1u);
+  ASSERT_TRUE(pidfds[0].valid());
+  EXPECT_TRUE(ExitsWithin(pidfds[0], std::chrono::seconds(10)));
+}
+
+TEST_F(ProcessExecutorTest, ContainmentIsNamed) {
+  EXPECT_THAT(executor_.containment(),
+              ::testing::AnyOf(HasSubstr("cgroup v2"), HasSubstr("child subreaper")));
+  ProcessExecutorOptions no_cgroups;
+  no_cgroups.use_cgroups = false;
+  ProcessExecutor subreaper(no_cgroups);
+  EXPECT_THAT(subreaper.containment(), HasSubstr("child subreaper"));
+  // Without cgroups the same escapes are caught by the tree walk.
+  RunContext ctx = FullContext();
+  CheckpointRecorder recorder;
+  std::vector<UniqueFd> pidfds;
+  recorder.OnSave([&](const std::string& pid) { pidfds.push_back(OpenPidfd(std::stoi(pid))); });
+  recorder.Attach(ctx);
+  const ExecResult r = subreaper.Execute(
+      CommandJob("setsid sh -c 'echo ::gnomon-checkpoint $$; exec sleep 1000' & sleep 0.2"), ctx);
+  EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  ASSERT_EQ(pidfds.size(), 1u);
+  EXPECT_TRUE(ExitsWithin(pidfds[0], std::chrono::seconds(10)));
+}
+
+// With cgroup v2 (where this process may create cgroups), the run's processes are in the run's
+// own cgroup.
+TEST_F(ProcessExecutorTest, RunsAreInTheirOwnCgroupWhenThereIsOne) {
+  if (executor_.containment().find("cgroup v2") == std::string::npos) {
+    GTEST_SKIP() << "no usable cgroup v2 hierarchy here: " << executor_.containment();
+  }
+  const ExecResult r = executor_.Execute(CommandJob("cat /proc/self/cgroup"), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("0::.*/gnomon-runs-[0-9]+-[0-9]+/run-[0-9]+"));
+}
+
+// run_as switches user, group and supplementary groups (the tests run as root).
+TEST_F(ProcessExecutorTest, RunAsSwitchesUserAndGroups) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching users needs root";
+  JobSpec job = CommandJob("id -u; id -g; id -G; echo $HOME $USER $LOGNAME; pwd");
+  job.run_as = "nobody";
+  ExecResult r = executor_.Execute(job, FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  const std::vector<std::string> lines = Lines(r.output);
+  ASSERT_GE(lines.size(), 5u) << r.output;
+  EXPECT_EQ(lines[0], "65534");
+  EXPECT_EQ(lines[2].find(" 0"), std::string::npos) << "no root group left: " << lines[2];
+  EXPECT_NE(lines[2], "0");
+  EXPECT_THAT(lines[3], HasSubstr("nobody nobody"));
+  job.run_as = "nobody:" + std::to_string(getgid() == 0 ? 65534 : 65534);
+  r = executor_.Execute(job, FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(Lines(r.output)[1], "65534");
+  // It cannot read what only root can.
+  JobSpec secret = CommandJob("cat /proc/1/environ > /dev/null && echo read || echo denied");
+  secret.run_as = "nobody";
+  EXPECT_THAT(executor_.Execute(secret, FullContext()).output, HasSubstr("denied"));
+  // Unknown users fail the attempt, naming them.
+  job.run_as = "no-such-user-gnomon";
+  r = executor_.Execute(job, FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_THAT(r.error, HasSubstr("no user \"no-such-user-gnomon\""));
+}
+
+// Limits: open_files, memory_max (RLIMIT_AS unless a memory controller is delegated), cpu_max
+// (SIGXCPU, named in the error).
+TEST_F(ProcessExecutorTest, LimitsAreAppliedAndNamed) {
+  JobSpec job = CommandJob("ulimit -n; ulimit -v; ulimit -t");
+  job.open_files = 64;
+  job.memory_max = int64_t{512} << 20;
+  job.cpu_max = std::chrono::seconds(7);
+  ExecResult r = executor_.Execute(job, FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  std::vector<std::string> lines = Lines(r.output);
+  ASSERT_EQ(lines.size(), 3u) << r.output;
+  EXPECT_EQ(lines[0], "64");
+  if (executor_.containment().find("memory.max") == std::string::npos) {
+    EXPECT_EQ(lines[1], std::to_string(512 * 1024));  // KiB
+  }
+  EXPECT_EQ(lines[2], "7");
+  JobSpec spin = CommandJob("while :; do :; done");
+  spin.cpu_max = std::chrono::seconds(1);
+  r = executor_.Execute(spin, FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+  EXPECT_THAT(r.error, HasSubstr("SIGXCPU"));
+  EXPECT_THAT(r.error, HasSubstr("cpu_max 1s reached"));
 }
 
 TEST_F(ProcessExecutorTest, StopBeforeStartRunsNothing) {
