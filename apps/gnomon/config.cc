@@ -1,8 +1,12 @@
 #include "apps/gnomon/config.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -414,6 +418,51 @@ Status ParseQuotas(const std::string& file, const toml::node& n, std::vector<Quo
   return Status::Ok();
 }
 
+// `[[policy]]` tables: namespace, executors, commands, egress_allow, egress_deny, run_as,
+// allow_root. Checked as a whole by server::Policies::Make (ValidateServeConfig).
+Status ParsePolicies(const std::string& file, const toml::node& n, std::vector<PolicyConfig>* out) {
+  const Reporter r(file, "policy");
+  const toml::array* policies = n.as_array();
+  if (policies == nullptr) return r.Fail(n, "must be an array of tables ([[policy]])");
+  for (const toml::node& elem : *policies) {
+    const toml::table* t = elem.as_table();
+    if (t == nullptr) return r.Fail(elem, "must be a table ([[policy]])");
+    PolicyConfig pc;
+    pc.source = Source(file, LineOf(elem));
+    server::ExecutorPolicy& p = pc.policy;
+    for (const auto& [k, v] : Ordered(*t)) {
+      const std::string_view key = k->str();
+      Status s;
+      if (key == "namespace") {
+        s = GetString(r, *v, key, &p.ns);
+      } else if (key == "executors") {
+        s = GetStringList(r, *v, key, &p.executors);
+      } else if (key == "commands") {
+        s = GetStringList(r, *v, key, &p.commands);
+      } else if (key == "egress_allow") {
+        s = GetStringList(r, *v, key, &p.egress_allow);
+      } else if (key == "egress_deny") {
+        s = GetStringList(r, *v, key, &p.egress_deny);
+      } else if (key == "run_as") {
+        s = GetString(r, *v, key, &p.run_as);
+      } else if (key == "allow_root") {
+        s = GetBool(r, *v, key, &p.allow_root);
+      } else {
+        return UnknownKey(r, *k,
+                          {"namespace", "executors", "commands", "egress_allow", "egress_deny",
+                           "run_as", "allow_root"});
+      }
+      GNOMON_RETURN_IF_ERROR(s);
+    }
+    out->push_back(std::move(pc));
+  }
+  std::vector<server::ExecutorPolicy> all;
+  for (const PolicyConfig& pc : *out) all.push_back(pc.policy);
+  Result<server::Policies> checked = server::Policies::Make(std::move(all));
+  if (!checked.ok()) return r.Fail(n, checked.status().message());
+  return Status::Ok();
+}
+
 Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& name,
                                      const std::string& base_dir) {
   Result<toml::table> root = ParseToml(text, name);
@@ -435,6 +484,10 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(located(CheckBackend(config.backend)));
     } else if (key == "allow_unsafe_backend") {
       GNOMON_RETURN_IF_ERROR(GetBool(r, *v, key, &config.allow_unsafe_backend));
+    } else if (key == "backend_password_file") {
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &config.backend_password_file));
+      if (config.backend_password_file.empty()) return r.Fail(*v, "backend_password_file: empty");
+      config.backend_password_file = Resolve(base_dir, config.backend_password_file);
     } else if (key == "node_id") {
       GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &config.node_id));
       GNOMON_RETURN_IF_ERROR(located(CheckNodeId(config.node_id)));
@@ -476,15 +529,18 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(ParseTokens(name, *v, &config.tokens));
     } else if (key == "quota") {
       GNOMON_RETURN_IF_ERROR(ParseQuotas(name, *v, &config.quotas));
+    } else if (key == "policy") {
+      GNOMON_RETURN_IF_ERROR(ParsePolicies(name, *v, &config.policies));
     } else if (key == "alert") {
       GNOMON_RETURN_IF_ERROR(ParseAlerts(name, *v, &config.alerts));
     } else if (key == "tracing") {
       GNOMON_RETURN_IF_ERROR(ParseTracing(name, *v, &config.tracing));
     } else if (key != "defaults") {
-      return UnknownKey(r, *k,
-                        {"backend", "allow_unsafe_backend", "node_id", "listen", "data_dir",
-                         "log_format", "log_level", "jobs", "crontab", "api", "scheduler",
-                         "defaults", "job", "token", "quota", "alert", "tracing"});
+      return UnknownKey(
+          r, *k,
+          {"backend", "allow_unsafe_backend", "backend_password_file", "node_id", "listen",
+           "data_dir", "policy", "log_format", "log_level", "jobs", "crontab", "api", "scheduler",
+           "defaults", "job", "token", "quota", "alert", "tracing"});
     }
   }
   if (inline_jobs != nullptr) {
@@ -500,7 +556,49 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
 Result<ServeConfig> LoadServeConfig(const std::string& path) {
   Result<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  return ParseServeConfig(*text, path, std::filesystem::path(path).parent_path().string());
+  Result<ServeConfig> config =
+      ParseServeConfig(*text, path, std::filesystem::path(path).parent_path().string());
+  if (config.ok()) config->config_file = path;
+  return config;
+}
+
+namespace {
+
+// "<what> <path> can be read by group or others (mode 0644): ..." when it can.
+std::optional<std::string> ReadableByOthers(const std::string& what, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return std::nullopt;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return what + " " + path + " can be read by group or others (mode " + mode +
+         "): it holds secrets; chmod 600 it";
+}
+
+}  // namespace
+
+std::vector<std::string> ConfigFileWarnings(const ServeConfig& config) {
+  std::vector<std::string> out;
+  if (config.config_file.empty()) return out;
+  if (auto w = ReadableByOthers("the config file", config.config_file)) out.push_back(*w);
+  return out;
+}
+
+Result<std::string> BackendPassword(const ServeConfig& config, std::vector<std::string>* warnings) {
+  if (!config.backend_password_file.empty()) {
+    Result<std::string> text = ReadConfigFile(config.backend_password_file);
+    if (!text.ok()) return text.status().WithPrefix("backend_password_file");
+    if (auto w = ReadableByOthers("backend_password_file", config.backend_password_file)) {
+      warnings->push_back(*w);
+    }
+    std::string password = text->substr(0, text->find_first_of("\r\n"));
+    if (password.empty()) {
+      return InvalidArgumentError("backend_password_file " + config.backend_password_file +
+                                  ": the first line is empty");
+    }
+    return password;
+  }
+  const char* env = std::getenv("GNOMON_BACKEND_PASSWORD");
+  return std::string(env != nullptr ? env : "");
 }
 
 std::string DataDirFor(const ServeConfig& config) {

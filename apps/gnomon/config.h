@@ -16,6 +16,7 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/server/backend.h"
+#include "src/server/executor_policy.h"
 #include "src/server/jobs_file.h"
 #include "src/server/logger.h"
 #include "src/server/toml_reader.h"
@@ -77,6 +78,13 @@ struct ApiSettings {
   int handler_threads = 0;                             // 0 (2 x cores, >= 4) - 1024
 };
 
+// One `[[policy]]` of the config: the executor policy of a namespace's jobs defined through the
+// API (src/server/executor_policy.h has every field's meaning and default).
+struct PolicyConfig {
+  server::ExecutorPolicy policy;
+  std::string source;  // "file:line"
+};
+
 // One `[[alert]]` of the config: a webhook (docs/operations.md, "Alerts").
 struct AlertConfig {
   std::string name;                 // required, unique: names it in logs
@@ -110,6 +118,11 @@ struct ServeConfig {
   // Start even when the backend fails its safety checks (e.g. Redis without persistence).
   // Default false.
   bool allow_unsafe_backend = false;
+  // A file holding the backend's password (one line), resolved against the config file's
+  // folder; empty = none (GNOMON_BACKEND_PASSWORD, or the URL). Default empty.
+  std::string backend_password_file;
+  // The config file this was read from ("" when none): its mode is checked at start.
+  std::string config_file;
   // This node's name in claims and history, [A-Za-z0-9_.-]{1,128}. Default empty: the caller
   // computes "<hostname>-<pid>".
   std::string node_id;
@@ -129,6 +142,8 @@ struct ServeConfig {
   std::vector<TokenConfig> tokens;
   // Namespace quotas (`[[quota]]`); namespaces are unique.
   std::vector<QuotaConfig> quotas;
+  // Executor policies (`[[policy]]`): at most one without a namespace (the default).
+  std::vector<PolicyConfig> policies;
   // Webhook alerts (`[[alert]]`) and span export (`[tracing]`).
   std::vector<AlertConfig> alerts;
   TracingConfig tracing;
@@ -153,6 +168,13 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
 // Checks the parts of a config that command-line flags may override after loading: backend URL,
 // node_id (when set), listen address and scheduler ranges. LoadServeConfig already calls it.
 Status ValidateServeConfig(const ServeConfig& config);
+
+// The backend's password when it is not in the URL: the contents of backend_password_file
+// (its first line), else the environment variable GNOMON_BACKEND_PASSWORD, else "". Appends to
+// `warnings` when the file can be read by group or others. NotFound when the file cannot be read.
+Result<std::string> BackendPassword(const ServeConfig& config, std::vector<std::string>* warnings);
+// Warnings about the config file itself: readable by group or others (it may hold tokens).
+std::vector<std::string> ConfigFileWarnings(const ServeConfig& config);
 
 // The data directory `config` runs with: data_dir when set, else the folder of a sqlite://
 // backend's file, else kDefaultDataDir.

@@ -38,6 +38,12 @@ std::vector<server::NamespaceQuota> Quotas(const ServeConfig& config) {
   return out;
 }
 
+std::vector<server::ExecutorPolicy> Policies(const ServeConfig& config) {
+  std::vector<server::ExecutorPolicy> out;
+  for (const PolicyConfig& p : config.policies) out.push_back(p.policy);
+  return out;
+}
+
 std::vector<server::AlertTarget> Alerts(const ServeConfig& config) {
   std::vector<server::AlertTarget> out;
   for (const AlertConfig& a : config.alerts) {
@@ -52,6 +58,10 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   server::NodeOptions o;
   o.backend = config.backend;
   o.allow_unsafe_backend = config.allow_unsafe_backend;
+  o.warnings = ConfigFileWarnings(config);
+  Result<std::string> password = BackendPassword(config, &o.warnings);
+  if (!password.ok()) return password.status();
+  o.backend_password = std::move(*password);
   o.data_dir = DataDirFor(config);
   o.scheduler = SchedulerOptionsFor(config);
   const ApiSettings& a = config.api;
@@ -73,6 +83,7 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   if (!tokens.ok()) return tokens.status();
   o.tokens = std::move(*tokens);
   o.quotas = Quotas(config);
+  o.policies = Policies(config);
   o.alerts = Alerts(config);
   if (!config.tracing.otlp_endpoint.empty()) {
     server::TracingOptions tracing;
@@ -93,13 +104,18 @@ Result<server::NodeReload> NodeReloadFor(const ServeConfig& config) {
   r.tokens = std::move(*tokens);
   r.jobs = config.jobs;
   r.quotas = Quotas(config);
+  r.policies = Policies(config);
   r.alerts = Alerts(config);
   return r;
 }
 
-server::QueueWorkerOptions QueueWorkerOptionsFor(const ServeConfig& config) {
+Result<server::QueueWorkerOptions> QueueWorkerOptionsFor(const ServeConfig& config) {
   server::QueueWorkerOptions o;
   o.backend = config.backend;
+  std::vector<std::string> warnings;
+  Result<std::string> password = BackendPassword(config, &warnings);
+  if (!password.ok()) return password.status();
+  o.backend_password = std::move(*password);
   o.allow_unsafe_backend = config.allow_unsafe_backend;
   o.scheduler = SchedulerOptionsFor(config);
   o.log_format = config.log_format;

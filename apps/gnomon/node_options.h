@@ -15,7 +15,7 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config);
 // What a SIGHUP applies, from a freshly loaded config.
 Result<server::NodeReload> NodeReloadFor(const ServeConfig& config);
 // The options of `gnomon worker`.
-server::QueueWorkerOptions QueueWorkerOptionsFor(const ServeConfig& config);
+Result<server::QueueWorkerOptions> QueueWorkerOptionsFor(const ServeConfig& config);
 
 }  // namespace gnomon::app
 

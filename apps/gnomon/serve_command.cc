@@ -84,6 +84,12 @@ int RunServe(const ServeArgs& args) {
   Result<server::NodeOptions> options = NodeOptionsFor(*config);
   if (!options.ok()) return Fail("serve", options.status());
   options->mode = args.mode;
+  if (Result<BackendUrl> url = ParseBackendUrl(args.backend); url.ok() && !url->password.empty()) {
+    options->warnings.push_back(
+        "--backend carries a password: local users can read command lines (it was hidden from "
+        "/proc/<pid>/cmdline once read, but not before); use backend_password_file or "
+        "GNOMON_BACKEND_PASSWORD");
+  }
   Result<std::unique_ptr<server::Node>> node = server::Node::Start(std::move(*options));
   if (!node.ok()) return Fail("serve", node.status());
   server::Logger& log = (*node)->logger();
@@ -116,11 +122,12 @@ int RunWorker(const WorkerArgs& args) {
   sigset_t signals = BlockSignals(false);
   Result<ServeConfig> config = Load(args.serve);
   if (!config.ok()) return Fail("worker", InvalidArgumentError(config.status().message()));
-  server::QueueWorkerOptions options = QueueWorkerOptionsFor(*config);
-  options.concurrency = args.concurrency;
-  options.tags = args.tags;
+  Result<server::QueueWorkerOptions> options = QueueWorkerOptionsFor(*config);
+  if (!options.ok()) return Fail("worker", options.status());
+  options->concurrency = args.concurrency;
+  options->tags = args.tags;
   Result<std::unique_ptr<server::QueueWorker>> worker =
-      server::QueueWorker::Start(std::move(options));
+      server::QueueWorker::Start(std::move(*options));
   if (!worker.ok()) return Fail("worker", worker.status());
   int sig = -1;
   while (sig < 0) sig = sigwaitinfo(&signals, nullptr);

@@ -113,7 +113,8 @@ std::optional<CgroupBase> DetectCgroupBase(std::string* why_not) {
   // that refuses: this process's own cgroup has processes) still gives containment.
   const std::string controllers = ReadSmallFile(base.dir + "/cgroup.controllers").value_or("");
   for (const char* c : {"memory", "pids"}) {
-    if (HasWord(controllers, c)) WriteFile(base.dir + "/cgroup.subtree_control", std::string("+") + c);
+    if (HasWord(controllers, c))
+      WriteFile(base.dir + "/cgroup.subtree_control", std::string("+") + c);
   }
   const std::string enabled = ReadSmallFile(base.dir + "/cgroup.subtree_control").value_or("");
   base.memory = HasWord(enabled, "memory");

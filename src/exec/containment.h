@@ -33,7 +33,8 @@ struct CgroupBase {
 
 // Looks for a cgroup v2 hierarchy in /proc/self/mountinfo and this process's cgroup in
 // /proc/self/cgroup, then tries to create (and enable the memory and pids controllers in)
-// "<own cgroup>/gnomon-runs-<pid>-<n>" (n counts the calls in this process). nullopt, with `why_not` set, when cgroup v2 cannot be used.
+// "<own cgroup>/gnomon-runs-<pid>-<n>" (n counts the calls in this process). nullopt, with
+// `why_not` set, when cgroup v2 cannot be used.
 std::optional<CgroupBase> DetectCgroupBase(std::string* why_not);
 
 // One run's cgroup, under a CgroupBase. Move-only; removes the cgroup on destruction (after

@@ -197,7 +197,8 @@ TEST_F(ApiSecurityTest, SecretsAreShownOnlyToAdminsOfTheirNamespace) {
   // The audit log never holds them, whoever reads it.
   EXPECT_THAT(shown(kAdmin, "/api/v1/audit"), Not(HasSubstr("hunter2")));
   EXPECT_THAT(shown(kAdmin, "/api/v1/audit"), Not(HasSubstr("s3cr3t")));
-  for (const AuditRecord& r : *coord_.ListAudit(100, 0)) {
+  const std::vector<AuditRecord> records = *coord_.ListAudit(100, 0);
+  for (const AuditRecord& r : records) {
     EXPECT_THAT(r.after_json, Not(HasSubstr("hunter2")));
     EXPECT_THAT(r.after_json, Not(HasSubstr("s3cr3t")));
   }

@@ -282,4 +282,40 @@ Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
   return out;
 }
 
+Result<std::string> WithPassword(std::string_view url, std::string_view password) {
+  Result<BackendUrl> parsed = ParseBackendUrl(url);
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->scheme == "sqlite") {
+    return InvalidArgumentError("a backend password was given, but sqlite:// takes none");
+  }
+  if (!parsed->password.empty()) {
+    return InvalidArgumentError(
+        "the backend URL has a password, and backend_password_file or GNOMON_BACKEND_PASSWORD "
+        "gives another: keep one (the file or the variable; a password in a URL shows in "
+        "/proc/<pid>/cmdline when given with --backend)");
+  }
+  std::string encoded;
+  for (char c : password) {
+    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved) {
+      encoded += c;
+    } else {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      encoded += '%';
+      encoded += kHex[static_cast<unsigned char>(c) >> 4];
+      encoded += kHex[static_cast<unsigned char>(c) & 15];
+    }
+  }
+  const size_t sep = url.find("://") + 3;
+  std::string_view rest = url.substr(sep);
+  const size_t at = rest.substr(0, rest.find('/')).rfind('@');
+  std::string user;
+  if (at != std::string_view::npos) {
+    user = std::string(rest.substr(0, at));
+    rest.remove_prefix(at + 1);
+  }
+  return std::string(url.substr(0, sep)) + user + ":" + encoded + "@" + std::string(rest);
+}
+
 }  // namespace gnomon::server

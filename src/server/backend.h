@@ -58,6 +58,11 @@ std::string RedactUrl(std::string_view url);
 // listen address (0 = any free port) and 1 for a server to connect to.
 Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_port);
 
+// `url` with `password` as the password of its user info (percent-encoded), for a password that
+// comes from a file or the environment instead of the URL (NodeOptions::backend_password).
+// InvalidArgument when the URL has a password already, or its scheme takes none (sqlite).
+Result<std::string> WithPassword(std::string_view url, std::string_view password);
+
 // The Redis options of a redis:// or redis+sentinel:// URL. InvalidArgument for another scheme.
 Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe);
 

@@ -10,11 +10,18 @@ namespace gnomon::server {
 
 using nlohmann::json;
 
-JobCatalog::JobCatalog(Scheduler& scheduler, Coordinator& coordinator, JobCatalogOptions options)
+const Reloadable<Policies>& DefaultPolicies() {
+  static const Reloadable<Policies>* policies = new Reloadable<Policies>(Policies());
+  return *policies;
+}
+
+JobCatalog::JobCatalog(Scheduler& scheduler, Coordinator& coordinator, JobCatalogOptions options,
+                       const Reloadable<Policies>& policies)
     : scheduler_(scheduler),
       coordinator_(coordinator),
       options_(std::move(options)),
-      audit_(coordinator, options_.audit) {}
+      audit_(coordinator, options_.audit),
+      policies_(policies) {}
 
 JobCatalog::~JobCatalog() { StopSync(); }
 

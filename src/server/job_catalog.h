@@ -39,6 +39,8 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/server/audit_log.h"
+#include "src/server/executor_policy.h"
+#include "src/server/reloadable.h"
 
 namespace gnomon::server {
 
@@ -55,10 +57,15 @@ struct JobCatalogOptions {
   Clock* clock = nullptr;
 };
 
+// The built-in default policy, for catalogs made without one.
+const Reloadable<Policies>& DefaultPolicies();
+
 class JobCatalog {
  public:
-  // `scheduler` and `coordinator` must outlive this object.
-  JobCatalog(Scheduler& scheduler, Coordinator& coordinator, JobCatalogOptions options);
+  // `scheduler`, `coordinator` and `policies` must outlive this object. Without `policies`,
+  // definitions follow the built-in default policy.
+  JobCatalog(Scheduler& scheduler, Coordinator& coordinator, JobCatalogOptions options,
+             const Reloadable<Policies>& policies = DefaultPolicies());
   ~JobCatalog();  // StopSync()
   JobCatalog(const JobCatalog&) = delete;
   JobCatalog& operator=(const JobCatalog&) = delete;
@@ -120,6 +127,12 @@ class JobCatalog {
 
   AuditLog& audit() { return audit_; }
 
+  // The executor policies of definitions made through the API (the Node's; SIGHUP replaces
+  // them): checked when a definition is made here; a stored one that the policy refuses (made
+  // under another policy) is installed all the same and fails each run, naming the rule
+  // (PolicyGuard), so it stays visible.
+  const Reloadable<Policies>& policies() const { return policies_; }
+
  private:
   struct Dynamic {
     int64_t version = 0;
@@ -133,6 +146,7 @@ class JobCatalog {
   Coordinator& coordinator_;
   const JobCatalogOptions options_;
   AuditLog audit_;
+  const Reloadable<Policies>& policies_;
 
   // Guards the definitions; serialises changes (and their backend writes) with Sync.
   mutable std::mutex mu_;

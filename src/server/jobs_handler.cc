@@ -233,8 +233,13 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
     spec->source = "api";
     spec->read_only = false;
     spec->in_process = false;
+    const std::shared_ptr<const Policies> policies = catalog_.policies().Get();
+    *spec = policies->WithDefaults(std::move(*spec));
     if (Status s = ValidateJobSpec(*spec); !s.ok()) {
       return Error(400, "invalid_argument", s.message());
+    }
+    if (Status s = policies->Check(*spec, DaemonRunsAsRoot()); !s.ok()) {
+      return Error(403, "policy_denied", s.message());
     }
     if (method == "POST") {
       if (Status q = quotas_.Get()->CheckCreate(id); !q.ok()) {

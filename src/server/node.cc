@@ -21,6 +21,7 @@ struct Node::Parts {
       : options(std::move(o)),
         log(options.log_format, options.log_level, options.scheduler.node_id),
         executor({&process, &http, &in_process}),
+        guarded(executor, policies),
         log_observer(log),
         metrics(options.version) {}
 
@@ -31,6 +32,8 @@ struct Node::Parts {
   HttpExecutor http;
   InProcessExecutor in_process;
   CompositeExecutor executor;
+  Reloadable<Policies> policies{Policies()};
+  PolicyGuard guarded;  // executor, behind the executor policies of jobs defined through the API
   LogObserver log_observer;
   MetricsObserver metrics;
   std::unique_ptr<AlertObserver> alerts;
@@ -91,6 +94,8 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   GNOMON_RETURN_IF_ERROR(ValidateAlertTargets(options.alerts));
   if (options.tracing) GNOMON_RETURN_IF_ERROR(ValidateTracingOptions(*options.tracing));
   GNOMON_RETURN_IF_ERROR(Quotas::Validate(options.quotas));
+  Result<Policies> policies = Policies::Make(options.policies);
+  if (!policies.ok()) return policies.status();
 
   auto p = std::make_unique<Parts>(std::move(options));
   NodeOptions& o = p->options;
@@ -100,7 +105,14 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   const bool generated = o.api.auth == AuthMode::kTokens && o.tokens.empty();
   const std::string dashboard_token = generated ? tokens->front().token : "";
 
-  Result<OpenedBackend> backend = OpenBackend(o.backend, o.allow_unsafe_backend);
+  for (const std::string& w : o.warnings)
+    log.Log(LogLevel::kWarn, "config_warning", "", "", {{"detail", w}});
+  // The URL with its password, when the password comes from elsewhere; logs show o.backend.
+  Result<std::string> backend_url = o.backend_password.empty()
+                                        ? Result<std::string>(o.backend)
+                                        : WithPassword(o.backend, o.backend_password);
+  if (!backend_url.ok()) return backend_url.status();
+  Result<OpenedBackend> backend = OpenBackend(*backend_url, o.allow_unsafe_backend);
   if (!backend.ok()) return backend.status().WithPrefix("--backend " + RedactUrl(o.backend));
   p->coordinator = std::move(backend->coordinator);
   if (!backend->unsafe.empty()) {
@@ -109,6 +121,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     p->metrics.SetBackendUnsafe(true);
   }
   log.Info("backend_opened", {{"backend", RedactUrl(o.backend)}});
+  log.Info("process_containment", {{"mechanism", p->process.containment()}});
   Coordinator& coordinator = *p->coordinator;
 
   // Webhook alerts and OTLP spans: queued, sent from their own threads.
@@ -131,7 +144,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   so.version = o.version;
   if (o.mode == "schedule") {
     // Queue mode: claimed fires go to the Redis stream of their `queue` tag; workers run them.
-    Result<RedisOptions> redis = RedisOptionsFor(o.backend, o.allow_unsafe_backend);
+    Result<RedisOptions> redis = RedisOptionsFor(*backend_url, o.allow_unsafe_backend);
     Result<std::unique_ptr<RedisQueue>> queue =
         redis.ok() ? RedisQueue::Open(*redis) : Result<std::unique_ptr<RedisQueue>>(redis.status());
     if (!queue.ok()) return queue.status().WithPrefix("--mode schedule");
@@ -146,11 +159,13 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   so.admit = [parts](const JobSpec& job, const Claim& claim) {
     return parts->api->quotas()->Admit(job, claim);
   };
-  p->scheduler = std::make_unique<Scheduler>(so, coordinator, p->executor, SystemClock::Get());
+  p->policies.Set(std::move(*policies));
+  p->scheduler = std::make_unique<Scheduler>(so, coordinator, p->guarded, SystemClock::Get());
   JobCatalogOptions catalog_options;
   catalog_options.job_defaults = o.api.job_defaults;
   catalog_options.max_json_depth = o.api.max_json_depth;
-  p->catalog = std::make_unique<JobCatalog>(*p->scheduler, coordinator, catalog_options);
+  p->catalog =
+      std::make_unique<JobCatalog>(*p->scheduler, coordinator, catalog_options, p->policies);
   GNOMON_RETURN_IF_ERROR(p->catalog->SetStaticJobs(o.jobs));
 
   HttpApiOptions api_options = o.api;
@@ -221,10 +236,13 @@ Status Node::Reload(NodeReload reload) {
   if (!quotas.ok()) return quotas.status();
   quotas->Bind(p.scheduler.get(), p.catalog.get());
   GNOMON_RETURN_IF_ERROR(ValidateAlertTargets(reload.alerts));
+  Result<Policies> policies = Policies::Make(std::move(reload.policies));
+  if (!policies.ok()) return policies.status();
   // Then apply: the jobs first (the only step that can still fail), then the rest.
   GNOMON_RETURN_IF_ERROR(p.catalog->SetStaticJobs(std::move(reload.jobs)));
   GNOMON_CHECK(p.api->SetTokens(std::move(*tokens)).ok());
   p.api->SetQuotas(std::move(*quotas));
+  p.policies.Set(std::move(*policies));
   GNOMON_CHECK(p.alerts->SetTargets(std::move(reload.alerts)).ok());
   return Status::Ok();
 }

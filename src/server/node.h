@@ -18,6 +18,7 @@
 #include "src/server/alerts.h"
 #include "src/server/auth.h"
 #include "src/server/backend.h"
+#include "src/server/executor_policy.h"
 #include "src/server/http_api.h"
 #include "src/server/http_server.h"
 #include "src/server/logger.h"
@@ -31,6 +32,12 @@ struct NodeOptions {
   std::string backend = std::string(kDefaultBackendUrl);
   // Start even when the backend fails its safety checks (Redis without persistence). Default false.
   bool allow_unsafe_backend = false;
+  // The backend's password when it is not in the URL (from a file or the environment). Secret:
+  // never logged. Default empty.
+  std::string backend_password;
+  // What loading the configuration found worth a warning (a config file others can read, a
+  // password on the command line): logged at start. Default none.
+  std::vector<std::string> warnings;
   // Where the node keeps its own files (the generated admin token). Default kDefaultDataDir.
   std::string data_dir = std::string(kDefaultDataDir);
   // "all" (claim and run) or "schedule" (queue mode: claimed fires go to Redis streams for
@@ -46,7 +53,9 @@ struct NodeOptions {
   // Bearer tokens. None (with api.auth = kTokens) = the generated admin token of data_dir.
   std::vector<ApiToken> tokens;
   std::vector<NamespaceQuota> quotas;
-  std::vector<AlertTarget> alerts;  // webhooks; none = no alert thread
+  // Executor policies of jobs defined through the API (src/server/executor_policy.h).
+  std::vector<ExecutorPolicy> policies;
+  std::vector<AlertTarget> alerts;  // webhooks
   std::optional<TracingOptions> tracing;
   // The static jobs (config and jobs files).
   std::vector<JobSpec> jobs;
@@ -60,6 +69,7 @@ struct NodeReload {
   std::vector<JobSpec> jobs;
   std::vector<ApiToken> tokens;  // none = the generated admin token (re-read: delete it to rotate)
   std::vector<NamespaceQuota> quotas;
+  std::vector<ExecutorPolicy> policies;
   std::vector<AlertTarget> alerts;
 };
 

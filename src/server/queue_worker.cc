@@ -61,10 +61,14 @@ Result<std::unique_ptr<QueueWorker>> QueueWorker::Start(QueueWorkerOptions optio
       return InvalidArgumentError("--tags \"" + tag + "\": must match [A-Za-z0-9_.-]{1,64}");
     }
   }
-  Result<RedisOptions> redis = RedisOptionsFor(options.backend, options.allow_unsafe_backend);
+  Result<std::string> url = options.backend_password.empty()
+                                ? Result<std::string>(options.backend)
+                                : WithPassword(options.backend, options.backend_password);
+  if (!url.ok()) return url.status();
+  Result<RedisOptions> redis = RedisOptionsFor(*url, options.allow_unsafe_backend);
   if (!redis.ok()) return redis.status();
   auto p = std::make_unique<Parts>(std::move(options));
-  Result<OpenedBackend> backend = OpenBackend(p->options.backend, p->options.allow_unsafe_backend);
+  Result<OpenedBackend> backend = OpenBackend(*url, p->options.allow_unsafe_backend);
   if (!backend.ok()) return backend.status();
   p->coordinator = std::move(backend->coordinator);
   Result<std::unique_ptr<RedisQueue>> queue = RedisQueue::Open(*redis);

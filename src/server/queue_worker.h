@@ -23,6 +23,8 @@ struct QueueWorkerOptions {
   // A redis:// or redis+sentinel:// backend URL (required).
   std::string backend;
   bool allow_unsafe_backend = false;
+  // The backend's password when it is not in the URL (secret). Default empty.
+  std::string backend_password;
   // The engine's settings; node_id is required, worker_threads is `concurrency`.
   SchedulerOptions scheduler;
   // Runs at once, 1-10000. Default 4.

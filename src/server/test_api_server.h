@@ -19,8 +19,10 @@ class TestApiServer {
   // Listens on 127.0.0.1, any free port; `options.listen` is set accordingly.
   TestApiServer(Scheduler& scheduler, Coordinator& coordinator, MetricsObserver& metrics,
                 std::vector<ApiToken> tokens, HttpApiOptions options = {},
-                HttpServerOptions http = {}, JobCatalogOptions catalog_options = {})
-      : catalog(scheduler, coordinator, WithClock(std::move(catalog_options), options.clock)),
+                HttpServerOptions http = {}, JobCatalogOptions catalog_options = {},
+                const Reloadable<Policies>& policies = RootAllowed())
+      : catalog(scheduler, coordinator, WithClock(std::move(catalog_options), options.clock),
+                policies),
         api(scheduler, coordinator, catalog, metrics, Loopback(options), std::move(tokens)),
         server(api, LoopbackHttp(std::move(http), options.max_body_bytes)) {
     // The server closes a connection whose body it refuses; a test client still writing must get
@@ -39,6 +41,17 @@ class TestApiServer {
   JobCatalog catalog;
   HttpApi api;
   HttpServer server;
+
+  // The default policy with allow_root (the tests run as root; the policy's checks have tests of
+  // their own).
+  static const Reloadable<Policies>& RootAllowed() {
+    static const Reloadable<Policies>* policies = [] {
+      ExecutorPolicy p;
+      p.allow_root = true;
+      return new Reloadable<Policies>(*Policies::Make({p}));
+    }();
+    return *policies;
+  }
 
  private:
   static JobCatalogOptions WithClock(JobCatalogOptions o, Clock* clock) {

@@ -57,6 +57,8 @@ export async function startServer({ tokens = true, config: extra = [] } = {}) {
   const config = path.join(dir, 'gnomon.toml');
   writeFileSync(config, [
     '[scheduler]', 'heartbeat_interval = "500ms"', '',
+    // The tests run as root; jobs made in the dashboard may run as root here.
+    '[[policy]]', 'allow_root = true', '',
     ...(tokens === 'generated' ? []
       : tokens ? ['[[token]]', 'name = "e2e-admin"', `token = "${ADMIN_TOKEN}"`, 'role = "admin"', '']
         : ['[api]', 'auth = "none"', '']),

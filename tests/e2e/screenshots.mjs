@@ -16,6 +16,7 @@ const TOKEN = 'screenshots-admin-token-0123456789';
 writeFileSync(path.join(dir, 'gnomon.toml'), [
   '[scheduler]', 'heartbeat_interval = "500ms"', '',
   '[[token]]', 'name = "ops-admin"', `token = "${TOKEN}"`, 'role = "admin"', '',
+  '[[policy]]', 'allow_root = true', '',
 ].join('\n'));
 writeFileSync(path.join(dir, 'more.toml'), `
 [[job]]

@@ -164,6 +164,7 @@ class ControlPlaneTest(unittest.TestCase):
         def write(max_jobs, job_line=""):
             with open(config, "w") as f:
                 f.write('[[token]]\nname = "ops"\ntoken = "%s"\nrole = "admin"\n\n'
+                        '[[policy]]\nallow_root = true\n\n'
                         '[[quota]]\nnamespace = "q."\nmax_jobs = %d\n%s' % (token, max_jobs, job_line))
         write(1)
         p, port = self.serve(config=config)

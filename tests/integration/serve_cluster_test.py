@@ -702,7 +702,9 @@ class ServeHttpApi(unittest.TestCase):
         with open(config, "w") as f:
             f.write('[scheduler]\nheartbeat_interval = "500ms"\n\n'
                     '[[token]]\nname = "ops"\ntoken = "ops-secret-0123456789"\nrole = "admin"\n\n'
-                    '[[token]]\nname = "viewer"\ntoken = "viewer-secret-0123456789"\nrole = "read"\n')
+                    '[[token]]\nname = "viewer"\ntoken = "viewer-secret-0123456789"\nrole = "read"\n'
+                    # The tests run as root; jobs defined through the API may too, here.
+                    '\n[[policy]]\nallow_root = true\n')
         pa, pb = free_port(), free_port()
         a = self.serve("a", pa, config)
         b = self.serve("b", pb, config)
@@ -745,7 +747,8 @@ class ServeHttpApi(unittest.TestCase):
     def test_job_cli_against_a_daemon(self):
         config = os.path.join(self.dir, "gnomon.toml")
         with open(config, "w") as f:
-            f.write('[[token]]\nname = "ops"\ntoken = "ops-secret-0123456789"\nrole = "admin"\n')
+            f.write('[[token]]\nname = "ops"\ntoken = "ops-secret-0123456789"\nrole = "admin"\n'
+                    '\n[[policy]]\nallow_root = true\n')
         port = free_port()
         p = self.serve("cli", port, config)
         jobs = os.path.join(self.dir, "add.toml")

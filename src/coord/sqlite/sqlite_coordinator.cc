@@ -1,5 +1,8 @@
 #include "gnomon/sqlite_coordinator.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <utility>
@@ -411,6 +414,11 @@ Result<std::unique_ptr<SqliteCoordinator>> SqliteCoordinator::Open(const std::st
   }
   if (options.read_connections < 1) {
     return InvalidArgumentError("sqlite: read_connections must be at least 1");
+  }
+  // A new database file is created readable by its owner only (SQLite gives its -wal and -shm
+  // files the same mode): it holds every definition, pause state and run output.
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) {
+    ::close(fd);
   }
   Result<std::unique_ptr<Connection>> conn = Connection::Open(path, options.busy_timeout);
   if (!conn.ok()) return conn.status();

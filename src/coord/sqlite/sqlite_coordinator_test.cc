@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -177,6 +178,22 @@ TEST(SqliteCoordinatorTest, TokensNeverGoBelowTheHistoryEvenIfTheCounterIsLost) 
   Result<ClaimOutcome> out = c->Claim(Req(Fire("j", clock.Now() - seconds(10)), "n"));
   ASSERT_TRUE(out.ok() && out->claim);
   EXPECT_GT(out->claim->fencing_token, token);
+}
+
+// A new database (and its WAL files) is readable by its owner only, whatever the umask.
+TEST(SqliteCoordinatorTest, ANewDatabaseIsCreatedOwnerOnly) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  const mode_t old_umask = ::umask(0);
+  auto c = MustOpen(path, clock);
+  ::umask(old_umask);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->PutJob("j", "{}", 0).ok());  // writes the WAL
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(file.c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << file;
+  }
 }
 
 TEST(SqliteCoordinatorTest, OpenSetsWalAndTheSchemaVersion) {
