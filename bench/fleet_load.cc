@@ -8,8 +8,9 @@
 //   fleet_load scale    --backend URL [--jobs N] [--per-second K] [--seconds S] [--node n1]
 //                        [--kinds 10s,1m,5m,1h,1d] [--samples PATH]
 //
-// Backend URLs: redis://host:port[/db] (the server must run with appendonly yes: Open refuses
-// otherwise), etcd://host:port[,host:port...][/prefix], sqlite:///absolute/path.
+// Backend URLs: redis://host:port[/db] or rediss://host:port[/db][?tls_ca=...] (the server must
+// run with appendonly yes: Open refuses otherwise), etcd://host:port[,host:port...][/prefix],
+// sqlite:///absolute/path.
 //
 // claims: each of --threads threads opens its OWN coordinator (the Redis coordinator serialises
 // its calls on one connection, and SQLite on one connection per coordinator, so one per thread
@@ -88,7 +89,7 @@ double CpuSeconds() {
 
 Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& url) {
   constexpr std::string_view kSqlite = "sqlite://";
-  if (url.starts_with("redis://")) {
+  if (url.starts_with("redis://") || url.starts_with("rediss://")) {
     Result<gnomon::RedisOptions> options = gnomon::ParseRedisUrl(url);
     if (!options.ok()) return options.status();
     auto redis = gnomon::RedisCoordinator::Open(*options);
@@ -109,7 +110,7 @@ Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& url) {
     return std::unique_ptr<Coordinator>(std::move(*sqlite));
   }
   return gnomon::InvalidArgumentError(
-      "--backend: expected redis://, etcd:// or sqlite:///path, "
+      "--backend: expected redis://, rediss://, etcd:// or sqlite:///path, "
       "got \"" +
       url + "\"");
 }

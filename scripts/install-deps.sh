@@ -11,7 +11,7 @@ packages=(
   libspdlog-dev libfmt-dev libboost-dev libsqlite3-dev sqlite3 libhiredis-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers and tools the tests start
-  redis-server etcd-server etcd-client faketime iproute2 iptables procps curl python3
+  redis-server etcd-server etcd-client faketime iproute2 iptables procps curl python3 openssl
   # the HTTP API load benchmark (bench/api_load.sh, run by `make bench`)
   wrk
   # the dashboard's browser tests (tests/e2e): Debian's chromium, driven by npm playwright-core

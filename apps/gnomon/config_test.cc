@@ -15,6 +15,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -726,10 +727,69 @@ TEST(BackendUrlTest, SentinelAndEtcd) {
   EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://h1:2379/x")), HasSubstr("unexpected path"));
 }
 
+TEST(BackendUrlTest, RedisOverTls) {
+  Result<BackendUrl> u = ParseBackendUrl(
+      "rediss://gnomon:p?ss@10.0.0.5:6380/3?tls_ca=/etc/gnomon/"
+      "ca.pem&tls_server_name=redis.internal");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->scheme, "rediss");
+  EXPECT_EQ(u->password, "p?ss");
+  EXPECT_THAT(u->hosts, ElementsAre(HostPort{"10.0.0.5", 6380}));
+  EXPECT_EQ(u->db, 3);
+  EXPECT_TRUE(u->tls.enabled);
+  EXPECT_TRUE(u->tls.verify);
+  EXPECT_EQ(u->tls.ca_file, "/etc/gnomon/ca.pem");
+  EXPECT_EQ(u->tls.server_name, "redis.internal");
+
+  u = ParseBackendUrl(
+      "rediss+sentinel://s1,s2:26380/mymaster?tls_cert=/c.pem&tls_key=/k.pem&tls_verify=false");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->scheme, "rediss+sentinel");
+  EXPECT_THAT(u->hosts, ElementsAre(HostPort{"s1", 26379}, HostPort{"s2", 26380}));
+  EXPECT_EQ(u->master, "mymaster");
+  EXPECT_TRUE(u->tls.enabled);
+  EXPECT_FALSE(u->tls.verify);
+  EXPECT_EQ(u->tls.cert_file, "/c.pem");
+  EXPECT_EQ(u->tls.key_file, "/k.pem");
+  Result<RedisOptions> o = server::RedisOptionsFor(
+      "rediss+sentinel://:pw@s1,s2:26380/mymaster?tls_cert=/c.pem&tls_key=/k.pem", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->sentinels.size(), 2u);
+  EXPECT_EQ(o->password, "pw");
+  EXPECT_TRUE(o->tls.enabled);
+  EXPECT_EQ(o->tls.cert_file, "/c.pem");
+  o = server::RedisOptionsFor("rediss://h:7000?tls_ca=/ca.pem", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->tls.ca_file, "/ca.pem");
+  u = ParseBackendUrl("rediss://h");  // defaults: verified, system CAs, the host's name
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->tls.enabled && u->tls.verify && u->tls.ca_file.empty());
+
+  // redis:// and redis+sentinel:// stay plain and take no parameters.
+  u = ParseBackendUrl("redis://h:6379");
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->tls.enabled);
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis://h?tls_ca=/ca.pem")), HasSubstr("use rediss://"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+sentinel://s/m?tls_verify=false")),
+              HasSubstr("use rediss://"));
+  // Unknown parameters are named.
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("rediss://h?tls_ca=/a&sslmode=require")),
+              HasSubstr("unknown query parameter \"sslmode\""));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("rediss+sentinel://s/m?tls_key=/k")),
+              HasSubstr("tls_cert and tls_key go together"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("rediss://h:1,h:2")), HasSubstr("rediss+sentinel://"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("rediss://u:hunter2@h?tls_ca=/a@b")),
+              AllOf(HasSubstr("%40"), Not(HasSubstr("hunter2"))));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("rediss://u:hunter2@h?x=1")), Not(HasSubstr("hunter2")));
+  EXPECT_EQ(RedactUrl("rediss://u:hunter2@h:1/0?tls_ca=/ca.pem"),
+            "rediss://u:***@h:1/0?tls_ca=/ca.pem");
+}
+
 TEST(BackendUrlTest, UnknownSchemeListsTheSupportedOnes) {
   const std::string m = ErrorOf(ParseBackendUrl("postgres://u:pw@db/gnomon"));
   EXPECT_THAT(m, HasSubstr("unknown scheme \"postgres\""));
-  for (const char* s : {"sqlite://", "redis://", "redis+sentinel://", "etcd://"}) {
+  for (const char* s : {"sqlite://", "redis://", "redis+sentinel://", "rediss://",
+                        "rediss+sentinel://", "etcd://"}) {
     EXPECT_THAT(m, HasSubstr(s));
   }
   EXPECT_THAT(ErrorOf(ParseBackendUrl("localhost:6379")), HasSubstr("is not a URL"));

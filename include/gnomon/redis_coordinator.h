@@ -1,5 +1,6 @@
 // RedisCoordinator: the Coordinator (gnomon/coordinator.h) on a real Redis server (6.2+; tested
-// against 7.0), for a fleet of hosts (PRODUCT.md: `redis://[user:pass@]host:port[/db]`).
+// against 7.0), for a fleet of hosts (PRODUCT.md: `redis://[user:pass@]host:port[/db]`, over TLS
+// `rediss://`).
 //
 // Atomicity. Every operation that reads and then writes is ONE Lua script, loaded once with
 // SCRIPT LOAD and run with EVALSHA (a NOSCRIPT reply, e.g. after a server restart or SCRIPT
@@ -68,12 +69,20 @@
 // RedisOptions::clock_override makes the coordinator pass its "now" to every script instead
 // (the conformance suite's FakeClock). Tokens always use the server's TIME.
 //
-// Connections. One hiredis connection guarded by a mutex (hiredis contexts are not
-// thread-safe). A connection or I/O error returns Unavailable and drops the connection; the
-// next call reconnects, and after a failed reconnect the next attempt waits a capped
-// exponential backoff with jitter (reconnect_backoff_min .. reconnect_backoff_max), returning
-// Unavailable at once meanwhile, so no call blocks longer than connect_timeout / io_timeout.
-// The password never appears in a Status message or in a log.
+// Connections. A pool of connections (RedisOptions::connections), each guarded by a mutex. A
+// connection or I/O error returns Unavailable and drops the connection; the next call
+// reconnects, and after a failed reconnect the next attempt waits a capped exponential backoff
+// with jitter (reconnect_backoff_min .. reconnect_backoff_max), returning Unavailable at once
+// meanwhile, so no call blocks longer than connect_timeout / io_timeout. The password never
+// appears in a Status message or in a log.
+//
+// TLS (RedisOptions::tls, `rediss://`). Every connection, the subscriber's and the sentinels'
+// too, speaks TLS through OpenSSL: the server's certificate chain is checked against tls.ca_file
+// (else the system's CAs) and its name (DNS or IP subjectAltName) against tls.server_name, else
+// the host connected to (with Sentinel: the primary's address as Sentinel reports it, and each
+// sentinel's own host). A failed handshake is Unavailable naming the server and OpenSSL's reason
+// ("redis 10.0.0.5:6380: TLS: certificate verify failed (unable to get local issuer
+// certificate)"); Open fails on it, later calls retry with the backoff like any other outage.
 //
 // Persistence. Open() reads CONFIG GET appendonly: without `appendonly yes` the server loses
 // acknowledged claims on a restart (RELIABILITY.md F4), so Open refuses with FailedPrecondition
@@ -106,6 +115,29 @@ class RedisConnectionPool;
 struct RedisConnectionConfig;
 struct RedisReply;
 }  // namespace coord
+
+// TLS to the server, the sentinels and the primaries they name (`rediss://`, `rediss+sentinel://`;
+// see the file comment "TLS").
+struct RedisTlsOptions {
+  // Speak TLS. Default false (plain TCP; the other fields must then be left empty/default).
+  bool enabled = false;
+  // PEM file of the CA certificates that may sign the server's certificate; empty = the system's
+  // CAs (OpenSSL's default paths). Default empty.
+  std::string ca_file;
+  // PEM client certificate (chain) and its private key, for a server with
+  // `tls-auth-clients yes`; both or neither. Default empty (no client certificate).
+  std::string cert_file;
+  std::string key_file;
+  // Name the server's certificate must carry (DNS name or IP address in its subjectAltName), and
+  // the SNI sent (not for an IP address). Empty = the host connected to. Default empty.
+  std::string server_name;
+  // Check the server's certificate chain and name. Default true. false accepts any certificate:
+  // the link is encrypted but a man in the middle can read and change everything, the password
+  // too (the daemon logs a warning at start). For tests with self-signed certificates only.
+  bool verify = true;
+
+  friend bool operator==(const RedisTlsOptions&, const RedisTlsOptions&) = default;
+};
 
 struct RedisOptions {
   // Server host name or address. Default "127.0.0.1".
@@ -154,25 +186,40 @@ struct RedisOptions {
   std::vector<std::pair<std::string, int>> sentinels;
   // The master name the sentinels monitor (required with sentinels).
   std::string sentinel_master;
+  // TLS for every connection (server, sentinels). Default: off.
+  RedisTlsOptions tls;
   // TEST SEAM: when set, "now" for every operation is this clock's Now(), passed to the scripts,
   // instead of the server's TIME. Not owned; must outlive the coordinator. Default null
   // (production: the server's clock).
   Clock* clock_override = nullptr;
 };
 
-// Parses `redis://[user[:password]@]host[:port][/db]` (user and password may be
+// Parses `redis://[user[:password]@]host[:port][/db]` and
+// `rediss://[user[:password]@]host[:port][/db][?tls_param=value&...]` (user and password may be
 // percent-encoded; `redis://:password@host` = password only) into `base` with those fields
-// replaced. InvalidArgument (with the password redacted) when malformed.
+// replaced, `tls` included (off for redis://; for rediss:// on, with the query's parameters, see
+// ParseRedisTlsQuery). The query starts at the first '?' after the user-info, which ends at the
+// last '@' (a password may hold '@' and '?'; write '@' in a query value as %40). InvalidArgument
+// (with the password redacted) when malformed.
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base = {});
+
+// The TLS options of a Redis URL's query (the text after '?', without it): `tls_ca=FILE`,
+// `tls_cert=FILE`, `tls_key=FILE`, `tls_server_name=NAME`, `tls_verify=true|false`, joined by
+// '&', values percent-decoded. `tls_scheme` is whether the URL's scheme is rediss:// or
+// rediss+sentinel:// (then the result has enabled = true); with a plain scheme any parameter is
+// an error. InvalidArgument naming the parameter for an unknown or repeated one, an empty or
+// malformed value, or tls_cert without tls_key (or the reverse).
+Result<RedisTlsOptions> ParseRedisTlsQuery(std::string_view query, bool tls_scheme);
 
 class RedisQueue;
 
 class RedisCoordinator final : public Coordinator {
  public:
   // Connects, authenticates, selects the database, checks persistence (see the file comment)
-  // and loads the scripts. Errors: InvalidArgument for bad options; Unavailable when the server
-  // cannot be reached or refuses the credentials; FailedPrecondition when persistence is off
-  // (or cannot be read) and allow_unsafe is false.
+  // and loads the scripts. Errors: InvalidArgument for bad options (a TLS file that cannot be
+  // read); Unavailable when the server cannot be reached, refuses the credentials or fails the
+  // TLS handshake (certificate chain or name; the message names the server and the reason);
+  // FailedPrecondition when persistence is off (or cannot be read) and allow_unsafe is false.
   static Result<std::unique_ptr<RedisCoordinator>> Open(const RedisOptions& options);
   ~RedisCoordinator() override;
   RedisCoordinator(const RedisCoordinator&) = delete;
@@ -226,8 +273,11 @@ class RedisCoordinator final : public Coordinator {
 
  private:
   friend class RedisQueue;  // connects with the same options
-  static coord::RedisConnectionConfig ConnectionConfigOf(const RedisOptions& options);
-  RedisCoordinator(const RedisOptions& options, std::unique_ptr<coord::RedisConnectionPool> conn);
+  // The connections' settings (with the TLS context loaded: InvalidArgument when a TLS file
+  // cannot be read).
+  static Result<coord::RedisConnectionConfig> ConnectionConfigOf(const RedisOptions& options);
+  RedisCoordinator(const RedisOptions& options, const coord::RedisConnectionConfig& config,
+                   std::unique_ptr<coord::RedisConnectionPool> conn);
 
   // The key base "<prefix>:<ns>" and a job's base "<prefix>:<ns>:{job}".
   std::string JobBase(const std::string& job_id) const;
@@ -250,7 +300,8 @@ class RedisCoordinator final : public Coordinator {
   Result<std::vector<std::string>> ReportArgs(const gnomon::Claim& claim, const RunRecord& record,
                                               bool final) const;
   static Status ParseReportReply(const gnomon::Claim& claim, const coord::RedisReply& reply);
-  // The hiredis connections, reconnects and scripts (hides hiredis.h); thread-safe.
+  // The connections (plain or TLS), reconnects and scripts (hides hiredis and OpenSSL);
+  // thread-safe.
   std::unique_ptr<coord::RedisConnectionPool> conn_;
   // Concurrent Claim and Report calls go to the server together (src/coord/redis/redis_batcher.h):
   // one script call per batch; ClaimMany and ReportMany send their own batches in chunks. Chunks
@@ -261,6 +312,8 @@ class RedisCoordinator final : public Coordinator {
   Result<coord::RedisReply> SendReports(const std::vector<const std::vector<std::string>*>& items);
   std::unique_ptr<coord::RedisBatcher> claims_;
   std::unique_ptr<coord::RedisBatcher> reports_;
+  // The settings of every connection (the subscriber's is made from them later).
+  const std::unique_ptr<const coord::RedisConnectionConfig> config_;
   // WaitJobsChange's subscriber connection (made on first use), one waiter at a time.
   std::mutex watch_mu_;
   std::unique_ptr<coord::RedisConnection> subscriber_;  // guarded by watch_mu_

@@ -37,7 +37,10 @@ struct QueueEntry {
 
 class RedisQueue {
  public:
-  // Connects (host, port, credentials, db, prefix, ns and timeouts of `options`; Sentinel too).
+  // Connects (host, port, credentials, db, prefix, ns and timeouts of `options`; Sentinel and
+  // TLS too). Errors as RedisCoordinator::Open's: InvalidArgument for bad options (a TLS file
+  // that cannot be read), Unavailable when the server cannot be reached, refuses the credentials
+  // or fails the TLS handshake (the message names it).
   static Result<std::unique_ptr<RedisQueue>> Open(const RedisOptions& options);
   ~RedisQueue();
   RedisQueue(const RedisQueue&) = delete;

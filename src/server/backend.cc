@@ -100,7 +100,15 @@ Result<std::string> PercentDecode(std::string_view s) {
 
 constexpr std::string_view kSupportedSchemes =
     "sqlite:///abs/path, sqlite://./rel/path, redis://[user:pass@]host:port[/db], "
-    "redis+sentinel://h1:p,h2:p/master, etcd://h1:2379[,h2:2379]";
+    "redis+sentinel://h1:p,h2:p/master, rediss://... and rediss+sentinel://... (TLS), "
+    "etcd://h1:2379[,h2:2379]";
+
+bool IsSentinelScheme(std::string_view scheme) {
+  return scheme == "redis+sentinel" || scheme == "rediss+sentinel";
+}
+bool IsRedisScheme(std::string_view scheme) {
+  return scheme == "redis" || scheme == "rediss" || IsSentinelScheme(scheme);
+}
 
 }  // namespace
 
@@ -130,9 +138,9 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
   }
 
   int default_port = 0;
-  if (out.scheme == "redis") {
+  if (out.scheme == "redis" || out.scheme == "rediss") {
     default_port = 6379;
-  } else if (out.scheme == "redis+sentinel") {
+  } else if (IsSentinelScheme(out.scheme)) {
     default_port = 26379;
   } else if (out.scheme == "etcd") {
     default_port = 2379;
@@ -142,7 +150,24 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
   }
   const std::string scheme = out.scheme;
 
-  // The user-info ends at the last '@', so a password may contain '@' and '/' unencoded.
+  // The user-info ends at the last '@', so a password may contain '@', '/' and '?' unencoded.
+  // Redis URLs may end with a query (TLS parameters), from the first '?' after the user-info.
+  if (IsRedisScheme(scheme)) {
+    const size_t last_at = rest.rfind('@');
+    const size_t question = rest.find('?', last_at == std::string_view::npos ? 0 : last_at + 1);
+    if (question != std::string_view::npos) {
+      Result<RedisTlsOptions> tls =
+          ParseRedisTlsQuery(rest.substr(question + 1), scheme.starts_with("rediss"));
+      if (!tls.ok()) return InvalidArgumentError(scheme + ": " + tls.status().message());
+      out.tls = *tls;
+      rest = rest.substr(0, question);
+    } else if (last_at != std::string_view::npos &&
+               rest.substr(0, last_at).find("?tls_") != std::string_view::npos) {
+      return InvalidArgumentError(scheme + ": write '@' in a query value as %40");
+    } else {
+      out.tls.enabled = scheme.starts_with("rediss");
+    }
+  }
   const size_t at = rest.rfind('@');
   if (at != std::string_view::npos) {
     const std::string_view info = rest.substr(0, at);
@@ -173,26 +198,26 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
     start = comma + 1;
   }
 
-  if (out.scheme == "redis") {
+  if (out.scheme == "redis" || out.scheme == "rediss") {
     if (out.hosts.size() != 1) {
-      return InvalidArgumentError(
-          "redis: exactly one host:port (use redis+sentinel:// for several)");
+      return InvalidArgumentError(scheme + ": exactly one host:port (use " + scheme +
+                                  "+sentinel:// for several)");
     }
     if (!path.empty()) {
       Result<int> db = ParsePort(path);  // digits only, at most 5 of them
       if (!db.ok()) {
-        return InvalidArgumentError("redis: database \"" + Shown(path) +
+        return InvalidArgumentError(scheme + ": database \"" + Shown(path) +
                                     "\" must be a number 0-99999");
       }
       out.db = *db;
     }
-  } else if (out.scheme == "redis+sentinel") {
+  } else if (IsSentinelScheme(out.scheme)) {
     if (path.empty()) {
-      return InvalidArgumentError("redis+sentinel: missing the master name (…/mymaster)");
+      return InvalidArgumentError(scheme + ": missing the master name (…/mymaster)");
     }
     for (char c : path) {
       if (!IsHostChar(c)) {
-        return InvalidArgumentError("redis+sentinel: master name \"" + Shown(path) +
+        return InvalidArgumentError(scheme + ": master name \"" + Shown(path) +
                                     "\" must match [A-Za-z0-9_.-]+");
       }
     }
@@ -227,17 +252,19 @@ Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) 
   if (!parsed.ok()) return parsed.status();
   RedisOptions base;
   base.allow_unsafe = allow_unsafe;
-  if (parsed->scheme == "redis") return ParseRedisUrl(url, base);
-  if (parsed->scheme != "redis+sentinel") {
+  if (parsed->scheme == "redis" || parsed->scheme == "rediss") return ParseRedisUrl(url, base);
+  if (!IsSentinelScheme(parsed->scheme)) {
     return InvalidArgumentError(RedactUrl(url) +
-                                ": needs a Redis backend (redis:// or redis+sentinel://)");
+                                ": needs a Redis backend (redis://, rediss://, "
+                                "redis+sentinel:// or rediss+sentinel://)");
   }
-  // redis+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
+  // redis(s)+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
   for (const HostPort& h : parsed->hosts) base.sentinels.emplace_back(h.host, h.port);
   base.sentinel_master = parsed->master;
   base.user = parsed->user;
   base.password = parsed->password;
   base.db = parsed->db;
+  base.tls = parsed->tls;
   return base;
 }
 
@@ -245,7 +272,7 @@ Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
   Result<BackendUrl> parsed = ParseBackendUrl(url);
   if (!parsed.ok()) return parsed.status();
   OpenedBackend out;
-  if (parsed->scheme == "redis" || parsed->scheme == "redis+sentinel") {
+  if (IsRedisScheme(parsed->scheme)) {
     Result<RedisOptions> options = RedisOptionsFor(url, allow_unsafe);
     if (!options.ok()) return options.status();
     Result<std::unique_ptr<RedisCoordinator>> redis = RedisCoordinator::Open(*options);
@@ -254,6 +281,11 @@ Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
       out.unsafe =
           "the Redis server does not have appendonly yes: a restart can lose claims "
           "(allow_unsafe_backend = true)";
+    }
+    if (options->tls.enabled && !options->tls.verify) {
+      out.unverified_tls =
+          "TLS to Redis does not verify the server's certificate (tls_verify=false): anyone "
+          "on the path can impersonate the server and read the password and every claim";
     }
     out.coordinator = std::move(*redis);
     return out;

@@ -1,6 +1,6 @@
 // The coordination backend of a node, from its URL (docs/configuration.md "Backend URLs"):
 // parsing and redacting URLs, and opening the backend they name (SQLite, Redis, Redis Sentinel,
-// etcd). Functions here are thread-compatible.
+// each of them over TLS too, etcd). Functions here are thread-compatible.
 #ifndef GNOMON_SRC_SERVER_BACKEND_H_
 #define GNOMON_SRC_SERVER_BACKEND_H_
 
@@ -29,7 +29,8 @@ struct HostPort {
 
 // A parsed backend URL. Which fields are set depends on the scheme.
 struct BackendUrl {
-  std::string scheme;  // "sqlite", "redis", "redis+sentinel" or "etcd"
+  // "sqlite", "redis", "rediss", "redis+sentinel", "rediss+sentinel" or "etcd"
+  std::string scheme;
   // sqlite: the database file as written: "/abs/path" or "./rel/path" (relative to the working
   // directory of the process).
   std::string path;
@@ -37,16 +38,21 @@ struct BackendUrl {
   // RedactUrl() of the URL.
   std::string user;
   std::string password;
-  // redis: exactly one host (default port 6379); redis+sentinel: the sentinels (default 26379);
-  // etcd: the endpoints (default 2379).
+  // redis(s): exactly one host (default port 6379); redis(s)+sentinel: the sentinels (default
+  // 26379); etcd: the endpoints (default 2379).
   std::vector<HostPort> hosts;
-  int db = 0;          // redis: database index (the URL's "/db"), default 0
-  std::string master;  // redis+sentinel: master name (the URL's path), required
+  int db = 0;          // redis(s): database index (the URL's "/db"), default 0
+  std::string master;  // redis(s)+sentinel: master name (the URL's path), required
+  // rediss, rediss+sentinel: enabled, and the query's tls_* parameters (ParseRedisTlsQuery).
+  RedisTlsOptions tls;
 };
 
 // Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
-// `redis+sentinel://[user:pass@]h1:p,h2:p/master` and `etcd://[user:pass@]h1:2379[,h2:2379]`.
-// Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones.
+// `redis+sentinel://[user:pass@]h1:p,h2:p/master`, the same over TLS as `rediss://` and
+// `rediss+sentinel://` (each with optional `?tls_...=...&...` parameters, which start at the
+// first '?' after the user-info) and `etcd://[user:pass@]h1:2379[,h2:2379]`.
+// Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones;
+// an unknown query parameter is named.
 Result<BackendUrl> ParseBackendUrl(std::string_view url);
 
 // `url` with the credentials of its user-info part replaced for logs:
@@ -63,7 +69,8 @@ Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_por
 // InvalidArgument when the URL has a password already, or its scheme takes none (sqlite).
 Result<std::string> WithPassword(std::string_view url, std::string_view password);
 
-// The Redis options of a redis:// or redis+sentinel:// URL. InvalidArgument for another scheme.
+// The Redis options of a redis://, rediss://, redis+sentinel:// or rediss+sentinel:// URL.
+// InvalidArgument for another scheme.
 Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe);
 
 // An opened backend, and what its safety checks found.
@@ -72,6 +79,9 @@ struct OpenedBackend {
   // Set when the backend cannot keep gnomon's promises across its own restart (Redis without
   // appendonly, opened with allow_unsafe): the warning to log.
   std::string unsafe;
+  // Set when the link is encrypted but the server is not authenticated (rediss with
+  // tls_verify=false): the warning to log at start.
+  std::string unverified_tls;
 };
 // Opens the backend of `url` (creating the SQLite file's folder, mode 0700, when missing).
 // InvalidArgument for a bad URL; Unavailable or FailedPrecondition when it cannot be opened.

@@ -120,6 +120,10 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
             {{"backend", RedactUrl(o.backend)}, {"detail", backend->unsafe}});
     p->metrics.SetBackendUnsafe(true);
   }
+  if (!backend->unverified_tls.empty()) {
+    log.Log(LogLevel::kWarn, "backend_tls_unverified", "", "",
+            {{"backend", RedactUrl(o.backend)}, {"detail", backend->unverified_tls}});
+  }
   log.Info("backend_opened", {{"backend", RedactUrl(o.backend)}});
   log.Info("process_containment", {{"mechanism", p->process.containment()}});
   Coordinator& coordinator = *p->coordinator;

@@ -71,6 +71,10 @@ Result<std::unique_ptr<QueueWorker>> QueueWorker::Start(QueueWorkerOptions optio
   Result<OpenedBackend> backend = OpenBackend(*url, p->options.allow_unsafe_backend);
   if (!backend.ok()) return backend.status();
   p->coordinator = std::move(backend->coordinator);
+  if (!backend->unverified_tls.empty()) {
+    p->log.Log(LogLevel::kWarn, "backend_tls_unverified", "", "",
+               {{"backend", RedactUrl(p->options.backend)}, {"detail", backend->unverified_tls}});
+  }
   Result<std::unique_ptr<RedisQueue>> queue = RedisQueue::Open(*redis);
   if (!queue.ok()) return queue.status();
   p->queue = std::move(*queue);

@@ -1,11 +1,8 @@
 #include "src/coord/redis/redis_connection.h"
 
 #include <hiredis/hiredis.h>
-#include <poll.h>
-#include <sys/time.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <initializer_list>
 #include <optional>
@@ -14,13 +11,6 @@
 
 namespace gnomon::coord {
 namespace {
-
-timeval ToTimeval(Duration d) {
-  timeval tv;
-  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-  return tv;
-}
 
 RedisReply Copy(const redisReply* r) {
   RedisReply out;
@@ -58,6 +48,32 @@ struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct ReaderDeleter {
+  void operator()(redisReader* r) const { redisReaderFree(r); }
+};
+using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
+
+// What one read asks of the socket: hiredis' own buffer size.
+constexpr size_t kReadChunk = 16 * 1024;
+
+// The next reply parsed from what `sock` sends (`reader` keeps what came after it). Errors do not
+// name the peer.
+Result<ReplyPtr> ReadReply(RedisSocket& sock, redisReader* reader) {
+  char buf[kReadChunk];
+  while (true) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
+      return UnavailableError(std::string("protocol error: ") + reader->errstr);
+    }
+    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    Result<size_t> n = sock.Read(buf, sizeof buf);
+    if (!n.ok()) return n.status();
+    if (redisReaderFeed(reader, buf, *n) != REDIS_OK) {
+      return UnavailableError(std::string("protocol error: ") + reader->errstr);
+    }
+  }
+}
 
 // Appends one argument of a command in RESP ("$<len>\r\n<bytes>\r\n"), as hiredis formats it:
 // the scripts' long argument lists are formatted here into one buffer, rather than argument by
@@ -118,10 +134,16 @@ std::string RedisConnection::Redact(std::string message) const {
 }
 
 void RedisConnection::DropLocked() {
-  if (ctx_ != nullptr) redisFree(ctx_);
-  ctx_ = nullptr;
+  sock_.reset();
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = nullptr;
   subscribed_ = false;
   connected_.store(false);
+}
+
+Status RedisConnection::FailLocked(const std::string& why) {
+  DropLocked();
+  return UnavailableError("redis " + address_ + ": " + Redact(why));
 }
 
 bool RedisConnection::usable() const {
@@ -130,62 +152,52 @@ bool RedisConnection::usable() const {
 
 Status RedisConnection::DiscoverPrimaryLocked() {
   std::string last_error = "no sentinel configured";
+  const std::string command =
+      FormatCommand({"SENTINEL", "get-master-addr-by-name", config_.sentinel_master}, {});
   for (const auto& [host, port] : config_.sentinels) {
-    const std::string where = host + ":" + std::to_string(port);
-    redisContext* s =
-        redisConnectWithTimeout(host.c_str(), port, ToTimeval(config_.connect_timeout));
-    if (s == nullptr || s->err) {
-      last_error = "sentinel " + where + ": " + (s ? Redact(s->errstr) : "out of memory");
-      if (s) redisFree(s);
+    const std::string where = "sentinel " + host + ":" + std::to_string(port);
+    Result<std::unique_ptr<RedisSocket>> s = RedisSocket::Connect(
+        host, port, config_.tls.get(), config_.connect_timeout, config_.io_timeout);
+    if (!s.ok()) {
+      last_error = where + ": " + Redact(s.status().message());
       continue;
     }
-    redisSetTimeout(s, ToTimeval(config_.io_timeout));
-    auto* reply = static_cast<redisReply*>(redisCommand(s, "SENTINEL get-master-addr-by-name %b",
-                                                        config_.sentinel_master.data(),
-                                                        config_.sentinel_master.size()));
-    bool found = false;
-    if (reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-        reply->element[0]->type == REDIS_REPLY_STRING &&
-        reply->element[1]->type == REDIS_REPLY_STRING) {
-      config_.host.assign(reply->element[0]->str, reply->element[0]->len);
-      config_.port = std::atoi(reply->element[1]->str);
-      address_ = config_.host + ":" + std::to_string(config_.port);
-      found = config_.port > 0;
-    } else {
-      last_error =
-          "sentinel " + where + " does not know master \"" + config_.sentinel_master + "\"";
+    ReaderPtr reader(redisReaderCreate());
+    if (reader == nullptr) return InternalError("redis: out of memory");
+    Status sent = (*s)->Write(command);
+    Result<ReplyPtr> reply = sent.ok() ? ReadReply(**s, reader.get()) : Result<ReplyPtr>(sent);
+    if (!reply.ok()) {
+      last_error = where + ": " + Redact(reply.status().message());
+      continue;
     }
-    if (reply != nullptr) freeReplyObject(reply);
-    redisFree(s);
-    if (found) return Status::Ok();
+    const redisReply* r = reply->get();
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+      config_.host.assign(r->element[0]->str, r->element[0]->len);
+      config_.port = std::atoi(r->element[1]->str);
+      address_ = config_.host + ":" + std::to_string(config_.port);
+      if (config_.port > 0) return Status::Ok();
+    }
+    last_error = where + " does not know master \"" + config_.sentinel_master + "\"";
   }
   return UnavailableError("redis: no primary from the sentinels: " + last_error);
 }
 
 Status RedisConnection::ConnectLocked() {
   if (!config_.sentinels.empty()) GNOMON_RETURN_IF_ERROR(DiscoverPrimaryLocked());
-  redisContext* ctx = redisConnectWithTimeout(config_.host.c_str(), config_.port,
-                                              ToTimeval(config_.connect_timeout));
-  if (ctx == nullptr) return UnavailableError("redis " + address_ + ": out of memory");
-  if (ctx->err) {
-    std::string why = ctx->errstr;
-    redisFree(ctx);
-    return UnavailableError("redis " + address_ + ": cannot connect: " + Redact(why));
+  Result<std::unique_ptr<RedisSocket>> sock = RedisSocket::Connect(
+      config_.host, config_.port, config_.tls.get(), config_.connect_timeout, config_.io_timeout);
+  if (!sock.ok()) {
+    return UnavailableError("redis " + address_ + ": " + Redact(sock.status().message()));
   }
-  if (redisSetTimeout(ctx, ToTimeval(config_.io_timeout)) != REDIS_OK) {
-    redisFree(ctx);
-    return UnavailableError("redis " + address_ + ": cannot set the I/O timeout");
-  }
-  redisEnableKeepAlive(ctx);
-  ctx_ = ctx;
+  reader_ = redisReaderCreate();
+  if (reader_ == nullptr) return InternalError("redis: out of memory");
+  sock_ = std::move(*sock);
   connected_.store(true);
   auto setup = [&](const std::vector<std::string>& argv, const char* what) -> Status {
     Result<RedisReply> r = CommandLocked(argv);
     if (!r.ok()) return r.status();
-    if (r->is_error()) {
-      DropLocked();
-      return UnavailableError("redis " + address_ + ": " + what + " failed: " + Redact(r->str));
-    }
+    if (r->is_error()) return FailLocked(std::string(what) + " failed: " + r->str);
     return Status::Ok();
   };
   if (!config_.password.empty()) {
@@ -203,8 +215,7 @@ Status RedisConnection::ConnectLocked() {
     if (!role.ok()) return role.status();
     if (role->type != RedisReply::Type::kArray || role->elements.empty() ||
         role->elements[0].str != "master") {
-      DropLocked();
-      return UnavailableError("redis " + address_ + ": the sentinels' primary is not a master yet");
+      return FailLocked("the sentinels' primary is not a master yet");
     }
   }
   backoff_ = Duration(0);
@@ -212,7 +223,7 @@ Status RedisConnection::ConnectLocked() {
 }
 
 Status RedisConnection::EnsureConnectedLocked() {
-  if (ctx_ != nullptr) return Status::Ok();
+  if (sock_ != nullptr) return Status::Ok();
   const Duration now = SystemClock::Get().SteadyNow();
   if (backoff_ > Duration(0) && now < next_attempt_) {
     return UnavailableError("redis " + address_ + ": disconnected; next reconnect attempt in " +
@@ -236,15 +247,11 @@ Result<RedisReply> RedisConnection::CommandLocked(const std::vector<std::string>
 
 Result<RedisReply> RedisConnection::FormattedCommandLocked(const std::string& command) {
   GNOMON_RETURN_IF_ERROR(EnsureConnectedLocked());
-  void* raw = nullptr;
-  if (redisAppendFormattedCommand(ctx_, command.data(), command.size()) != REDIS_OK ||
-      redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-    std::string why = ctx_->errstr;
-    DropLocked();
-    return UnavailableError("redis " + address_ + ": " + Redact(why));
-  }
-  ReplyPtr reply(static_cast<redisReply*>(raw));
-  return Copy(reply.get());
+  Status sent = sock_->Write(command);
+  if (!sent.ok()) return FailLocked(sent.message());
+  Result<ReplyPtr> reply = ReadReply(*sock_, reader_);
+  if (!reply.ok()) return FailLocked(reply.status().message());
+  return Copy(reply->get());
 }
 
 Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& argv) {
@@ -314,20 +321,18 @@ Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration t
     if (!r.ok()) return r.status();
     if (r->type != RedisReply::Type::kArray || r->elements.empty() ||
         r->elements[0].str != "subscribe") {
-      DropLocked();
-      return UnavailableError("redis " + address_ + ": SUBSCRIBE " + channel + " was refused");
+      return FailLocked("SUBSCRIBE " + channel + " was refused");
     }
     subscribed_ = true;
   }
   const Duration deadline = SystemClock::Get().SteadyNow() + timeout;
   bool got = false;
+  char buf[kReadChunk];
   while (true) {
-    // Replies hiredis has already read into its buffer first, then the socket.
+    // Replies already read into the reader first, then the socket.
     void* raw = nullptr;
-    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
-      const std::string why = ctx_->errstr;
-      DropLocked();
-      return UnavailableError("redis " + address_ + ": " + Redact(why));
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      return FailLocked(std::string("protocol error: ") + reader_->errstr);
     }
     if (raw != nullptr) {
       ReplyPtr reply(static_cast<redisReply*>(raw));
@@ -338,18 +343,11 @@ Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration t
       continue;
     }
     const Duration left = got ? Duration(0) : deadline - SystemClock::Get().SteadyNow();
-    pollfd pfd{ctx_->fd, POLLIN, 0};
-    const int ready = poll(&pfd, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      DropLocked();
-      return UnavailableError("redis " + address_ + ": poll failed");
-    }
-    if (ready == 0) return got;
-    if (redisBufferRead(ctx_) != REDIS_OK) {
-      const std::string why = ctx_->errstr;
-      DropLocked();
-      return UnavailableError("redis " + address_ + ": " + Redact(why));
+    Result<size_t> n = sock_->ReadWithin(buf, sizeof buf, std::max(left, Duration(0)));
+    if (!n.ok()) return FailLocked(n.status().message());
+    if (*n == 0) return got;
+    if (redisReaderFeed(reader_, buf, *n) != REDIS_OK) {
+      return FailLocked(std::string("protocol error: ") + reader_->errstr);
     }
   }
 }

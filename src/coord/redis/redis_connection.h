@@ -1,13 +1,26 @@
-// RedisConnection: one hiredis connection for RedisCoordinator (internal), with a mutex (hiredis
-// contexts are not thread-safe), reconnects with capped exponential backoff and jitter, and Lua
+// RedisConnection: one connection to a Redis server for RedisCoordinator and RedisQueue
+// (internal), with a mutex, reconnects with capped exponential backoff and jitter, and Lua
 // scripts run by EVALSHA that are reloaded on NOSCRIPT.
 //
+// I/O and TLS. The bytes go through RedisSocket (redis_socket.h): plain TCP, or TLS through
+// OpenSSL (`rediss://`); hiredis is only the RESP reply parser (redisReader), and commands are
+// formatted here. Why: Debian 12's hiredis is 0.14, which has no TLS (hiredis_ssl came with 1.0),
+// and the project takes its libraries from Debian. The other Debian options were worse: POCO's
+// Redis client (libpoco-dev) could run over POCO's SecureStreamSocket, but brings POCO's own
+// socket and SSL layers and reports errors by exceptions; Boost 1.74 predates Boost.Redis; an
+// Asio-based client would duplicate the pipelining this class and RedisBatcher already do. OpenSSL
+// is already the TLS library of every other peer (the API listener, HTTP jobs), and RedisSocket is
+// small: connect with a deadline, the handshake and name check, read and write with io_timeout. The
+// plain path costs what hiredis' blocking context cost: one send and one recv per round trip on a
+// blocking socket with kernel timeouts, the reply parsed by the same redisReader (and the command
+// written from its one buffer, no copy).
+//
 // Replies are copied into Reply values and the hiredis reply is freed at once, so callers never
-// own hiredis memory. Errors: a connection or I/O failure (including a timeout) is Unavailable
-// and drops the connection; the next call reconnects (at once after a working connection broke,
-// else after the backoff, returning Unavailable without blocking meanwhile). A server error reply
-// is not a Status: it is a Reply of type kError, for the caller to judge. Status messages name
-// the server (host:port) and never contain the password.
+// own hiredis memory. Errors: a connection or I/O failure (including a timeout and a failed TLS
+// handshake) is Unavailable and drops the connection; the next call reconnects (at once after a
+// working connection broke, else after the backoff, returning Unavailable without blocking
+// meanwhile). A server error reply is not a Status: it is a Reply of type kError, for the caller
+// to judge. Status messages name the server (host:port) and never contain the password.
 //
 // Thread safety: every method is safe to call from many threads at once.
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_CONNECTION_H_
@@ -23,8 +36,9 @@
 
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/coord/redis/redis_socket.h"
 
-struct redisContext;
+struct redisReader;
 
 namespace gnomon::coord {
 
@@ -41,6 +55,8 @@ struct RedisConnectionConfig {
   // Sentinels to ask for the primary of `sentinel_master` (then host/port are discovered).
   std::vector<std::pair<std::string, int>> sentinels;
   std::string sentinel_master;
+  // TLS to the server and the sentinels; null = plain TCP. Shared by the connections of a pool.
+  std::shared_ptr<const RedisTlsContext> tls;
 };
 
 // A reply, owned (a copy of hiredis' redisReply).
@@ -95,7 +111,7 @@ class RedisConnection {
 
   explicit RedisConnection(RedisConnectionConfig config);
 
-  // Connects (REQUIRES: mu_ held, ctx_ null). Sets ctx_ on success.
+  // Connects (REQUIRES: mu_ held, sock_ null). Sets sock_ and reader_ on success.
   Status ConnectLocked();
   // Ensures a connection, honouring the backoff. REQUIRES: mu_ held.
   Status EnsureConnectedLocked();
@@ -106,6 +122,8 @@ class RedisConnection {
   // Sends a command already in RESP and reads its reply.
   Result<RedisReply> FormattedCommandLocked(const std::string& command);
   Status LoadScriptLocked(Script& script);
+  // Unavailable "redis <address>: <why>" (password redacted), after dropping the connection.
+  Status FailLocked(const std::string& why);
   void DropLocked();
   // `message` with the password replaced by "***".
   std::string Redact(std::string message) const;
@@ -113,13 +131,14 @@ class RedisConnection {
   RedisConnectionConfig config_;  // host and port change when the sentinels name a new primary
   std::string address_;  // of the server in use (changes when a sentinel names a new primary)
   std::mutex mu_;
-  redisContext* ctx_ = nullptr;  // guarded by mu_; null = disconnected
-  bool subscribed_ = false;      // guarded by mu_; WaitMessage's SUBSCRIBE is in effect on ctx_
-  Duration next_attempt_{0};     // guarded by mu_; SteadyNow() of the next reconnect
-  Duration backoff_{0};          // guarded by mu_; 0 = reconnect at once
-  std::mt19937_64 rng_;          // guarded by mu_; jitter
+  std::unique_ptr<RedisSocket> sock_;  // guarded by mu_; null = disconnected
+  redisReader* reader_ = nullptr;      // guarded by mu_; owned; the replies read from sock_
+  bool subscribed_ = false;            // guarded by mu_; WaitMessage's SUBSCRIBE is in effect
+  Duration next_attempt_{0};           // guarded by mu_; SteadyNow() of the next reconnect
+  Duration backoff_{0};                // guarded by mu_; 0 = reconnect at once
+  std::mt19937_64 rng_;                // guarded by mu_; jitter
   std::vector<std::unique_ptr<Script>> scripts_;  // guarded by mu_
-  std::atomic<bool> connected_{false};            // ctx_ != null, readable without mu_
+  std::atomic<bool> connected_{false};            // sock_ != null, readable without mu_
   std::atomic<int64_t> retry_at_{0};              // SteadyNow() (ms) of the next reconnect attempt
 };
 

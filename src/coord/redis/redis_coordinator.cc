@@ -232,71 +232,20 @@ void SendInChunks(std::vector<Answer>& out, size_t chunk, const char* what, Args
 
 // --- Open --------------------------------------------------------------------------------------
 
-Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
-  auto bad = [&](const std::string& why) {
-    // Never echo the credentials: show the URL without its user-info part.
-    std::string shown(url.substr(0, 200));
-    size_t at = shown.rfind('@');
-    size_t scheme = shown.find("://");
-    if (at != std::string::npos && scheme != std::string::npos && at > scheme) {
-      shown = shown.substr(0, scheme + 3) + "***@" + shown.substr(at + 1);
-    }
-    return InvalidArgumentError("redis URL \"" + shown + "\": " + why);
-  };
-  constexpr std::string_view kScheme = "redis://";
-  if (!url.starts_with(kScheme)) return bad("does not start with redis://");
-  std::string_view rest = url.substr(kScheme.size());
-  auto decode = [](std::string_view in, std::string& out) {
-    out.clear();
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i] != '%') {
-        out += in[i];
-        continue;
-      }
-      int64_t v = 0;
-      if (i + 2 >= in.size()) return false;
-      auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
-      if (ec != std::errc() || p != in.data() + i + 3) return false;
-      out += static_cast<char>(v);
-      i += 2;
-    }
-    return true;
-  };
-  size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    std::string_view userinfo = authority.substr(0, at);
-    authority = authority.substr(at + 1);
-    size_t colon = userinfo.find(':');
-    if (!decode(userinfo.substr(0, colon), base.user)) return bad("bad user encoding");
-    base.password.clear();
-    if (colon != std::string_view::npos && !decode(userinfo.substr(colon + 1), base.password)) {
-      return bad("bad password encoding");
-    }
+Result<coord::RedisConnectionConfig> RedisCoordinator::ConnectionConfigOf(
+    const RedisOptions& options) {
+  if (!options.sentinels.empty() && options.sentinel_master.empty()) {
+    return InvalidArgumentError("redis: sentinels need a master name");
   }
-  size_t colon = authority.rfind(':');
-  std::string_view host = authority.substr(0, colon);
-  if (host.empty()) return bad("no host");
-  base.host = std::string(host);
-  if (colon != std::string_view::npos) {
-    int64_t port = 0;
-    if (!ParseInt(authority.substr(colon + 1), port) || port < 1 || port > 65535) {
-      return bad("port is not 1-65535");
-    }
-    base.port = static_cast<int>(port);
-  }
-  if (!path.empty()) {
-    int64_t db = 0;
-    if (!ParseInt(path, db) || db < 0 || db > 1'000'000) return bad("database is not a number");
-    base.db = static_cast<int>(db);
-  }
-  return base;
-}
-
-coord::RedisConnectionConfig RedisCoordinator::ConnectionConfigOf(const RedisOptions& options) {
   coord::RedisConnectionConfig config;
+  if (options.tls.enabled) {
+    Result<std::shared_ptr<const coord::RedisTlsContext>> tls =
+        coord::RedisTlsContext::Create(options.tls);
+    if (!tls.ok()) return tls.status();
+    config.tls = std::move(*tls);
+  } else if (options.tls != RedisTlsOptions{}) {
+    return InvalidArgumentError("redis: TLS options are set but tls.enabled is false");
+  }
   config.host = options.host;
   config.port = options.port;
   config.user = options.user;
@@ -337,12 +286,10 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
     return InvalidArgumentError("redis: connections must be 1-64, not " +
                                 std::to_string(options.connections));
   }
-  coord::RedisConnectionConfig config = ConnectionConfigOf(options);
-  if (!config.sentinels.empty() && config.sentinel_master.empty()) {
-    return InvalidArgumentError("redis: sentinels need a master name");
-  }
+  Result<coord::RedisConnectionConfig> config = ConnectionConfigOf(options);
+  if (!config.ok()) return config.status();
   Result<std::unique_ptr<coord::RedisConnectionPool>> conn =
-      coord::RedisConnectionPool::Connect(config, options.connections);
+      coord::RedisConnectionPool::Connect(*config, options.connections);
   if (!conn.ok()) return conn.status();
 
   // Persistence: acknowledged claims must survive a server restart (RELIABILITY.md F3/F4).
@@ -365,13 +312,14 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
     GNOMON_CHECK((*conn)->AddScript(scripts::Source(static_cast<scripts::Id>(id))) == id);
   }
   GNOMON_RETURN_IF_ERROR((*conn)->LoadScripts());
-  std::unique_ptr<RedisCoordinator> coord(new RedisCoordinator(options, std::move(*conn)));
+  std::unique_ptr<RedisCoordinator> coord(new RedisCoordinator(options, *config, std::move(*conn)));
   coord->unsafe_persistence_ = !durable;
   (void)coord->Now();  // measures the server's clock offset for claim deadlines
   return coord;
 }
 
 RedisCoordinator::RedisCoordinator(const RedisOptions& options,
+                                   const coord::RedisConnectionConfig& config,
                                    std::unique_ptr<coord::RedisConnectionPool> conn)
     : options_(options),
       base_(options.prefix + ":" + options.ns),
@@ -379,7 +327,8 @@ RedisCoordinator::RedisCoordinator(const RedisOptions& options,
       claims_(std::make_unique<coord::RedisBatcher>(
           kClaimChunk, [this](const auto& items) { return SendClaims(items); })),
       reports_(std::make_unique<coord::RedisBatcher>(
-          kReportChunk, [this](const auto& items) { return SendReports(items); })) {}
+          kReportChunk, [this](const auto& items) { return SendReports(items); })),
+      config_(std::make_unique<const coord::RedisConnectionConfig>(config)) {}
 
 RedisCoordinator::~RedisCoordinator() = default;
 
@@ -994,8 +943,7 @@ Result<int64_t> RedisCoordinator::WaitJobsChange(int64_t since, Duration timeout
   std::lock_guard<std::mutex> lock(watch_mu_);
   const std::string channel = base_ + ":events";
   if (subscriber_ == nullptr) {
-    Result<std::unique_ptr<coord::RedisConnection>> sub =
-        coord::RedisConnection::Connect(ConnectionConfigOf(options_));
+    Result<std::unique_ptr<coord::RedisConnection>> sub = coord::RedisConnection::Connect(*config_);
     if (!sub.ok()) return Coordinator::WaitJobsChange(since, timeout);
     subscriber_ = std::move(*sub);
   }

@@ -60,11 +60,10 @@ RedisQueue::RedisQueue(std::string base, std::unique_ptr<coord::RedisConnection>
 RedisQueue::~RedisQueue() = default;
 
 Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisOptions& options) {
-  if (!options.sentinels.empty() && options.sentinel_master.empty()) {
-    return InvalidArgumentError("redis: sentinels need a master name");
-  }
+  Result<coord::RedisConnectionConfig> config = RedisCoordinator::ConnectionConfigOf(options);
+  if (!config.ok()) return config.status();
   Result<std::unique_ptr<coord::RedisConnection>> conn =
-      coord::RedisConnection::Connect(RedisCoordinator::ConnectionConfigOf(options));
+      coord::RedisConnection::Connect(std::move(config).value());
   if (!conn.ok()) return conn.status();
   std::unique_ptr<RedisQueue> q(
       new RedisQueue(options.prefix + ":" + options.ns, std::move(*conn)));

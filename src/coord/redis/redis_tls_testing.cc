@@ -1,0 +1,230 @@
+#include "src/coord/redis/redis_tls_testing.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "src/coord/redis/redis_connection.h"
+
+extern char** environ;
+
+namespace gnomon::testing {
+namespace {
+
+constexpr const char* kRedisServer = "/usr/bin/redis-server";
+constexpr const char* kOpenssl = "/usr/bin/openssl";
+
+std::string MakeTempDir(const char* what) {
+  std::string pattern = std::filesystem::temp_directory_path() / what;
+  pattern += "-XXXXXX";
+  GNOMON_CHECK(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
+}
+
+// Runs `argv` with stdout and stderr appended to `log`; true when it exits 0.
+bool Run(std::vector<std::string> argv, const std::string& log) {
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return false;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+bool HaveRedisTlsTools() { return access(kRedisServer, X_OK) == 0 && access(kOpenssl, X_OK) == 0; }
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  GNOMON_CHECK(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  GNOMON_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  GNOMON_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+void RealWait(Duration d) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock<std::mutex> lock(mu);
+  SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
+}
+
+// --- TestCertificates ---------------------------------------------------------------------------
+
+TestCertificates::TestCertificates() : dir_(MakeTempDir("gnomon-tls")) {
+  if (!HaveRedisTlsTools()) return;
+  const std::string log = File("openssl.log");
+  auto key = [&](const std::string& name) {
+    return Run({kOpenssl, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                "-out", File(name)},
+               log);
+  };
+  auto make_ca = [&](const std::string& name, const std::string& cn) {
+    return key(name + ".key") &&
+           Run({kOpenssl, "req", "-x509", "-new", "-key", File(name + ".key"), "-subj", "/CN=" + cn,
+                "-days", "2", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign", "-out", File(name + ".crt")},
+               log);
+  };
+  // A certificate for `key_name`'s key, signed by the CA, valid for `days` (-1: expired).
+  auto signed_cert = [&](const std::string& key_name, const std::string& cn, const std::string& ext,
+                         const std::string& out, const std::string& days) {
+    WriteFile(File(out + ".ext"), ext);
+    return Run({kOpenssl, "req", "-new", "-key", File(key_name), "-subj", "/CN=" + cn, "-out",
+                File(out + ".csr")},
+               log) &&
+           Run({kOpenssl, "x509", "-req", "-in", File(out + ".csr"), "-CA", ca(), "-CAkey",
+                File("ca.key"), "-CAcreateserial", "-days", days, "-extfile", File(out + ".ext"),
+                "-out", File(out)},
+               log);
+  };
+  const std::string server_ext =
+      "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n";
+  ok_ = make_ca("ca", "gnomon test CA") && make_ca("other-ca", "gnomon other CA") &&
+        key("server.key") &&
+        signed_cert("server.key", "localhost", server_ext, "server.crt", "2") &&
+        signed_cert("server.key", "localhost", server_ext, "expired.crt", "-1") &&
+        key("client.key") &&
+        signed_cert("client.key", "gnomon-client", "extendedKeyUsage=clientAuth\n", "client.crt",
+                    "2") &&
+        key("self.key") &&
+        Run({kOpenssl, "req", "-x509", "-new", "-key", File("self.key"), "-subj", "/CN=localhost",
+             "-days", "2", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-out",
+             File("self.crt")},
+            log);
+}
+
+TestCertificates::~TestCertificates() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+RedisTlsOptions TestCertificates::Trusting(bool client_cert) const {
+  RedisTlsOptions tls;
+  tls.enabled = true;
+  tls.ca_file = ca();
+  if (client_cert) {
+    tls.cert_file = File("client.crt");
+    tls.key_file = File("client.key");
+  }
+  return tls;
+}
+
+// --- TlsRedisServer -----------------------------------------------------------------------------
+
+TlsRedisServer::TlsRedisServer(const TestCertificates& certs, Options options)
+    : certs_(certs),
+      options_(std::move(options)),
+      dir_(MakeTempDir("gnomon-redis-tls")),
+      port_(FreeLoopbackPort()) {
+  if (options_.cert_file.empty()) options_.cert_file = certs_.File("server.crt");
+  if (options_.key_file.empty()) options_.key_file = certs_.File("server.key");
+}
+
+TlsRedisServer::~TlsRedisServer() {
+  Kill();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+bool TlsRedisServer::Start() {
+  const std::vector<std::string> tls_settings = {
+      "port 0",
+      "bind 127.0.0.1",
+      "tls-port " + std::to_string(port_),
+      "tls-cert-file " + options_.cert_file,
+      "tls-key-file " + options_.key_file,
+      "tls-ca-cert-file " + certs_.ca(),
+      "tls-auth-clients " + options_.auth_clients,
+      "tls-replication yes",
+      "protected-mode no",
+      "dir " + dir_,
+      "logfile " + dir_ + "/redis.log",
+  };
+  std::string conf;
+  for (const std::string& line : tls_settings) conf += line + "\n";
+  std::vector<std::string> args = {kRedisServer, dir_ + "/redis.conf"};
+  if (options_.sentinel_of > 0) {
+    conf += "sentinel monitor mymaster 127.0.0.1 " + std::to_string(options_.sentinel_of) + " 1\n";
+    args.push_back("--sentinel");
+  } else {
+    conf += "save \"\"\nappendonly yes\nappendfsync always\n";
+    if (!options_.password.empty()) conf += "requirepass " + options_.password + "\n";
+  }
+  // Sentinel rewrites its file at start: written once, kept across restarts.
+  if (!std::filesystem::exists(dir_ + "/redis.conf")) WriteFile(dir_ + "/redis.conf", conf);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (posix_spawn(&pid_, kRedisServer, nullptr, nullptr, argv.data(), environ) != 0) {
+    pid_ = -1;
+    return false;
+  }
+  // PING over TLS, trusting anything (the tests check verification; this only waits).
+  coord::RedisConnectionConfig config;
+  config.host = "127.0.0.1";
+  config.port = port_;
+  config.password = options_.sentinel_of > 0 ? "" : options_.password;
+  config.connect_timeout = std::chrono::milliseconds(500);
+  config.io_timeout = std::chrono::milliseconds(500);
+  RedisTlsOptions tls = certs_.Trusting(/*client_cert=*/true);
+  tls.verify = false;
+  Result<std::shared_ptr<const coord::RedisTlsContext>> context =
+      coord::RedisTlsContext::Create(tls);
+  if (!context.ok()) return false;
+  config.tls = *context;
+  for (int i = 0; i < 500; ++i) {
+    Result<std::unique_ptr<coord::RedisConnection>> conn = coord::RedisConnection::Connect(config);
+    if (conn.ok()) {
+      Result<coord::RedisReply> pong = (*conn)->Command({"PING"});
+      if (pong.ok() && pong->str == "PONG") return true;
+    }
+    RealWait(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+void TlsRedisServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+std::string TlsRedisServer::Log() const {
+  std::ifstream in(dir_ + "/redis.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace gnomon::testing
