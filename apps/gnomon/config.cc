@@ -149,7 +149,8 @@ Status ParseScheduler(const std::string& file, const toml::node& n, SchedulerSet
 }
 
 // `[api]`: auth, allowed_hosts, probe_listen and the limits of the transport.
-Status ParseApi(const std::string& file, const toml::node& n, ApiSettings* out) {
+Status ParseApi(const std::string& file, const std::string& base_dir, const toml::node& n,
+                ApiSettings* out) {
   const auto* t = n.as_table();
   if (t == nullptr) return Reporter(file, "").WrongType(n, "api", "a table");
   const Reporter r(file, "api");
@@ -203,6 +204,15 @@ Status ParseApi(const std::string& file, const toml::node& n, ApiSettings* out) 
       if (!c.ok()) return r.Fail(*v, "probe_" + c.message());
       continue;
     }
+    if (key == "tls_cert" || key == "tls_key" || key == "client_ca") {
+      std::string& path = key == "tls_cert"  ? a.tls_cert
+                          : key == "tls_key" ? a.tls_key
+                                             : a.client_ca;
+      GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &path));
+      if (path.empty()) return r.Fail(*v, std::string(key) + ": empty");
+      path = Resolve(base_dir, path);
+      continue;
+    }
     const DurationKey* d = nullptr;
     for (const DurationKey& dk : kDurations) d = dk.name == key ? &dk : d;
     if (d != nullptr) {
@@ -214,7 +224,8 @@ Status ParseApi(const std::string& file, const toml::node& n, ApiSettings* out) 
     const IntKey* found = nullptr;
     for (const IntKey& ik : kInts) found = ik.name == key ? &ik : found;
     if (found == nullptr) {
-      std::vector<std::string_view> known = {"auth", "allowed_hosts", "probe_listen"};
+      std::vector<std::string_view> known = {"auth",     "allowed_hosts", "probe_listen",
+                                             "tls_cert", "tls_key",       "client_ca"};
       for (const DurationKey& dk : kDurations) known.push_back(dk.name);
       for (const IntKey& ik : kInts) known.push_back(ik.name);
       return UnknownKey(r, *k, known);
@@ -291,6 +302,8 @@ Status ParseTokens(const std::string& file, const toml::node& n, std::vector<Tok
         GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.name));
       } else if (key == "token") {
         GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.secret));
+      } else if (key == "subject") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.subject));
       } else if (key == "role") {
         GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &token.role));
       } else if (key == "namespaces") {
@@ -301,11 +314,12 @@ Status ParseTokens(const std::string& file, const toml::node& n, std::vector<Tok
           return r.Fail(*v, "mutations_per_minute: must be 0-1000000 (0 = the [api] default)");
         }
       } else {
-        return UnknownKey(r, *k, {"name", "token", "role", "namespaces", "mutations_per_minute"});
+        return UnknownKey(
+            r, *k, {"name", "token", "subject", "role", "namespaces", "mutations_per_minute"});
       }
     }
-    if (token.name.empty() || token.secret.empty() || token.role.empty()) {
-      return r.Fail(elem, "name, token and role are required");
+    if (token.name.empty() || token.role.empty() || token.secret.empty() == token.subject.empty()) {
+      return r.Fail(elem, "name, role and one of token and subject are required");
     }
     out->push_back(std::move(token));
   }
@@ -520,7 +534,7 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       if (config.data_dir.empty()) return r.Fail(*v, "data_dir: must not be empty");
       config.data_dir = Resolve(base_dir, config.data_dir);
     } else if (key == "api") {
-      GNOMON_RETURN_IF_ERROR(ParseApi(name, *v, &config.api));
+      GNOMON_RETURN_IF_ERROR(ParseApi(name, base_dir, *v, &config.api));
     } else if (key == "scheduler") {
       GNOMON_RETURN_IF_ERROR(ParseScheduler(name, *v, &config.scheduler));
     } else if (key == "job") {

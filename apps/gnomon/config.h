@@ -55,6 +55,7 @@ struct SchedulerSettings {
 struct TokenConfig {
   std::string name;                     // who, in the audit log
   std::string secret;                   // the `token` key: secret, never logged
+  std::string subject;                  // or a client certificate's subject (mutual TLS)
   std::string role;                     // "read", "operate" or "admin"
   std::vector<std::string> namespaces;  // job-id prefixes it may see; empty = every job
   int mutations_per_minute = 0;         // 0 = the [api] default
@@ -76,6 +77,10 @@ struct ApiSettings {
   int mutations_per_minute = 600;                      // 0 = unlimited
   int mutation_burst = 60;                             // 1 - 100,000
   int handler_threads = 0;                             // 0 (2 x cores, >= 4) - 1024
+  // TLS of the API listener: PEM files, resolved against the config file's folder.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string client_ca;  // mutual TLS: clients present a certificate these CAs signed
 };
 
 // One `[[policy]]` of the config: the executor policy of a namespace's jobs defined through the

@@ -724,7 +724,23 @@ TEST(BackendUrlTest, SentinelAndEtcd) {
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_THAT(u->hosts, ElementsAre(HostPort{"127.0.0.1", 2379}));
   EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://h1:2379,")), HasSubstr("missing host"));
-  EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://h1:2379/x")), HasSubstr("unexpected path"));
+  // A key prefix (several clusters in one etcd), and TLS: https:// on every endpoint.
+  EXPECT_TRUE(ParseBackendUrl("etcd://h1:2379/x").ok());
+  u = ParseBackendUrl("etcd://u:p%40w@https://h1:2379,https://h2/pre?tls_ca=/ca.pem");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_THAT(u->hosts, ElementsAre(HostPort{"h1", 2379}, HostPort{"h2", 2379}));
+  EXPECT_EQ(u->password, "p@w");
+  EXPECT_TRUE(u->tls.enabled);
+  EXPECT_EQ(u->tls.ca_file, "/ca.pem");
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://https://h1:2379,h2:2379")),
+              HasSubstr("either every endpoint is https:// or none"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://h1:2379?tls_ca=/ca.pem")),
+              HasSubstr("write the endpoints as https://host:port"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://https://h1?tls_server_name=x")),
+              HasSubstr("tls_server_name is not supported"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://https://h1?tls_cert=/c.pem")),
+              HasSubstr("tls_cert and tls_key go together"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("etcd://h1 x:2379")), HasSubstr("space"));
 }
 
 TEST(BackendUrlTest, RedisOverTls) {
@@ -798,7 +814,7 @@ TEST(BackendUrlTest, UnknownSchemeListsTheSupportedOnes) {
 TEST(BackendUrlTest, ErrorsNeverContainThePassword) {
   for (const char* url :
        {"redis://u:hunter2@", "redis://u:hunter2@h:99999", "redis://u:hunter2@h/x",
-        "redis+sentinel://u:hunter2@h", "etcd://u:hunter2@h/x", "u:hunter2@h:1",
+        "redis+sentinel://u:hunter2@h", "etcd://u:hunter2@h/", "u:hunter2@h:1",
         "redis://u:hunter2@a:1,b:2", "etcd://u:hunter2@h o"}) {
     SCOPED_TRACE(url);
     EXPECT_THAT(ErrorOf(ParseBackendUrl(url)), Not(HasSubstr("hunter2")));

@@ -20,6 +20,9 @@ struct JobArgs {
   std::string token;
   std::string token_file;
   std::string data_dir = std::string(kDefaultDataDir);
+  std::string ca_file;      // https: the CAs to trust instead of the system's
+  std::string client_cert;  // https with mutual TLS: this client's certificate and key
+  std::string client_key;
   std::string id;
   std::string file;
   std::string outcome;
@@ -66,6 +69,11 @@ Result<std::string> TokenFor(const JobArgs& a) {
 Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
            const std::string& body = "") {
   Reply out;
+  if (a.client_cert.empty() != a.client_key.empty()) {
+    std::cerr << "gnomon job: --cert and --key go together\n";
+    out.exit_code = kExitUsage;
+    return out;
+  }
   Result<std::string> token = TokenFor(a);
   if (!token.ok()) {
     std::cerr << "gnomon job: " << token.status().message() << "\n";
@@ -73,7 +81,9 @@ Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
     return out;
   }
   try {
-    httplib::Client client(a.server);
+    httplib::Client client(a.server, a.client_cert, a.client_key);
+    if (!a.ca_file.empty()) client.set_ca_cert_path(a.ca_file.c_str());
+    client.enable_server_certificate_verification(true);
     client.set_connection_timeout(5);
     client.set_read_timeout(30);
     httplib::Headers headers;
@@ -176,6 +186,15 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
                   "admin token is used (or GNOMON_DATA_DIR)")
       ->envname("GNOMON_DATA_DIR")
       ->capture_default_str();
+  job->add_option("--ca-file", a->ca_file,
+                  "https: PEM file of the CAs to trust instead of the system's (or GNOMON_CA_FILE)")
+      ->envname("GNOMON_CA_FILE");
+  job->add_option("--cert", a->client_cert,
+                  "https with mutual TLS: this client's PEM certificate (or GNOMON_CLIENT_CERT)")
+      ->envname("GNOMON_CLIENT_CERT");
+  job->add_option("--key", a->client_key,
+                  "https with mutual TLS: the certificate's PEM key (or GNOMON_CLIENT_KEY)")
+      ->envname("GNOMON_CLIENT_KEY");
   auto with_id = [&](const char* name, const char* help) {
     CLI::App* c = job->add_subcommand(name, help);
     c->add_option("ID", a->id, "Job id")->required();

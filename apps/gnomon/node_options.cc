@@ -24,7 +24,7 @@ Result<std::vector<server::ApiToken>> Tokens(const ServeConfig& config) {
     Result<server::TokenRole> role = server::ParseTokenRole(t.role);
     if (!role.ok()) return role.status().WithPrefix(t.source + ": token \"" + t.name + "\"");
     tokens.push_back(
-        server::ApiToken{t.name, t.secret, *role, t.namespaces, t.mutations_per_minute});
+        server::ApiToken{t.name, t.secret, *role, t.namespaces, t.mutations_per_minute, t.subject});
   }
   GNOMON_RETURN_IF_ERROR(server::ValidateTokens(tokens));
   return tokens;
@@ -73,6 +73,9 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   o.api.mutation_burst = a.mutation_burst;
   o.api.job_defaults = config.defaults;
   o.http.probe_listen = a.probe_listen;
+  o.http.tls_cert = a.tls_cert;
+  o.http.tls_key = a.tls_key;
+  o.http.client_ca = a.client_ca;
   o.http.max_header_bytes = static_cast<size_t>(a.max_header_bytes);
   o.http.header_timeout = a.header_timeout;
   o.http.idle_timeout = a.idle_timeout;

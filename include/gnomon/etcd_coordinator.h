@@ -113,6 +113,7 @@
 
 #include "gnomon/coordinator.h"
 #include "gnomon/time.h"
+#include "gnomon/tls.h"
 
 namespace gnomon {
 namespace coord {
@@ -127,6 +128,10 @@ struct EtcdOptions {
   std::string user;
   // Its password. Never logged nor put in an error message. Default empty.
   std::string password;
+  // TLS to every endpoint (`etcd://https://h1:2379,https://h2:2379?tls_ca=...`): the CA that signs
+  // the members' certificates (they must name the host connected to, or tls_server_name), a
+  // client certificate for a cluster with --client-cert-auth. Default off (plain HTTP).
+  TlsOptions tls;
   // First part of every key: non-empty, printable ASCII without spaces, ending in '/' (added
   // when missing). Several clusters can share one etcd with different prefixes.
   // Default "gnomon/default/".
@@ -156,7 +161,9 @@ struct EtcdOptions {
 
 // Parses `etcd://[user:password@]host[:port][,host[:port]...][/prefix]` (user and password may
 // be percent-encoded; the default port is 2379; the prefix gets a trailing '/') into `base` with
-// those fields replaced. InvalidArgument (with the password redacted) when malformed.
+// those fields replaced. Endpoints may carry their scheme: `https://` on every one for TLS, with
+// the query parameters of ParseTlsQuery (`etcd://https://h1:2379,https://h2:2379?tls_ca=/ca.pem`),
+// `http://` for plain. InvalidArgument (with the password redacted) when malformed.
 Result<EtcdOptions> ParseEtcdUrl(std::string_view url, EtcdOptions base = {});
 
 class EtcdCoordinator final : public Coordinator {

@@ -106,6 +106,7 @@
 
 #include "gnomon/coordinator.h"
 #include "gnomon/time.h"
+#include "gnomon/tls.h"
 
 namespace gnomon {
 namespace coord {
@@ -115,29 +116,6 @@ class RedisConnectionPool;
 struct RedisConnectionConfig;
 struct RedisReply;
 }  // namespace coord
-
-// TLS to the server, the sentinels and the primaries they name (`rediss://`, `rediss+sentinel://`;
-// see the file comment "TLS").
-struct RedisTlsOptions {
-  // Speak TLS. Default false (plain TCP; the other fields must then be left empty/default).
-  bool enabled = false;
-  // PEM file of the CA certificates that may sign the server's certificate; empty = the system's
-  // CAs (OpenSSL's default paths). Default empty.
-  std::string ca_file;
-  // PEM client certificate (chain) and its private key, for a server with
-  // `tls-auth-clients yes`; both or neither. Default empty (no client certificate).
-  std::string cert_file;
-  std::string key_file;
-  // Name the server's certificate must carry (DNS name or IP address in its subjectAltName), and
-  // the SNI sent (not for an IP address). Empty = the host connected to. Default empty.
-  std::string server_name;
-  // Check the server's certificate chain and name. Default true. false accepts any certificate:
-  // the link is encrypted but a man in the middle can read and change everything, the password
-  // too (the daemon logs a warning at start). For tests with self-signed certificates only.
-  bool verify = true;
-
-  friend bool operator==(const RedisTlsOptions&, const RedisTlsOptions&) = default;
-};
 
 struct RedisOptions {
   // Server host name or address. Default "127.0.0.1".
@@ -187,7 +165,7 @@ struct RedisOptions {
   // The master name the sentinels monitor (required with sentinels).
   std::string sentinel_master;
   // TLS for every connection (server, sentinels). Default: off.
-  RedisTlsOptions tls;
+  TlsOptions tls;
   // TEST SEAM: when set, "now" for every operation is this clock's Now(), passed to the scripts,
   // instead of the server's TIME. Not owned; must outlive the coordinator. Default null
   // (production: the server's clock).
@@ -198,18 +176,10 @@ struct RedisOptions {
 // `rediss://[user[:password]@]host[:port][/db][?tls_param=value&...]` (user and password may be
 // percent-encoded; `redis://:password@host` = password only) into `base` with those fields
 // replaced, `tls` included (off for redis://; for rediss:// on, with the query's parameters, see
-// ParseRedisTlsQuery). The query starts at the first '?' after the user-info, which ends at the
-// last '@' (a password may hold '@' and '?'; write '@' in a query value as %40). InvalidArgument
-// (with the password redacted) when malformed.
+// ParseTlsQuery in gnomon/tls.h). The query starts at the first '?' after the user-info, which ends
+// at the last '@' (a password may hold '@' and '?'; write '@' in a query value as %40).
+// InvalidArgument (with the password redacted) when malformed.
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base = {});
-
-// The TLS options of a Redis URL's query (the text after '?', without it): `tls_ca=FILE`,
-// `tls_cert=FILE`, `tls_key=FILE`, `tls_server_name=NAME`, `tls_verify=true|false`, joined by
-// '&', values percent-decoded. `tls_scheme` is whether the URL's scheme is rediss:// or
-// rediss+sentinel:// (then the result has enabled = true); with a plain scheme any parameter is
-// an error. InvalidArgument naming the parameter for an unknown or repeated one, an empty or
-// malformed value, or tls_cert without tls_key (or the reverse).
-Result<RedisTlsOptions> ParseRedisTlsQuery(std::string_view query, bool tls_scheme);
 
 class RedisQueue;
 

@@ -38,7 +38,25 @@ Status ValidateTokens(const std::vector<ApiToken>& tokens) {
       return InvalidArgumentError(where + ": name: must be 1-128 characters");
     }
     if (!names.insert(t.name).second) return InvalidArgumentError(where + ": name: duplicate");
-    if (t.token.size() < kMinTokenLength || t.token.size() > 4096) {
+    if (t.token.empty() == t.subject.empty()) {
+      return InvalidArgumentError(where + ": exactly one of token and subject is required");
+    }
+    if (!t.subject.empty()) {
+      if (t.subject.size() > 1024) {
+        return InvalidArgumentError(where + ": subject: longer than 1024 bytes");
+      }
+      for (char c : t.subject) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          return InvalidArgumentError(where + ": subject: has a control character");
+        }
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (tokens[j].subject == t.subject) {
+          return InvalidArgumentError(where + ": subject: the same as token \"" +
+                                      Shown(tokens[j].name) + "\"");
+        }
+      }
+    } else if (t.token.size() < kMinTokenLength || t.token.size() > 4096) {
       return InvalidArgumentError(where + ": token: must be " + std::to_string(kMinTokenLength) +
                                   "-4096 characters");
     }
@@ -47,7 +65,7 @@ Status ValidateTokens(const std::vector<ApiToken>& tokens) {
         return InvalidArgumentError(where + ": token: only printable ASCII without spaces");
       }
     }
-    for (size_t j = 0; j < i; ++j) {
+    for (size_t j = 0; j < i && !t.token.empty(); ++j) {
       if (tokens[j].token == t.token) {
         return InvalidArgumentError(where + ": token: the same secret as token \"" +
                                     Shown(tokens[j].name) + "\"");
@@ -92,9 +110,17 @@ const ApiToken* TokenSet::Find(std::string_view presented) const {
   const ApiToken* found = nullptr;
   // Every token is compared (no early exit).
   for (const ApiToken& t : tokens_) {
-    if (SecretEquals(presented, t.token)) found = &t;
+    if (!t.token.empty() && SecretEquals(presented, t.token)) found = &t;
   }
   return found;
+}
+
+const ApiToken* TokenSet::FindSubject(std::string_view subject) const {
+  if (subject.empty()) return nullptr;
+  for (const ApiToken& t : tokens_) {
+    if (t.subject == subject) return &t;
+  }
+  return nullptr;
 }
 
 bool IsLoopbackHost(std::string_view host) {

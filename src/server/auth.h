@@ -27,24 +27,26 @@ Result<TokenRole> ParseTokenRole(std::string_view s);
 // One `[[token]]` table of the config file (docs/configuration.md "[[token]]"):
 //   [[token]]
 //   name = "ci"                  # who, in the audit log and the logs (never the secret)
-//   token = "…"                  # the bearer secret, at least 16 characters
+//   token = "…"                  # the bearer secret, at least 16 characters, or:
+//   subject = "CN=ops,O=Example" # a client certificate's subject (mutual TLS, [api] client_ca)
 //   role = "operate"             # read | operate | admin
 //   namespaces = ["billing."]    # job id prefixes this token may see and act on; empty = all
 //   mutations_per_minute = 60    # this token's rate of mutating calls; 0 = the [api] default
 struct ApiToken {
   std::string name;
-  std::string token;  // secret: never logged, compared in constant time
+  std::string token;  // secret: never logged, compared in constant time; empty with subject
   TokenRole role = TokenRole::kRead;
   std::vector<std::string> namespaces;  // job id prefixes; empty = every job
   int mutations_per_minute = 0;         // 0 = HttpApiOptions::mutations_per_minute
+  std::string subject;  // RFC 2253 subject of a client certificate (mutual TLS); empty with token
 };
 
 // Shortest accepted token secret.
 inline constexpr size_t kMinTokenLength = 16;
 
-// Checks names (1-128 characters, unique), secrets (16-4096 printable ASCII, unique), namespaces
-// (non-empty prefixes of valid job ids) and rates (>= 0). Messages name the token by name, never
-// by secret.
+// Checks names (1-128 characters, unique), exactly one of a secret (16-4096 printable ASCII,
+// unique) and a subject (1-1024 bytes without control characters, unique), namespaces (non-empty
+// prefixes of valid job ids) and rates (>= 0). Messages name the token by name, never by secret.
 Status ValidateTokens(const std::vector<ApiToken>& tokens);
 
 // Who is calling: a token's name, role and namespaces; "anonymous" admin of everything only when
@@ -74,6 +76,8 @@ class TokenSet {
   // REQUIRES: ValidateTokens(tokens).ok().
   explicit TokenSet(std::vector<ApiToken> tokens) : tokens_(std::move(tokens)) {}
   const ApiToken* Find(std::string_view presented) const;
+  // The token standing for a client certificate of this subject (exact match); null if none.
+  const ApiToken* FindSubject(std::string_view subject) const;
   const std::vector<ApiToken>& tokens() const { return tokens_; }
   bool empty() const { return tokens_.empty(); }
 

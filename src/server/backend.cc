@@ -73,35 +73,10 @@ Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_por
 
 namespace {
 
-Result<std::string> PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    if (i + 2 >= s.size()) {
-      return InvalidArgumentError("malformed percent-encoding in the user-info");
-    }
-    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
-    if (hi < 0 || lo < 0)
-      return InvalidArgumentError("malformed percent-encoding in the user-info");
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
 constexpr std::string_view kSupportedSchemes =
     "sqlite:///abs/path, sqlite://./rel/path, redis://[user:pass@]host:port[/db], "
     "redis+sentinel://h1:p,h2:p/master, rediss://... and rediss+sentinel://... (TLS), "
-    "etcd://h1:2379[,h2:2379]";
+    "etcd://h1:2379[,h2:2379] and etcd://https://h1:2379[,https://h2:2379] (TLS)";
 
 bool IsSentinelScheme(std::string_view scheme) {
   return scheme == "redis+sentinel" || scheme == "rediss+sentinel";
@@ -137,13 +112,20 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
     return out;
   }
 
+  if (out.scheme == "etcd") {
+    Result<EtcdOptions> etcd = ParseEtcdUrl(url);
+    if (!etcd.ok()) return etcd.status();
+    for (const auto& [host, port] : etcd->endpoints) out.hosts.push_back(HostPort{host, port});
+    out.user = etcd->user;
+    out.password = etcd->password;
+    out.tls = etcd->tls;
+    return out;
+  }
   int default_port = 0;
   if (out.scheme == "redis" || out.scheme == "rediss") {
     default_port = 6379;
   } else if (IsSentinelScheme(out.scheme)) {
     default_port = 26379;
-  } else if (out.scheme == "etcd") {
-    default_port = 2379;
   } else {
     return InvalidArgumentError("unknown scheme \"" + Shown(out.scheme) +
                                 "\"; supported: " + std::string(kSupportedSchemes));
@@ -156,8 +138,9 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
     const size_t last_at = rest.rfind('@');
     const size_t question = rest.find('?', last_at == std::string_view::npos ? 0 : last_at + 1);
     if (question != std::string_view::npos) {
-      Result<RedisTlsOptions> tls =
-          ParseRedisTlsQuery(rest.substr(question + 1), scheme.starts_with("rediss"));
+      Result<TlsOptions> tls =
+          ParseTlsQuery(rest.substr(question + 1), scheme.starts_with("rediss"),
+                        "use rediss:// or rediss+sentinel://");
       if (!tls.ok()) return InvalidArgumentError(scheme + ": " + tls.status().message());
       out.tls = *tls;
       rest = rest.substr(0, question);
@@ -173,11 +156,12 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
     const std::string_view info = rest.substr(0, at);
     const size_t colon = info.find(':');
     Result<std::string> user = PercentDecode(info.substr(0, colon));
-    if (!user.ok()) return InvalidArgumentError(scheme + ": " + user.status().message());
+    if (!user.ok()) return InvalidArgumentError(scheme + ": user-info: " + user.status().message());
     out.user = *user;
     if (colon != std::string_view::npos) {
       Result<std::string> pass = PercentDecode(info.substr(colon + 1));
-      if (!pass.ok()) return InvalidArgumentError(scheme + ": " + pass.status().message());
+      if (!pass.ok())
+        return InvalidArgumentError(scheme + ": user-info: " + pass.status().message());
       out.password = *pass;
     }
     rest = rest.substr(at + 1);
@@ -222,8 +206,6 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
       }
     }
     out.master = std::string(path);
-  } else if (!path.empty()) {
-    return InvalidArgumentError("etcd: unexpected path \"/" + Shown(path) + "\"");
   }
   return out;
 }
@@ -295,6 +277,11 @@ Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
     if (!options.ok()) return options.status();
     Result<std::unique_ptr<EtcdCoordinator>> etcd = EtcdCoordinator::Open(*options);
     if (!etcd.ok()) return etcd.status();
+    if (options->tls.enabled && !options->tls.verify) {
+      out.unverified_tls =
+          "TLS to etcd does not verify the members' certificates (tls_verify=false): anyone on "
+          "the path can impersonate them and read the password and every claim";
+    }
     out.coordinator = std::move(*etcd);
     return out;
   }

@@ -43,8 +43,8 @@ struct BackendUrl {
   std::vector<HostPort> hosts;
   int db = 0;          // redis(s): database index (the URL's "/db"), default 0
   std::string master;  // redis(s)+sentinel: master name (the URL's path), required
-  // rediss, rediss+sentinel: enabled, and the query's tls_* parameters (ParseRedisTlsQuery).
-  RedisTlsOptions tls;
+  // rediss, rediss+sentinel: enabled, and the query's tls_* parameters (ParseTlsQuery).
+  TlsOptions tls;
 };
 
 // Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,

@@ -275,6 +275,17 @@ std::optional<Response> HttpApi::AdmitCall(Call& call, const Route*& route) {
   const ApiToken* found = nullptr;
   if (auth.size() > 7 && EqualsIgnoringCase(auth.substr(0, 7), "bearer ")) {
     found = tokens->Find(auth.substr(7));
+  } else if (auth.empty() && !req.client_subject.empty()) {
+    // Mutual TLS: the verified client certificate stands for the [[token]] of its subject.
+    found = tokens->FindSubject(req.client_subject);
+    if (found == nullptr) {
+      Denied(call, 401, "unknown_subject");
+      Response r = Error(401, "unauthenticated",
+                         "client certificate \"" + Shown(req.client_subject) +
+                             "\" is no [[token]]'s subject; send a bearer token");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gnomon\"");
+      return r;
+    }
   }
   if (found == nullptr) {
     Denied(call, 401, auth.empty() ? "missing_token" : "invalid_token");

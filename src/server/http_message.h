@@ -30,7 +30,10 @@ struct Request {
   bool chunked = false;                    // Transfer-Encoding: chunked
   std::string remote_address;              // the client's IP address ("127.0.0.1", "::1")
   bool probe_lane = false;                 // arrived on the probe listener ([api] probe_listen)
-  std::string body;                        // read only after Admit accepted the request
+  // The subject (RFC 2253, "CN=ops,O=Example") of the client certificate the TLS listener
+  // verified against [api] client_ca; empty without one.
+  std::string client_subject;
+  std::string body;  // read only after Admit accepted the request
 };
 
 struct Response {

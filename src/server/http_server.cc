@@ -14,6 +14,11 @@
 // second is cut at header_timeout, one that says nothing at idle_timeout. The parser is never
 // given more than max_header_bytes of one head (Beast's header_limit does not count a start line
 // already consumed), and the read buffer is capped a little above it.
+//
+// TLS (tls_cert/tls_key): the same session over an OpenSSL stream, its handshake within
+// header_timeout; with client_ca the handshake requires a client certificate those CAs signed,
+// and the verified subject reaches the handler. The context is swapped whole on
+// ReloadCertificates; a session keeps the one it started with.
 #include "src/server/http_server.h"
 
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
@@ -22,7 +27,12 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/ssl.hpp>
 // clang-format on
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +43,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "src/server/api_util.h"
@@ -44,7 +55,10 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
+namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // Connections the probe listener serves at once, in all and per client address.
@@ -179,6 +193,98 @@ class HandlerPool {
   std::atomic<bool> stopping_{false};
 };
 
+// OpenSSL's reason for the first error queued on this thread (then clears the queue).
+std::string OpenSslReason() {
+  const unsigned long e = ERR_get_error();  // NOLINT(runtime/int): OpenSSL's type
+  ERR_clear_error();
+  if (e == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+// A PEM key with a passphrase must fail, not prompt on the daemon's terminal.
+int NoPassphrase(char*, int, int, void*) { return 0; }
+
+// The TLS server context of tls_cert, tls_key and client_ca. Errors name the option and file.
+Result<std::shared_ptr<ssl::context>> MakeTlsContext(const HttpServerOptions& o) {
+  ERR_clear_error();
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
+  SSL_CTX* c = context->native_handle();
+  SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+  SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_default_passwd_cb(c, NoPassphrase);
+  auto bad = [](const char* option, const std::string& file, const std::string& why) {
+    return InvalidArgumentError("api: " + std::string(option) + ": \"" + Shown(file) +
+                                "\": " + why);
+  };
+  if (SSL_CTX_use_certificate_chain_file(c, o.tls_cert.c_str()) != 1) {
+    return bad("tls_cert", o.tls_cert, "not a readable PEM certificate: " + OpenSslReason());
+  }
+  const std::string not_its_key = "is not the key of tls_cert \"" + Shown(o.tls_cert) + "\"";
+  if (SSL_CTX_use_PrivateKey_file(c, o.tls_key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    if (ERR_GET_REASON(ERR_peek_error()) == X509_R_KEY_VALUES_MISMATCH) {
+      ERR_clear_error();
+      return bad("tls_key", o.tls_key, not_its_key);
+    }
+    return bad("tls_key", o.tls_key,
+               "not a readable PEM private key without passphrase: " + OpenSslReason());
+  }
+  if (SSL_CTX_check_private_key(c) != 1) return bad("tls_key", o.tls_key, not_its_key);
+  if (!o.client_ca.empty()) {
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(o.client_ca.c_str());
+    if (names == nullptr || SSL_CTX_load_verify_locations(c, o.client_ca.c_str(), nullptr) != 1) {
+      if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
+      return bad("client_ca", o.client_ca, "not a readable PEM CA certificate: " + OpenSslReason());
+    }
+    SSL_CTX_set_client_CA_list(c, names);  // takes ownership
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    // Session resumption with client certificates needs a context id.
+    static constexpr unsigned char kId[] = "gnomon-api";
+    SSL_CTX_set_session_id_context(c, kId, sizeof kId - 1);
+  }
+  return context;
+}
+
+// Longest client certificate subject passed on; a longer one counts as none.
+constexpr size_t kMaxSubjectBytes = 1024;
+
+// The RFC 2253 subject of the peer's verified certificate; empty when there is none.
+std::string VerifiedPeerSubject(SSL* ssl) {
+  if (SSL_get_verify_result(ssl) != X509_V_OK) return "";
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return "";
+  std::string subject;
+  if (BIO* bio = BIO_new(BIO_s_mem())) {
+    if (X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) >= 0) {
+      char* data = nullptr;
+      const long n = BIO_get_mem_data(bio, &data);  // NOLINT(runtime/int): OpenSSL's type
+      if (n > 0 && static_cast<size_t>(n) <= kMaxSubjectBytes) subject.assign(data, n);
+    }
+    BIO_free(bio);
+  }
+  X509_free(cert);
+  return subject;
+}
+
+// The TLS context new connections use, replaced whole by ReloadCertificates.
+class TlsContexts {
+ public:
+  explicit TlsContexts(std::shared_ptr<ssl::context> c) : current_(std::move(c)) {}
+  std::shared_ptr<ssl::context> Current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  void Replace(std::shared_ptr<ssl::context> c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = std::move(c);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<ssl::context> current_;  // guarded by mu_
+};
+
 // What a session needs of its listener.
 struct Lane {
   HttpHandler& handler;
@@ -186,26 +292,59 @@ struct Lane {
   Admission& admission;
   HandlerPool& pool;
   bool probe;
+  const TlsContexts* tls = nullptr;  // null: plain TCP
 };
 
 using StringResponse = http::response<http::string_body>;
 
-// One connection. Lives as long as an operation on it holds a reference.
-class Session : public std::enable_shared_from_this<Session> {
+// One connection, over PlainStream or TlsStream. Lives as long as an operation on it holds a
+// reference.
+template <typename Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Session(tcp::socket socket, net::ip::address peer, const Lane& lane)
-      : stream_(std::move(socket)),
+  // `tls`: the context of a TlsStream (kept alive by the session), null for PlainStream.
+  Session(tcp::socket socket, net::ip::address peer, const Lane& lane,
+          std::shared_ptr<ssl::context> tls)
+      : tls_(std::move(tls)),
+        stream_(MakeStream(std::move(socket), tls_.get())),
         peer_(std::move(peer)),
         lane_(lane),
         buffer_(lane.options.max_header_bytes + 4096) {}
   ~Session() { lane_.admission.Release(peer_); }
 
   void Start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->BeginRequest(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Handshake(); });
   }
 
  private:
+  static Stream MakeStream(tcp::socket socket, ssl::context* tls) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
   const HttpServerOptions& options() const { return lane_.options; }
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // The TLS handshake (within header_timeout), then the first request.
+  void Handshake() {
+    if constexpr (kTls) {
+      Lowest().expires_after(Ms(options().header_timeout));
+      stream_.async_handshake(
+          ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+            if (ec) return self->Drop();
+            self->handshake_done_ = true;
+            self->client_subject_ = VerifiedPeerSubject(self->stream_.native_handle());
+            self->BeginRequest();
+          });
+    } else {
+      BeginRequest();
+    }
+  }
 
   void BeginRequest() {
     head_deadline_ = std::chrono::steady_clock::now() + Ms(options().header_timeout);
@@ -219,10 +358,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReadHead() {
     const size_t room = buffer_.max_size() - buffer_.size();
     if (room == 0) return HeadTooLarge();
-    stream_.expires_at(
+    Lowest().expires_at(
         std::min(std::chrono::steady_clock::now() + Ms(options().idle_timeout), head_deadline_));
     stream_.async_read_some(buffer_.prepare(std::min<size_t>(room, 8192)),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->Close();  // timeout, end of stream, reset
                               self->buffer_.commit(n);
                               self->ParseHead();
@@ -270,6 +409,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request_.chunked = parser_->chunked();
     request_.remote_address = peer_.to_string();
     request_.probe_lane = lane_.probe;
+    request_.client_subject = client_subject_;
     keep_alive_ = head.keep_alive();
     head_ = request_.method == "HEAD";
     if (parser_->is_done()) return Dispatch();  // no body
@@ -282,20 +422,20 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (beast::iequals(head[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-      stream_.expires_after(Ms(options().write_timeout));
-      return http::async_write(stream_, *cont,
-                               [self = shared_from_this(), cont](beast::error_code ec, size_t) {
-                                 if (ec) return self->Close();
-                                 self->ReadBody();
-                               });
+      Lowest().expires_after(Ms(options().write_timeout));
+      return http::async_write(
+          stream_, *cont, [self = this->shared_from_this(), cont](beast::error_code ec, size_t) {
+            if (ec) return self->Close();
+            self->ReadBody();
+          });
     }
     ReadBody();
   }
 
   void ReadBody() {
-    stream_.expires_after(Ms(options().body_timeout));
+    Lowest().expires_after(Ms(options().body_timeout));
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        if (ec == http::error::body_limit) return self->Refuse(self->BodyTooLarge());
                        if (ec) return self->Close();
                        self->request_.body = std::move(self->parser_->get().body());
@@ -309,7 +449,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (std::find(inline_paths.begin(), inline_paths.end(), request_.path) != inline_paths.end()) {
       return Reply(lane_.handler.Handle(request_));
     }
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     const bool queued = lane_.pool.Post([self] {
       Response response = self->lane_.handler.Handle(self->request_);
       net::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
@@ -357,8 +497,8 @@ class Session : public std::enable_shared_from_this<Session> {
       res->content_length(from.body.size());
       if (!head_) res->body() = std::move(from.body);
     }
-    stream_.expires_after(Ms(options().write_timeout));
-    auto done = [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    Lowest().expires_after(Ms(options().write_timeout));
+    auto done = [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
       if (ec || !self->keep_alive_) return self->Close();
       self->BeginRequest();
     };
@@ -372,13 +512,30 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // Ends the connection: TLS says close_notify first (waiting at most a second for the peer's).
   void Close() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.close();
+    if constexpr (kTls) {
+      if (handshake_done_ && !closing_) {
+        closing_ = true;
+        Lowest().expires_after(std::chrono::seconds(1));
+        return stream_.async_shutdown(
+            [self = this->shared_from_this()](beast::error_code) { self->Drop(); });
+      }
+    }
+    Drop();
   }
 
-  beast::tcp_stream stream_;
+  void Drop() {
+    beast::error_code ec;
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+    Lowest().close();
+  }
+
+  const std::shared_ptr<ssl::context> tls_;  // before stream_, which uses it
+  Stream stream_;
+  bool handshake_done_ = false;
+  bool closing_ = false;
+  std::string client_subject_;  // of a verified client certificate
   const net::ip::address peer_;
   const Lane& lane_;
   beast::flat_buffer buffer_;  // its max_size caps what one head may buffer
@@ -423,13 +580,13 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   void Accept() {
     net::io_context& context = *contexts_[next_++ % contexts_.size()];
-    acceptor_.async_accept(context.get_executor(),
-                           [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-                             self->OnAccept(ec, std::move(socket));
-                           });
+    acceptor_.async_accept(context.get_executor(), [self = this->shared_from_this()](
+                                                       beast::error_code ec, tcp::socket socket) {
+      self->OnAccept(ec, std::move(socket));
+    });
   }
   void Close() {
-    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+    net::post(acceptor_.get_executor(), [self = this->shared_from_this()] {
       beast::error_code ec;
       self->acceptor_.close(ec);
       self->retry_.cancel();
@@ -442,7 +599,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
     if (ec) {
       // Out of file descriptors (or another transient error): back off instead of spinning.
       retry_.expires_after(std::chrono::milliseconds(50));
-      retry_.async_wait([self = shared_from_this()](beast::error_code e) {
+      retry_.async_wait([self = this->shared_from_this()](beast::error_code e) {
         if (!e) self->Accept();
       });
       return;
@@ -451,7 +608,12 @@ class Listener : public std::enable_shared_from_this<Listener> {
     const net::ip::address peer = socket.remote_endpoint(peer_ec).address();
     if (!peer_ec && lane_.admission.Acquire(peer)) {
       socket.set_option(tcp::no_delay(true), peer_ec);
-      std::make_shared<Session>(std::move(socket), peer, lane_)->Start();
+      if (lane_.tls != nullptr) {
+        std::make_shared<Session<TlsStream>>(std::move(socket), peer, lane_, lane_.tls->Current())
+            ->Start();
+      } else {
+        std::make_shared<Session<PlainStream>>(std::move(socket), peer, lane_, nullptr)->Start();
+      }
     } else {
       socket.close(peer_ec);  // over the limits: closed at once
     }
@@ -484,12 +646,13 @@ class HttpServer::Impl {
   void Stop();
 
   HttpHandler& handler_;
+  std::optional<TlsContexts> tls_;  // set by Start when tls_cert is
   const HttpServerOptions options_;
   Admission api_admission_;
   Admission probe_admission_;
   HandlerPool api_pool_;
   HandlerPool probe_pool_;
-  const Lane api_lane_;
+  Lane api_lane_;
   const Lane probe_lane_;
   std::vector<std::unique_ptr<net::io_context>> contexts_;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards_;
@@ -507,6 +670,18 @@ Status HttpServer::Impl::Start() {
       options_.header_timeout <= Duration(0) || options_.idle_timeout <= Duration(0) ||
       options_.body_timeout <= Duration(0) || options_.write_timeout <= Duration(0)) {
     return InvalidArgumentError("http server: limits must be positive (max_header_bytes >= 256)");
+  }
+  if (options_.tls_cert.empty() != options_.tls_key.empty()) {
+    return InvalidArgumentError("api: tls_cert and tls_key go together");
+  }
+  if (!options_.client_ca.empty() && options_.tls_cert.empty()) {
+    return InvalidArgumentError("api: client_ca needs tls_cert and tls_key (mutual TLS)");
+  }
+  if (!options_.tls_cert.empty()) {
+    Result<std::shared_ptr<ssl::context>> context = MakeTlsContext(options_);
+    if (!context.ok()) return context.status();
+    tls_.emplace(std::move(*context));
+    api_lane_.tls = &*tls_;
   }
   for (int i = 0; i < options_.io_threads; ++i) {
     contexts_.push_back(std::make_unique<net::io_context>(1));
@@ -561,6 +736,14 @@ HttpServer::~HttpServer() { Stop(); }
 
 Status HttpServer::Start() { return impl_->Start(); }
 void HttpServer::Stop() { impl_->Stop(); }
+Status HttpServer::ReloadCertificates() {
+  if (!impl_->tls_) return FailedPreconditionError("the API listener has no TLS");
+  Result<std::shared_ptr<ssl::context>> context = MakeTlsContext(impl_->options_);
+  if (!context.ok()) return context.status();
+  impl_->tls_->Replace(std::move(*context));
+  return Status::Ok();
+}
+
 int HttpServer::port() const { return impl_->api_ ? impl_->api_->port() : 0; }
 int HttpServer::probe_port() const { return impl_->probe_ ? impl_->probe_->port() : 0; }
 

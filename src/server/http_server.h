@@ -53,6 +53,14 @@ struct HttpServerOptions {
   std::vector<std::string> inline_paths = {"/healthz"};
   // Requests waiting for a handler thread; beyond it, 503 with Retry-After. Default 1024.
   int max_queued_requests = 1024;
+  // TLS on the API listener (not the probe listener): PEM files of the certificate chain and its
+  // private key; both or neither. TLS 1.2 and later.
+  std::string tls_cert;
+  std::string tls_key;
+  // Mutual TLS: PEM file of the CAs that sign client certificates. With it, a client must present
+  // a certificate they signed (else the handshake fails) and its subject reaches the handler as
+  // Request::client_subject. Requires tls_cert.
+  std::string client_ca;
 };
 
 class HttpServer {
@@ -70,6 +78,9 @@ class HttpServer {
   // Stops accepting; requests being handled are answered (later ones get 503), then open
   // connections are closed and every thread is joined. Idempotent.
   void Stop();
+  // Reads tls_cert, tls_key and client_ca again (a renewed certificate); new connections use
+  // them, open ones keep theirs. On error nothing changes. FailedPrecondition without TLS.
+  Status ReloadCertificates();
   // The bound ports (after Start; useful with port 0). probe_port() is 0 without probe_listen.
   int port() const;
   int probe_port() const;

@@ -195,9 +195,12 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   });
 
   const std::string bound = Bound(o.api.listen, p->server->port());
-  Logger::Fields listening = {{"listen", bound},
-                              {"api", "http://" + bound + "/api/v1/jobs"},
-                              {"metrics", "http://" + bound + "/metrics"}};
+  const std::string base = (o.http.tls_cert.empty() ? "http://" : "https://") + bound;
+  Logger::Fields listening = {
+      {"listen", bound}, {"api", base + "/api/v1/jobs"}, {"metrics", base + "/metrics"}};
+  if (!o.http.tls_cert.empty()) {
+    listening.emplace_back("tls", o.http.client_ca.empty() ? "on" : "mutual (client_ca)");
+  }
   if (o.api.auth == AuthMode::kNone) {
     listening.emplace_back("auth", "none");
     log.Log(LogLevel::kWarn, "auth_disabled", "", "",
@@ -208,7 +211,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     listening.emplace_back("auth",
                            "generated admin token (" + o.data_dir + "/" + kAdminTokenFile + ")");
     // The fragment never reaches a server or a Referer; the page keeps it for the session.
-    listening.emplace_back("dashboard", "http://" + bound + "/#token=" + dashboard_token);
+    listening.emplace_back("dashboard", base + "/#token=" + dashboard_token);
   } else {
     listening.emplace_back("auth", "bearer tokens");
   }
@@ -242,7 +245,11 @@ Status Node::Reload(NodeReload reload) {
   GNOMON_RETURN_IF_ERROR(ValidateAlertTargets(reload.alerts));
   Result<Policies> policies = Policies::Make(std::move(reload.policies));
   if (!policies.ok()) return policies.status();
-  // Then apply: the jobs first (the only step that can still fail), then the rest.
+  // Then apply: the API's certificate files re-read (a renewal; on error the old ones stay and
+  // nothing changes), the jobs (the last step that can fail), then the rest.
+  if (!p.options.http.tls_cert.empty()) {
+    GNOMON_RETURN_IF_ERROR(p.server->ReloadCertificates());
+  }
   GNOMON_RETURN_IF_ERROR(p.catalog->SetStaticJobs(std::move(reload.jobs)));
   GNOMON_CHECK(p.api->SetTokens(std::move(*tokens)).ok());
   p.api->SetQuotas(std::move(*quotas));

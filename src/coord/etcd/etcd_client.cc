@@ -1,13 +1,51 @@
 #include "src/coord/etcd/etcd_client.h"
 
 #include <httplib.h>
+#include <openssl/x509.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <condition_variable>
+#include <ctime>
+#include <optional>
 
 namespace gnomon::coord {
 namespace {
+
+// Blocks SIGPIPE on this thread while it lives, and discards one raised meanwhile. OpenSSL writes
+// to its socket with write(2): a member that closed the connection (a refused client
+// certificate) would otherwise kill the host process, which may not ignore SIGPIPE.
+class ScopedNoSigpipe {
+ public:
+  ScopedNoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedNoSigpipe() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ScopedNoSigpipe(const ScopedNoSigpipe&) = delete;
+  ScopedNoSigpipe& operator=(const ScopedNoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -152,11 +190,54 @@ std::unique_ptr<httplib::Client> EtcdClient::Checkout(size_t ep, Duration read_t
     e.idle.pop_back();
     return c;
   }
-  auto c = std::make_unique<httplib::Client>(e.host, e.port);
+  auto c = NewClient(e.host, e.port, read_timeout);
   c->set_keep_alive(true);
+  return c;
+}
+
+std::unique_ptr<httplib::Client> EtcdClient::NewClient(const std::string& host, int port,
+                                                       Duration read_timeout) const {
+  const TlsOptions& tls = options_.tls;
+  std::unique_ptr<httplib::Client> c;
+  if (tls.enabled) {
+    const std::string authority =
+        host.find(':') != std::string::npos ? "[" + host + "]" : host;  // an IPv6 literal
+    c = std::make_unique<httplib::Client>("https://" + authority + ":" + std::to_string(port),
+                                          tls.cert_file, tls.key_file);
+    if (!tls.ca_file.empty()) c->set_ca_cert_path(tls.ca_file);
+    c->enable_server_certificate_verification(tls.verify);
+  } else {
+    c = std::make_unique<httplib::Client>(host, port);
+  }
   c->set_tcp_nodelay(true);  // else Nagle + delayed ACK add ~40 ms to every request
   SetTimeouts(*c, options_.connect_timeout, read_timeout);
   return c;
+}
+
+std::string EtcdClient::TransportError(const httplib::Client& client, int error) const {
+  const auto err = static_cast<httplib::Error>(error);
+  if (err == httplib::Error::SSLServerVerification) {
+    const long v = client.get_openssl_verify_result();  // NOLINT(runtime/int): OpenSSL's type
+    if (v != X509_V_OK) {
+      return std::string("TLS: the server's certificate is not trusted: ") +
+             X509_verify_cert_error_string(v) + " (tls_ca)";
+    }
+    return "TLS: the server's certificate does not name the host connected to";
+  }
+  if (err == httplib::Error::SSLConnection) {
+    return "TLS: handshake failed (a plain-HTTP endpoint, a client certificate the server "
+           "refused, or none where one is required: tls_cert/tls_key)";
+  }
+  if (err == httplib::Error::SSLLoadingCerts) {
+    return "TLS: cannot load tls_ca, tls_cert or tls_key";
+  }
+  if ((err == httplib::Error::Read || err == httplib::Error::Write) && options_.tls.enabled) {
+    // TLS 1.3 sends the server's verdict on the client certificate after the handshake.
+    return httplib::to_string(err) +
+           ": the connection ended (over TLS also: the member refused this client's certificate, "
+           "or wants one: tls_cert/tls_key)";
+  }
+  return httplib::to_string(err);
 }
 
 void EtcdClient::Checkin(size_t ep, std::unique_ptr<httplib::Client> client) {
@@ -264,17 +345,22 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
   httplib::Headers headers;
   if (!token.empty()) headers.emplace("Authorization", token);
   const Duration sent = SteadyNow();
+  std::optional<ScopedNoSigpipe> no_sigpipe;
+  if (options_.tls.enabled) no_sigpipe.emplace();
   httplib::Result res = client->Post(std::string(path), headers, body, "application/json");
+  no_sigpipe.reset();
   const Duration received = SteadyNow();
   if (!res) {
     const httplib::Error err = res.error();
     MarkFailed(ep, sent);
     // A refused connection costs nothing: try the next endpoint. A timeout already spent the
     // call's budget: report it, the next call starts at the next endpoint.
-    fail_over = err == httplib::Error::Connection;
+    // So does a failed TLS handshake (nothing was sent): another member may accept.
+    fail_over = err == httplib::Error::Connection || err == httplib::Error::SSLConnection ||
+                err == httplib::Error::SSLServerVerification;
     if (maybe_applied && !fail_over) *maybe_applied = true;
     return UnavailableError("etcd " + where + " " + std::string(path) + ": " +
-                            httplib::to_string(err));
+                            TransportError(*client, static_cast<int>(err)));
   }
   AddDateSample(sent, received, res->get_header_value("Date"));
   nlohmann::json reply = nlohmann::json::parse(res->body, nullptr, false);
@@ -404,9 +490,8 @@ Status EtcdClient::Watch(const nlohmann::json& create_request, Duration timeout,
       host = endpoints_[ep].host;
       port = endpoints_[ep].port;
     }
-    httplib::Client client(host, port);
-    client.set_tcp_nodelay(true);
-    SetTimeouts(client, options_.connect_timeout, timeout);
+    std::unique_ptr<httplib::Client> client_ptr = NewClient(host, port, timeout);
+    httplib::Client& client = *client_ptr;
     httplib::Request req;
     req.method = "POST";
     req.path = "/v3/watch";
@@ -442,13 +527,17 @@ Status EtcdClient::Watch(const nlohmann::json& create_request, Duration timeout,
     };
     httplib::Response res;
     httplib::Error err = httplib::Error::Success;
-    client.send(req, res, err);
+    {
+      std::optional<ScopedNoSigpipe> no_sigpipe;
+      if (options_.tls.enabled) no_sigpipe.emplace();
+      client.send(req, res, err);
+    }
     if (stopped || err == httplib::Error::Read || err == httplib::Error::Success) {
       return Status::Ok();  // stopped, timed out quietly, or the server ended the stream
     }
     if (err != httplib::Error::Connection) {
       return UnavailableError("etcd " + host + ":" + std::to_string(port) +
-                              " /v3/watch: " + httplib::to_string(err));
+                              " /v3/watch: " + TransportError(client, static_cast<int>(err)));
     }
     MarkFailed(ep, SteadyNow());
   }

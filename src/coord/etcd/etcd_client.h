@@ -25,6 +25,7 @@
 
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "gnomon/tls.h"
 #include "src/coord/etcd/server_clock.h"
 
 namespace httplib {
@@ -41,6 +42,7 @@ struct EtcdClientOptions {
   std::vector<std::pair<std::string, int>> endpoints;  // (host, port), at least one
   std::string user;                                    // empty = no authentication
   std::string password;
+  TlsOptions tls;  // enabled: https to every endpoint
   Duration connect_timeout = std::chrono::seconds(2);
   Duration io_timeout = std::chrono::seconds(2);
   Duration backoff_min = std::chrono::seconds(1);
@@ -103,6 +105,11 @@ class EtcdClient {
   // When every endpoint is backing off, one call at a time (at most one per kProbeSpacing) probes
   // the endpoint due soonest, so a recovered cluster is found at once, not after the backoff.
   std::vector<size_t> Plan();
+  // A new connection to `host`:`port` (https with options_.tls).
+  std::unique_ptr<httplib::Client> NewClient(const std::string& host, int port,
+                                             Duration read_timeout) const;
+  // Why a request failed at the transport, naming TLS failures plainly.
+  std::string TransportError(const httplib::Client& client, int error) const;
   std::unique_ptr<httplib::Client> Checkout(size_t ep, Duration read_timeout);
   void Checkin(size_t ep, std::unique_ptr<httplib::Client> client);
   // `sent`: when the failed request was sent; requests sent before the endpoint's previous

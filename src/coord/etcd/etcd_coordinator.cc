@@ -349,6 +349,16 @@ Status ValidateOptions(EtcdOptions& o) {
   if (o.max_idle_connections < 1) {
     return InvalidArgumentError("etcd: max_idle_connections must be >= 1");
   }
+  if (!o.tls.enabled && o.tls != TlsOptions{}) {
+    return InvalidArgumentError("etcd: TLS options need https:// endpoints");
+  }
+  if (!o.tls.server_name.empty()) {
+    return InvalidArgumentError(
+        "etcd: tls_server_name is not supported: write each endpoint as its certificate names it");
+  }
+  if (o.tls.cert_file.empty() != o.tls.key_file.empty()) {
+    return InvalidArgumentError("etcd: tls_cert and tls_key go together");
+  }
   return Status::Ok();
 }
 
@@ -1662,22 +1672,16 @@ Result<EtcdOptions> ParseEtcdUrl(std::string_view url, EtcdOptions base) {
   if (!url.starts_with(kScheme)) return bad("does not start with etcd://");
   std::string_view rest = url.substr(kScheme.size());
   auto decode = [](std::string_view in, std::string& out) {
-    out.clear();
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i] != '%') {
-        out += in[i];
-        continue;
-      }
-      int v = 0;
-      if (i + 2 >= in.size()) return false;
-      auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
-      if (ec != std::errc() || p != in.data() + i + 3) return false;
-      out += static_cast<char>(v);
-      i += 2;
-    }
-    return true;
+    Result<std::string> decoded = PercentDecode(in);
+    if (decoded.ok()) out = std::move(*decoded);
+    return decoded.ok();
   };
+  // The user-info ends at the last '@'; the query (TLS parameters) starts at the first '?' after.
   const size_t at = rest.rfind('@');
+  const size_t question = rest.find('?', at == std::string_view::npos ? 0 : at + 1);
+  const std::string_view query =
+      question == std::string_view::npos ? std::string_view() : rest.substr(question + 1);
+  rest = rest.substr(0, question);
   if (at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);
@@ -1689,6 +1693,32 @@ Result<EtcdOptions> ParseEtcdUrl(std::string_view url, EtcdOptions base) {
       return bad("bad password encoding");
     }
   }
+  // Endpoints written with their scheme, as etcd's own tools take them: https:// for TLS (all of
+  // them), http:// or none for plain TCP.
+  const bool https = rest.starts_with("https://");
+  std::string endpoints;
+  for (std::string_view item = rest;;) {
+    const size_t comma = item.find(',');
+    std::string_view one = item.substr(0, comma);
+    if (one.empty()) return bad("missing host (an empty endpoint)");
+    const bool one_https = one.starts_with("https://");
+    if (one_https != https) return bad("either every endpoint is https:// or none");
+    if (one_https) one.remove_prefix(8);
+    if (one.starts_with("http://")) one.remove_prefix(7);
+    if (!endpoints.empty()) endpoints += ',';
+    endpoints += one;
+    if (comma == std::string_view::npos) break;
+    item.remove_prefix(comma + 1);
+  }
+  base.tls = TlsOptions{};
+  base.tls.enabled = https;
+  if (!query.empty() || question != std::string_view::npos) {
+    Result<TlsOptions> tls =
+        ParseTlsQuery(query, https, "write the endpoints as https://host:port");
+    if (!tls.ok()) return bad(tls.status().message());
+    base.tls = *tls;
+  }
+  rest = endpoints;
   const size_t slash = rest.find('/');
   std::string_view hosts = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
@@ -1703,7 +1733,10 @@ Result<EtcdOptions> ParseEtcdUrl(std::string_view url, EtcdOptions base) {
     std::string_view hp = hosts.substr(0, comma);
     const size_t colon = hp.rfind(':');
     std::string_view host = hp.substr(0, colon);
-    if (host.empty()) return bad("an endpoint has no host");
+    if (host.empty()) return bad("missing host (an endpoint has none)");
+    if (std::any_of(host.begin(), host.end(), [](char c) { return c <= ' ' || c > '~'; })) {
+      return bad("an endpoint's host has a space or non-printable character");
+    }
     int64_t port = 2379;
     if (colon != std::string_view::npos &&
         (!ParseI64(hp.substr(colon + 1), port) || port < 1 || port > 65535)) {
@@ -1725,6 +1758,7 @@ Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Open(const EtcdOptions
   co.endpoints = o.endpoints;
   co.user = o.user;
   co.password = o.password;
+  co.tls = o.tls;
   co.connect_timeout = o.connect_timeout;
   co.io_timeout = o.io_timeout;
   co.backoff_min = o.reconnect_backoff_min;

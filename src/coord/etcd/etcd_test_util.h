@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ inline int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// TLS of an etcd member's client URL: its certificate and key, and for --client-cert-auth the CA
+// that signs client certificates.
+struct EtcdMemberTls {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca;  // empty: clients need no certificate
+};
+
 // One etcd member process (of a single-member cluster, or of `cluster` when given).
 class EtcdMember {
  public:
@@ -63,7 +72,14 @@ class EtcdMember {
   ~EtcdMember() { Kill(); }
 
   std::string peer_url() const { return "http://127.0.0.1:" + std::to_string(peer_port_); }
-  std::string client_url() const { return "http://127.0.0.1:" + std::to_string(client_port_); }
+  std::string client_url() const {
+    return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(client_port_);
+  }
+  // Serve clients over TLS (before Spawn). `client` is what WaitHealthy connects with.
+  void UseTls(EtcdMemberTls tls, TlsOptions client) {
+    tls_ = std::move(tls);
+    client_tls_ = std::move(client);
+  }
   int client_port() const { return client_port_; }
   const std::string& name() const { return name_; }
 
@@ -71,29 +87,22 @@ class EtcdMember {
   bool Spawn(const std::string& initial_cluster = "") {
     const std::string cluster =
         initial_cluster.empty() ? name_ + "=" + peer_url() : initial_cluster;
-    std::vector<std::string> args = {kEtcdBinary,
-                                     "--name",
-                                     name_,
-                                     "--data-dir",
-                                     (dir_ / (name_ + ".etcd")).string(),
-                                     "--listen-client-urls",
-                                     client_url(),
-                                     "--advertise-client-urls",
-                                     client_url(),
-                                     "--listen-peer-urls",
-                                     peer_url(),
-                                     "--initial-advertise-peer-urls",
-                                     peer_url(),
-                                     "--initial-cluster",
-                                     cluster,
-                                     "--initial-cluster-token",
-                                     "gnomon-test",
-                                     "--initial-cluster-state",
-                                     "new",
-                                     "--heartbeat-interval",
-                                     "50",
-                                     "--election-timeout",
-                                     "500"};
+    std::vector<std::string> args = {
+        kEtcdBinary, "--name", name_, "--data-dir", (dir_ / (name_ + ".etcd")).string(),
+        "--listen-client-urls",
+        // A TLS member also answers on 127.0.0.2, an address its
+        // test certificate does not name.
+        tls_ ? client_url() + ",https://127.0.0.2:" + std::to_string(client_port_) : client_url(),
+        "--advertise-client-urls", client_url(), "--listen-peer-urls", peer_url(),
+        "--initial-advertise-peer-urls", peer_url(), "--initial-cluster", cluster,
+        "--initial-cluster-token", "gnomon-test", "--initial-cluster-state", "new",
+        "--heartbeat-interval", "50", "--election-timeout", "500"};
+    if (tls_) {
+      args.insert(args.end(), {"--cert-file", tls_->cert_file, "--key-file", tls_->key_file});
+      if (!tls_->client_ca.empty()) {
+        args.insert(args.end(), {"--client-cert-auth", "--trusted-ca-file", tls_->client_ca});
+      }
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -116,6 +125,7 @@ class EtcdMember {
   bool WaitHealthy(Duration limit = std::chrono::seconds(20)) {
     coord::EtcdClientOptions o;
     o.endpoints = {{"127.0.0.1", client_port_}};
+    o.tls = client_tls_;
     o.connect_timeout = std::chrono::milliseconds(200);
     o.io_timeout = std::chrono::seconds(1);
     o.backoff_min = std::chrono::milliseconds(1);
@@ -146,6 +156,8 @@ class EtcdMember {
   int client_port_ = 0;
   int peer_port_ = 0;
   pid_t pid_ = -1;
+  std::optional<EtcdMemberTls> tls_;
+  TlsOptions client_tls_;
 };
 
 // A temporary directory removed with its contents on destruction: in /dev/shm when there is

@@ -243,7 +243,7 @@ Result<coord::RedisConnectionConfig> RedisCoordinator::ConnectionConfigOf(
         coord::RedisTlsContext::Create(options.tls);
     if (!tls.ok()) return tls.status();
     config.tls = std::move(*tls);
-  } else if (options.tls != RedisTlsOptions{}) {
+  } else if (options.tls != TlsOptions{}) {
     return InvalidArgumentError("redis: TLS options are set but tls.enabled is false");
   }
   config.host = options.host;

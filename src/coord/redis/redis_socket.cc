@@ -127,7 +127,7 @@ int NoPassphrase(char*, int, int, void*) { return 0; }
 
 // --- RedisTlsContext ----------------------------------------------------------------------------
 
-Result<std::shared_ptr<const RedisTlsContext>> RedisTlsContext::Create(const RedisTlsOptions& tls) {
+Result<std::shared_ptr<const RedisTlsContext>> RedisTlsContext::Create(const TlsOptions& tls) {
   GNOMON_CHECK(tls.enabled);
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());

@@ -47,19 +47,18 @@ class RedisTlsContext {
   // Loads tls.ca_file (else the system's CAs), tls.cert_file and tls.key_file. InvalidArgument
   // naming the URL parameter and the file when one cannot be read or the key does not match the
   // certificate. REQUIRES: tls.enabled.
-  static Result<std::shared_ptr<const RedisTlsContext>> Create(const RedisTlsOptions& tls);
+  static Result<std::shared_ptr<const RedisTlsContext>> Create(const TlsOptions& tls);
   ~RedisTlsContext();
   RedisTlsContext(const RedisTlsContext&) = delete;
   RedisTlsContext& operator=(const RedisTlsContext&) = delete;
 
   ssl_ctx_st* ctx() const { return ctx_; }
-  const RedisTlsOptions& options() const { return options_; }
+  const TlsOptions& options() const { return options_; }
 
  private:
-  RedisTlsContext(RedisTlsOptions options, ssl_ctx_st* ctx)
-      : options_(std::move(options)), ctx_(ctx) {}
+  RedisTlsContext(TlsOptions options, ssl_ctx_st* ctx) : options_(std::move(options)), ctx_(ctx) {}
 
-  const RedisTlsOptions options_;
+  const TlsOptions options_;
   ssl_ctx_st* const ctx_;  // owned
 };
 

@@ -71,7 +71,7 @@ RedisOptions TlsOptionsFor(int port) {
   RedisOptions o;
   o.port = port;
   o.prefix = UniquePrefix();
-  o.tls = Certs().Trusting();
+  o.tls = Trusting(Certs());
   o.connections = 2;
   return o;
 }
@@ -139,7 +139,7 @@ TEST(RedisTlsTest, TheRightCaWorksAndPlainTcpIsRefused) {
   ExpectWorks(TlsOptionsFor(port));
   // The server speaks TLS only: a plain client does not get through.
   RedisOptions plain = TlsOptionsFor(port);
-  plain.tls = RedisTlsOptions{};
+  plain.tls = TlsOptions{};
   plain.io_timeout = milliseconds(500);
   EXPECT_THAT(ErrorOf(plain), HasSubstr(Peer(port)));
 }
@@ -212,13 +212,13 @@ TEST(RedisTlsTest, MutualTlsNeedsTheClientCertificate) {
   TlsRedisServer server(Certs(), mutual);
   ASSERT_TRUE(server.Start()) << server.Log();
   RedisOptions o = TlsOptionsFor(server.port());
-  o.tls = Certs().Trusting(/*client_cert=*/true);
+  o.tls = Trusting(Certs(), /*client_cert=*/true);
   ExpectWorks(o);
   Result<std::unique_ptr<RedisQueue>> q = RedisQueue::Open(o);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_TRUE((*q)->Publish("default", "x").ok());
 
-  o.tls = Certs().Trusting(/*client_cert=*/false);
+  o.tls = Trusting(Certs(), /*client_cert=*/false);
   const std::string error = ErrorOf(o);
   EXPECT_THAT(error, HasSubstr("Unavailable"));
   EXPECT_THAT(error, HasSubstr(Peer(server.port())));
@@ -236,13 +236,13 @@ TEST(RedisTlsTest, UnreadableFilesAreInvalidArguments) {
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(), HasSubstr("tls_ca \"/nonexistent/ca.pem\""));
   SKIP_WITHOUT_TOOLS();
-  o.tls = Certs().Trusting(/*client_cert=*/true);
+  o.tls = Trusting(Certs(), /*client_cert=*/true);
   o.tls.key_file = Certs().File("server.key");  // not the client certificate's key
   c = RedisCoordinator::Open(o);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(), HasSubstr("tls_key \"" + o.tls.key_file + "\""));
-  o.tls = RedisTlsOptions{};
+  o.tls = TlsOptions{};
   o.tls.ca_file = Certs().ca();  // set while TLS is off
   EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
 }

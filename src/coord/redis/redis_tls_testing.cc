@@ -24,7 +24,6 @@ namespace gnomon::testing {
 namespace {
 
 constexpr const char* kRedisServer = "/usr/bin/redis-server";
-constexpr const char* kOpenssl = "/usr/bin/openssl";
 
 std::string MakeTempDir(const char* what) {
   std::string pattern = std::filesystem::temp_directory_path() / what;
@@ -33,29 +32,11 @@ std::string MakeTempDir(const char* what) {
   return pattern;
 }
 
-// Runs `argv` with stdout and stderr appended to `log`; true when it exits 0.
-bool Run(std::vector<std::string> argv, const std::string& log) {
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return false;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace
 
-bool HaveRedisTlsTools() { return access(kRedisServer, X_OK) == 0 && access(kOpenssl, X_OK) == 0; }
+bool HaveRedisTlsTools() { return access(kRedisServer, X_OK) == 0 && HaveOpenssl(); }
 
 int FreeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -78,63 +59,13 @@ void RealWait(Duration d) {
   SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
 }
 
-// --- TestCertificates ---------------------------------------------------------------------------
-
-TestCertificates::TestCertificates() : dir_(MakeTempDir("gnomon-tls")) {
-  if (!HaveRedisTlsTools()) return;
-  const std::string log = File("openssl.log");
-  auto key = [&](const std::string& name) {
-    return Run({kOpenssl, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                "-out", File(name)},
-               log);
-  };
-  auto make_ca = [&](const std::string& name, const std::string& cn) {
-    return key(name + ".key") &&
-           Run({kOpenssl, "req", "-x509", "-new", "-key", File(name + ".key"), "-subj", "/CN=" + cn,
-                "-days", "2", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign", "-out", File(name + ".crt")},
-               log);
-  };
-  // A certificate for `key_name`'s key, signed by the CA, valid for `days` (-1: expired).
-  auto signed_cert = [&](const std::string& key_name, const std::string& cn, const std::string& ext,
-                         const std::string& out, const std::string& days) {
-    WriteFile(File(out + ".ext"), ext);
-    return Run({kOpenssl, "req", "-new", "-key", File(key_name), "-subj", "/CN=" + cn, "-out",
-                File(out + ".csr")},
-               log) &&
-           Run({kOpenssl, "x509", "-req", "-in", File(out + ".csr"), "-CA", ca(), "-CAkey",
-                File("ca.key"), "-CAcreateserial", "-days", days, "-extfile", File(out + ".ext"),
-                "-out", File(out)},
-               log);
-  };
-  const std::string server_ext =
-      "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n";
-  ok_ = make_ca("ca", "gnomon test CA") && make_ca("other-ca", "gnomon other CA") &&
-        key("server.key") &&
-        signed_cert("server.key", "localhost", server_ext, "server.crt", "2") &&
-        signed_cert("server.key", "localhost", server_ext, "expired.crt", "-1") &&
-        key("client.key") &&
-        signed_cert("client.key", "gnomon-client", "extendedKeyUsage=clientAuth\n", "client.crt",
-                    "2") &&
-        key("self.key") &&
-        Run({kOpenssl, "req", "-x509", "-new", "-key", File("self.key"), "-subj", "/CN=localhost",
-             "-days", "2", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-out",
-             File("self.crt")},
-            log);
-}
-
-TestCertificates::~TestCertificates() {
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
-
-RedisTlsOptions TestCertificates::Trusting(bool client_cert) const {
-  RedisTlsOptions tls;
+TlsOptions Trusting(const TestCertificates& certs, bool client_cert) {
+  TlsOptions tls;
   tls.enabled = true;
-  tls.ca_file = ca();
+  tls.ca_file = certs.ca();
   if (client_cert) {
-    tls.cert_file = File("client.crt");
-    tls.key_file = File("client.key");
+    tls.cert_file = certs.File("client.crt");
+    tls.key_file = certs.File("client.key");
   }
   return tls;
 }
@@ -196,7 +127,7 @@ bool TlsRedisServer::Start() {
   config.password = options_.sentinel_of > 0 ? "" : options_.password;
   config.connect_timeout = std::chrono::milliseconds(500);
   config.io_timeout = std::chrono::milliseconds(500);
-  RedisTlsOptions tls = certs_.Trusting(/*client_cert=*/true);
+  TlsOptions tls = Trusting(certs_, /*client_cert=*/true);
   tls.verify = false;
   Result<std::shared_ptr<const coord::RedisTlsContext>> context =
       coord::RedisTlsContext::Create(tls);

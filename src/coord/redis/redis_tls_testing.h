@@ -1,6 +1,6 @@
 // Test helpers for Redis over TLS (tests only, CMake target gnomon_redis_tls_testing):
-// certificates made with the openssl command line, and redis-server or a Redis Sentinel that
-// serve TLS only (--port 0 --tls-port P) on a free loopback port.
+// redis-server or a Redis Sentinel that serve TLS only (--port 0 --tls-port P) on a free loopback
+// port, with certificates of src/testing/test_certificates.h.
 //
 // Thread safety: none; use from the test's main thread.
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_TLS_TESTING_H_
@@ -13,6 +13,7 @@
 
 #include "gnomon/redis_coordinator.h"
 #include "gnomon/time.h"
+#include "src/testing/test_certificates.h"
 
 namespace gnomon::testing {
 
@@ -25,33 +26,8 @@ int FreeLoopbackPort();
 // Waits `d` of real time (a server starting or dying).
 void RealWait(Duration d);
 
-// Certificates in a fresh temporary folder (removed by the destructor), EC P-256 keys:
-//   ca.crt/ca.key          the test CA
-//   server.crt/server.key  signed by the CA; SAN IP:127.0.0.1 and DNS:localhost
-//   client.crt/client.key  signed by the CA; CN gnomon-client (clientAuth)
-//   other-ca.crt           a second CA that signed nothing here (a "wrong CA")
-//   self.crt/self.key      a self-signed server certificate (SAN IP:127.0.0.1, DNS:localhost)
-//   expired.crt            the server key's certificate, signed by the CA, expired yesterday
-class TestCertificates {
- public:
-  TestCertificates();  // makes them; ok() tells whether every openssl command succeeded
-  ~TestCertificates();
-  TestCertificates(const TestCertificates&) = delete;
-  TestCertificates& operator=(const TestCertificates&) = delete;
-
-  bool ok() const { return ok_; }
-  const std::string& dir() const { return dir_; }
-  std::string File(const std::string& name) const { return dir_ + "/" + name; }
-  std::string ca() const { return File("ca.crt"); }
-  std::string other_ca() const { return File("other-ca.crt"); }
-
-  // TLS options trusting the test CA (and with the client certificate when `client_cert`).
-  RedisTlsOptions Trusting(bool client_cert = false) const;
-
- private:
-  std::string dir_;
-  bool ok_ = false;
-};
+// TLS options trusting the test CA (and with the client certificate when `client_cert`).
+TlsOptions Trusting(const TestCertificates& certs, bool client_cert = false);
 
 // One redis-server (or, with Sentinel(), a Redis Sentinel) serving TLS only, in its own folder.
 class TlsRedisServer {

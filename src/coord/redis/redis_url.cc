@@ -1,10 +1,10 @@
-// Redis URLs (include/gnomon/redis_coordinator.h): ParseRedisUrl and the TLS query parameters.
+// Redis URLs (include/gnomon/redis_coordinator.h): ParseRedisUrl.
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <set>
 
 #include "gnomon/redis_coordinator.h"
+#include "gnomon/tls.h"
 
 namespace gnomon {
 namespace {
@@ -17,102 +17,13 @@ bool ParseInt(std::string_view text, int64_t& out) {
 
 // Percent-decodes `in` into `out`; false when an escape is malformed.
 bool PercentDecode(std::string_view in, std::string& out) {
-  out.clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    int64_t v = 0;
-    if (i + 2 >= in.size()) return false;
-    auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
-    if (ec != std::errc() || p != in.data() + i + 3) return false;
-    out += static_cast<char>(v);
-    i += 2;
-  }
+  Result<std::string> decoded = gnomon::PercentDecode(in);
+  if (!decoded.ok()) return false;
+  out = std::move(*decoded);
   return true;
 }
 
-// `s` for an error message: at most 64 characters, control and non-ASCII bytes as '?'.
-std::string Printable(std::string_view s) {
-  std::string out(s.substr(0, 64));
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  if (s.size() > 64) out += "...";
-  return out;
-}
-
-constexpr std::array<std::string_view, 5> kTlsParams = {"tls_ca", "tls_cert", "tls_key",
-                                                        "tls_server_name", "tls_verify"};
-
 }  // namespace
-
-Result<RedisTlsOptions> ParseRedisTlsQuery(std::string_view query, bool tls_scheme) {
-  RedisTlsOptions tls;
-  tls.enabled = tls_scheme;
-  std::set<std::string, std::less<>> seen;
-  size_t start = 0;
-  while (true) {
-    const size_t amp = query.find('&', start);
-    const std::string_view item = query.substr(start, amp - start);
-    const size_t eq = item.find('=');
-    const std::string name = Printable(item.substr(0, eq));
-    if (item.empty()) return InvalidArgumentError("empty query parameter (expected name=value)");
-    if (std::find(kTlsParams.begin(), kTlsParams.end(), item.substr(0, eq)) == kTlsParams.end()) {
-      return InvalidArgumentError("unknown query parameter \"" + name +
-                                  "\"; known: tls_ca, tls_cert, tls_key, tls_server_name, "
-                                  "tls_verify");
-    }
-    if (!tls_scheme) {
-      return InvalidArgumentError("query parameter " + name +
-                                  " needs TLS: use rediss:// or rediss+sentinel://");
-    }
-    if (eq == std::string_view::npos) {
-      return InvalidArgumentError("query parameter " + name + " has no value (" + name + "=...)");
-    }
-    if (!seen.insert(name).second) {
-      return InvalidArgumentError("query parameter " + name + " is given twice");
-    }
-    std::string value;
-    if (!PercentDecode(item.substr(eq + 1), value)) {
-      return InvalidArgumentError("query parameter " + name + ": malformed percent-encoding");
-    }
-    if (value.empty()) return InvalidArgumentError("query parameter " + name + " is empty");
-    if (std::any_of(value.begin(), value.end(), [](char c) { return c >= 0 && c < 0x20; })) {
-      return InvalidArgumentError("query parameter " + name + " contains a control character");
-    }
-    if (name == "tls_ca") {
-      tls.ca_file = value;
-    } else if (name == "tls_cert") {
-      tls.cert_file = value;
-    } else if (name == "tls_key") {
-      tls.key_file = value;
-    } else if (name == "tls_server_name") {
-      const bool ok = value.size() <= 253 && std::all_of(value.begin(), value.end(), [](char c) {
-                        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                               (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' ||
-                               c == ':';
-                      });
-      if (!ok) {
-        return InvalidArgumentError("query parameter tls_server_name: \"" + Printable(value) +
-                                    "\" is not a host name or IP address");
-      }
-      tls.server_name = value;
-    } else if (value == "true" || value == "false") {
-      tls.verify = value == "true";
-    } else {
-      return InvalidArgumentError("query parameter tls_verify must be true or false, not \"" +
-                                  Printable(value) + "\"");
-    }
-    if (amp == std::string_view::npos) break;
-    start = amp + 1;
-  }
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
-    return InvalidArgumentError("query parameters tls_cert and tls_key go together");
-  }
-  return tls;
-}
 
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
   auto bad = [&](const std::string& why) {
@@ -139,10 +50,11 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
   // '?' after it.
   const size_t last_at = rest.rfind('@');
   const size_t question = rest.find('?', last_at == std::string_view::npos ? 0 : last_at + 1);
-  base.tls = RedisTlsOptions{};
+  base.tls = TlsOptions{};
   base.tls.enabled = tls;
   if (question != std::string_view::npos) {
-    Result<RedisTlsOptions> query = ParseRedisTlsQuery(rest.substr(question + 1), tls);
+    Result<TlsOptions> query =
+        ParseTlsQuery(rest.substr(question + 1), tls, "use rediss:// or rediss+sentinel://");
     if (!query.ok()) return bad(query.status().message());
     base.tls = *query;
     rest = rest.substr(0, question);
