@@ -94,6 +94,22 @@ class HttpApiTest : public ::testing::Test {
 
 const char kJob[] = R"({"id":"dyn","schedule":"*/5 * * * *","command":"echo hi"})";
 
+// The OpenAPI document's JobSpec names every key a definition is written with (its schema
+// forbids others), so the document cannot drift from the JSON the API reads and writes.
+TEST_F(HttpApiTest, TheOpenApiJobSpecHasEveryKeyOfTheJobJson) {
+  StartWithTokens();
+  auto doc = client_->Get("/api/v1/openapi.json");
+  ASSERT_TRUE(doc);
+  const json props = Body(doc)["components"]["schemas"]["JobSpec"]["properties"];
+  ASSERT_TRUE(props.is_object());
+  JobSpec full = cfg_;
+  full.http = HttpTarget{"http://127.0.0.1:9/", "POST", {{"X-A", "b"}}};
+  const json written = JobSpecToJson(full);
+  for (const auto& [key, value] : written.items()) {
+    EXPECT_TRUE(props.contains(key)) << key << " is not in the OpenAPI JobSpec";
+  }
+}
+
 TEST_F(HttpApiTest, HealthReadyOpenApi) {
   StartWithTokens();
   auto h = client_->Get("/healthz");
