@@ -915,6 +915,22 @@ TEST(RedisCoordinatorTest, ParsesUrls) {
   EXPECT_EQ(ParseRedisUrl("http://x").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseRedisUrl("redis://h:0").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseRedisUrl("redis://h:1/x").status().code(), StatusCode::kInvalidArgument);
+  // A password may hold '/' unencoded (the path starts after the user-info).
+  Result<RedisOptions> slash = ParseRedisUrl("redis://:pa/ss@h:6380/3");
+  ASSERT_TRUE(slash.ok()) << slash.status().ToString();
+  EXPECT_EQ(slash->password, "pa/ss");
+  EXPECT_EQ(slash->db, 3);
+  // IPv6 literals in brackets, with or without a port.
+  Result<RedisOptions> v6 = ParseRedisUrl("redis://[::1]:6390/1");
+  ASSERT_TRUE(v6.ok()) << v6.status().ToString();
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 6390);
+  Result<RedisOptions> v6_default = ParseRedisUrl("redis://[fe80::2]");
+  ASSERT_TRUE(v6_default.ok()) << v6_default.status().ToString();
+  EXPECT_EQ(v6_default->host, "fe80::2");
+  EXPECT_EQ(v6_default->port, 6379);
+  EXPECT_EQ(ParseRedisUrl("redis://[::1").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseRedisUrl("redis://[::1]x").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(RedisCoordinatorTest, RejectsBadOptionsAndUnreachableServers) {

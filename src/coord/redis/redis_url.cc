@@ -62,10 +62,11 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
              rest.substr(0, last_at).find("?tls_") != std::string_view::npos) {
     return bad("write '@' in a query value as %40");
   }
-  size_t slash = rest.find('/');
+  // The path (the database) starts at the first '/' after the user-info: a password may hold '/'.
+  const size_t at = rest.rfind('@');
+  const size_t slash = rest.find('/', at == std::string_view::npos ? 0 : at + 1);
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
-  size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
     std::string_view userinfo = authority.substr(0, at);
     authority = authority.substr(at + 1);
@@ -77,8 +78,19 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
       return bad("bad password encoding");
     }
   }
+  // "[v6]:port" or "[v6]": the brackets are not part of the address.
   size_t colon = authority.rfind(':');
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("an IPv6 address without its ']'");
+    colon = close + 1 < authority.size() && authority[close + 1] == ':' ? close + 1
+                                                                        : std::string_view::npos;
+    if (colon == std::string_view::npos && close + 1 != authority.size()) {
+      return bad("expected ':port' after the IPv6 address");
+    }
+  }
   std::string_view host = authority.substr(0, colon);
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
   if (host.empty()) return bad("no host");
   base.host = std::string(host);
   if (colon != std::string_view::npos) {
