@@ -49,7 +49,7 @@ std::string HostOfUrl(std::string_view url) {
 // The token to send: --token/GNOMON_TOKEN, else --token-file/GNOMON_TOKEN_FILE, else, for a
 // server on this host only, the admin token a local `gnomon serve` generated in its data
 // directory (--data-dir/GNOMON_DATA_DIR, default ./gnomon-data). Never the local token to another
-// host.
+// host, and never when a client certificate (--cert) says who is calling.
 Result<std::string> TokenFor(const JobArgs& a) {
   if (!a.token.empty()) return a.token;
   if (!a.token_file.empty()) {
@@ -59,7 +59,7 @@ Result<std::string> TokenFor(const JobArgs& a) {
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
     return t;
   }
-  if (!server::IsLoopbackHost(HostOfUrl(a.server))) return std::string();
+  if (!a.client_cert.empty() || !server::IsLoopbackHost(HostOfUrl(a.server))) return std::string();
   Result<server::AdminToken> admin = server::ReadAdminToken(a.data_dir);
   if (admin.ok()) return admin->secret;
   if (admin.status().code() == StatusCode::kNotFound) return std::string();

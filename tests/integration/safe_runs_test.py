@@ -312,9 +312,15 @@ role = "admin"
                                "run_as": "nobody"})
         self.assertEqual(status, 201, body)
         server = "https://127.0.0.1:%d" % d.port
+        # A stale local admin token in ./gnomon-data: the certificate, not that token, says who
+        # is calling.
+        os.makedirs(os.path.join(self.dir, "gnomon-data"), mode=0o700)
+        with open(os.path.join(self.dir, "gnomon-data", "admin.token"), "w") as f:
+            f.write("stale-token-of-another-node\n")
+        os.chmod(os.path.join(self.dir, "gnomon-data", "admin.token"), 0o600)
         ok = subprocess.run([GNOMON, "job", "--server", server, "--ca-file", self.cert("ca.crt"),
                              "--cert", self.cert("client.crt"), "--key", self.cert("client.key"),
-                             "ls"], capture_output=True, text=True)
+                             "ls"], capture_output=True, text=True, cwd=self.dir)
         self.assertEqual(ok.returncode, 0, ok.stderr)
         self.assertIn("tls-job", ok.stdout)
         # The wrong CA: the CLI refuses the server.
