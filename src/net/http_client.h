@@ -10,7 +10,7 @@
 //   FailedPrecondition  "egress: 169.254.169.254 is denied by 169.254.0.0/16": every address the
 //                       request could connect to was refused by the egress rule
 //   DeadlineExceeded    "connect timeout 10s", "total timeout 30s", "idle timeout 5s", each with
-//                       libcurl's detail
+//                       a detail in parentheses
 //   Unavailable         "DNS: ...", "connect: ...", "TLS: the certificate of <host:port> was not
 //                       verified: ...", "TLS: handshake with <host:port> failed: ...", "receive:
 //                       ...", "send: ...", "cancelled", "too many redirects"
@@ -122,6 +122,7 @@ class HttpClient {
   // Cheap: no connection is made. Options are not checked here (a missing CA file fails each
   // request naming it; see ValidateTlsOptions).
   explicit HttpClient(HttpClientOptions options = {});
+  // REQUIRES: no Send in progress.
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
