@@ -19,10 +19,11 @@
 // its last max_output_bytes, the rest read and dropped, so memory stays bounded. ctx.stop aborts
 // the request within milliseconds -> kCancelled. Redirects are not followed (a 3xx fails).
 //
-// Egress: every connection is checked against options.egress (by the address connected to, so a
-// host name resolving to a denied address is refused too); by default link-local addresses
-// (169.254.0.0/16, fe80::/10: cloud metadata services) are refused. Proxies come from the
-// environment (http_proxy, https_proxy, no_proxy; docs/operations.md, "HTTP client").
+// Egress: every connection is checked against options.egress, or options.egress_for(job), by the
+// address connected to, so a host name resolving to a denied address is refused too; by default
+// link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata services) are refused. Proxies
+// come from the environment (http_proxy, https_proxy, no_proxy; docs/operations.md, "HTTP
+// client").
 //
 // Timeouts: with ctx.deadline, the whole request must end by it (wall clock, read from the
 // Clock); without one, the request fails after `default_timeout` without a byte moving either
@@ -33,6 +34,7 @@
 #define GNOMON_HTTP_EXECUTOR_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "gnomon/executor.h"
@@ -57,6 +59,10 @@ struct HttpExecutorOptions {
   net::TlsOptions tls;
   // Addresses a request may connect to. Default net::EgressRule::Default(): link-local denied.
   net::EgressRule egress = net::EgressRule::Default();
+  // When set, the rule of each job instead of `egress` (e.g. the egress rule of the policy of
+  // its namespace). Called once per Execute, on the calling thread; must be thread-safe as
+  // Execute is. Default empty: `egress` for every job.
+  std::function<net::EgressRule(const JobSpec& job)> egress_for;
 };
 
 class HttpExecutor final : public Executor {

@@ -106,10 +106,10 @@ struct EgressRule {
 
   // The built-in rule: deny 169.254.0.0/16 and fe80::/10 (link-local), allow the rest.
   static EgressRule Default();
-  // Default() with `allow` as the allow list and `deny` added to the built-in denials (which a
-  // parsed rule always keeps; an embedder that wants none builds EgressRule{} itself).
-  // InvalidArgument naming the entry: `egress.deny[2] "10.0.0.0/33": prefix length 33 is out of
-  // range 0-32`.
+  // The rule of exactly these lists (a config's `egress_allow` / `egress_deny`: whoever sets a
+  // deny list replaces the built-in one, so Default()'s blocks must be listed to be kept; a
+  // repeated entry is kept once). InvalidArgument naming the entry: `egress.deny[2]:
+  // "10.0.0.0/33": prefix length 33 is out of range 0-32`.
   static Result<EgressRule> Parse(const std::vector<std::string>& allow,
                                   const std::vector<std::string>& deny);
 };

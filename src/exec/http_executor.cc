@@ -188,6 +188,11 @@ ExecResult HttpExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
     if (!has_content_type) req.headers.emplace_back("Content-Type", "application/json");
   }
 
+  net::EgressRule job_egress;
+  if (options_.egress_for) {
+    job_egress = options_.egress_for(job);
+    req.egress = &job_egress;
+  }
   if (ctx.stop.stop_requested()) return Cancelled("");
   Result<net::HttpResponse> res = client_->Send(req);
   if (ctx.stop.stop_requested() && (!res.ok() || res->status < 200 || res->status > 299)) {

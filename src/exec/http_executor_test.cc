@@ -338,6 +338,26 @@ TEST_F(HttpExecutorTest, TheEgressRuleOfTheOptionsIsApplied) {
   EXPECT_TRUE(seen().empty());
 }
 
+TEST_F(HttpExecutorTest, EgressForGivesEachJobItsRule) {
+  HttpExecutorOptions options;
+  options.egress_for = [](const JobSpec& job) {
+    Result<net::EgressRule> rule = job.id.starts_with("billing.")
+                                       ? net::EgressRule::Parse({"10.0.0.0/8"}, {})
+                                       : net::EgressRule::Parse({}, {});
+    return *rule;
+  };
+  HttpExecutor executor(options, clock_);
+  JobSpec job = HttpJob("/ok");
+  job.id = "billing.settle";
+  const ExecResult refused = executor.Execute(job, FullContext());
+  EXPECT_EQ(refused.outcome, RunOutcome::kFailed);
+  EXPECT_THAT(refused.error, HasSubstr("egress: 127.0.0.1 is not in the allow list (10.0.0.0/8)"));
+  EXPECT_TRUE(seen().empty());
+  job.id = "ops.ping";
+  EXPECT_EQ(executor.Execute(job, FullContext()).outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(seen().size(), 1u);
+}
+
 TEST_F(HttpExecutorTest, HttpsTargetsUseTheTlsOptions) {
   net::testing::TestPki pki;
   ASSERT_TRUE(pki.ok()) << pki.error();

@@ -140,7 +140,7 @@ EgressRule EgressRule::Default() {
 
 Result<EgressRule> EgressRule::Parse(const std::vector<std::string>& allow,
                                      const std::vector<std::string>& deny) {
-  EgressRule rule = Default();
+  EgressRule rule;
   const auto add = [](const std::vector<std::string>& entries, std::string_view list,
                       std::vector<Cidr>& out) -> Status {
     for (size_t i = 0; i < entries.size(); ++i) {

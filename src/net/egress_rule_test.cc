@@ -142,16 +142,19 @@ TEST(EgressRuleTest, EmptyAllowListAllowsWhatIsNotDenied) {
   EXPECT_TRUE(CheckEgress(EgressRule{}, "169.254.169.254").ok());  // an empty rule allows all
 }
 
-TEST(EgressRuleTest, ParsedRulesKeepTheLinkLocalDenials) {
-  Result<EgressRule> rule = EgressRule::Parse({"169.254.0.0/16"}, {"10.0.0.0/8"});
+TEST(EgressRuleTest, ParseTakesTheListsAsGiven) {
+  // A deny list replaces the built-in one: link-local is denied only when listed.
+  Result<EgressRule> rule = EgressRule::Parse({}, {"10.0.0.0/8"});
   ASSERT_TRUE(rule.ok());
-  EXPECT_EQ(CheckEgress(*rule, "169.254.169.254").message(),
-            "egress: 169.254.169.254 is denied by 169.254.0.0/16");
-  EXPECT_EQ(rule->deny.size(), 3u);
-  // Repeating a built-in entry does not list it twice.
-  Result<EgressRule> again = EgressRule::Parse({}, {"fe80::/10"});
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->deny.size(), 2u);
+  EXPECT_TRUE(CheckEgress(*rule, "169.254.169.254").ok());
+  rule = EgressRule::Parse({}, {"169.254.0.0/16", "fe80::/10", "10.0.0.0/8", "fe80::/10"});
+  ASSERT_TRUE(rule.ok());
+  EXPECT_EQ(rule->deny.size(), 3u);  // the repeated entry is kept once
+  EXPECT_FALSE(CheckEgress(*rule, "169.254.169.254").ok());
+  rule = EgressRule::Parse({}, {});
+  ASSERT_TRUE(rule.ok());
+  EXPECT_TRUE(rule->allow.empty());
+  EXPECT_TRUE(rule->deny.empty());
 }
 
 TEST(EgressRuleTest, ParseErrorsNameTheEntry) {

@@ -68,6 +68,7 @@ bool Append(ListPtr& list, const std::string& item) {
 // curl_multi_perform.
 struct Call {
   const HttpClientOptions* options = nullptr;
+  const EgressRule* egress = nullptr;
   std::string body;
   uint64_t body_bytes = 0;
   int sockets_asked = 0;              // connections libcurl wanted to open
@@ -126,7 +127,7 @@ curl_socket_t OnOpenSocket(void* user, curlsocktype, curl_sockaddr* a) {
                             " is not IPv4 or IPv6");
     return CURL_SOCKET_BAD;
   }
-  const Status allowed = CheckEgress(call.options->egress, *ip);
+  const Status allowed = CheckEgress(*call.egress, *ip);
   if (!allowed.ok()) {
     if (std::find(call.refusals.begin(), call.refusals.end(), allowed.message()) ==
         call.refusals.end()) {
@@ -204,9 +205,10 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) const {
   if (!IsToken(request.method)) {
     return InvalidArgumentError(where + "the method is not an HTTP token");
   }
+  const EgressRule& egress = request.egress != nullptr ? *request.egress : options_.egress;
   // A URL naming a denied address fails before any socket exists.
   if (IpAddress::Parse(url->host)) {
-    Status allowed = CheckEgress(options_.egress, url->host);
+    Status allowed = CheckEgress(egress, url->host);
     if (!allowed.ok()) return allowed.WithPrefix(where.substr(0, where.size() - 2));
   }
   const Duration total = request.timeout.value_or(options_.total_timeout);
@@ -247,6 +249,7 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) const {
   }
   Call call;
   call.options = &options_;
+  call.egress = &egress;
   char error_buffer[CURL_ERROR_SIZE] = {};
 
   CURL* e = easy.get();

@@ -107,6 +107,9 @@ struct HttpRequest {
   std::optional<Duration> idle_timeout;
   // A stop request aborts the call promptly (Unavailable "cancelled"). Default: never.
   std::stop_token stop;
+  // Overrides HttpClientOptions::egress for this request (e.g. the rule of the job's namespace).
+  // Not owned; must outlive the call. Default nullptr: the client's rule.
+  const EgressRule* egress = nullptr;
 };
 
 struct HttpResponse {
