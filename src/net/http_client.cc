@@ -242,15 +242,16 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) const {
   ListPtr resolve;
   for (const std::string& entry : options_.resolve) ok = ok && Append(resolve, entry);
 
+  // What the handles point to is declared first, so that it outlives them.
+  Call call;
+  call.options = &options_;
+  call.egress = &egress;
+  char error_buffer[CURL_ERROR_SIZE] = {};
   std::unique_ptr<CURL, EasyDeleter> easy(curl_easy_init());
   std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
   if (!ok || easy == nullptr || multi == nullptr) {
     return InternalError(where + "libcurl could not be initialised (out of memory?)");
   }
-  Call call;
-  call.options = &options_;
-  call.egress = &egress;
-  char error_buffer[CURL_ERROR_SIZE] = {};
 
   CURL* e = easy.get();
   CURLcode rc = CURLE_OK;
