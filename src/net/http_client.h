@@ -33,8 +33,9 @@
 // the answer).
 //
 // Thread safety: Send is thread-safe; any number of threads may call it at once. Each call uses
-// its own libcurl handles; the DNS cache and TLS sessions are shared between the calls of one
-// client (a CURLSH with one mutex per shared kind). libcurl is a C library: nothing here throws.
+// its own libcurl handles; the DNS cache is shared between the calls of one client (a CURLSH
+// with one mutex per shared kind; TLS sessions are not shared, see http_client.cc). libcurl is a
+// C library: nothing here throws.
 #ifndef GNOMON_SRC_NET_HTTP_CLIENT_H_
 #define GNOMON_SRC_NET_HTTP_CLIENT_H_
 
