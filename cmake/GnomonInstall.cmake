@@ -3,7 +3,7 @@
 include(CMakePackageConfigHelpers)
 
 set(GNOMON_EXPORTED_MODULES
-  gnomon_base gnomon_time gnomon_cron gnomon_job gnomon_schedule gnomon_exec gnomon_coord_util
+  gnomon_base gnomon_time gnomon_cron gnomon_job gnomon_schedule gnomon_exec gnomon_net gnomon_coord_util
   gnomon_coord_sqlite gnomon_coord_memory)
 
 # The tz library by name when installed (its path belongs to the build machine).
@@ -33,7 +33,7 @@ install(FILES ${PROJECT_BINARY_DIR}/gnomonConfig.cmake ${PROJECT_BINARY_DIR}/gno
 
 # pkg-config: modules in link order (users first, then what they use).
 set(GNOMON_PC_LIBS "")
-foreach(m gnomon_schedule gnomon_exec gnomon_coord_sqlite gnomon_coord_memory gnomon_coord_util
+foreach(m gnomon_schedule gnomon_exec gnomon_net gnomon_coord_sqlite gnomon_coord_memory gnomon_coord_util
           gnomon_job gnomon_cron gnomon_time gnomon_base)
   string(APPEND GNOMON_PC_LIBS " -l${m}")
 endforeach()

@@ -9,6 +9,7 @@ packages=(
   # libraries (Debian's, never vendored)
   libcctz-dev tzdata nlohmann-json3-dev libtomlplusplus-dev libcpp-httplib-dev libcli11-dev
   libspdlog-dev libfmt-dev libboost-dev libsqlite3-dev sqlite3 libhiredis-dev libssl-dev zlib1g-dev
+  libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers and tools the tests start
   redis-server etcd-server etcd-client faketime iproute2 iptables procps curl python3 openssl

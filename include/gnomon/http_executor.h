@@ -1,8 +1,9 @@
-// HttpExecutor: runs http jobs as one HTTP request (cpp-httplib) per attempt.
+// HttpExecutor: runs http jobs as one HTTP request per attempt, through gnomon's HTTP client
+// (libcurl; TLS options and the egress rule of gnomon/net.h).
 //
-// The request: job.http->method (POST or GET) to job.http->url (http:// or https://; https needs
-// cpp-httplib built with OpenSSL, else the attempt fails saying so), with job.http->headers plus
-// the run's headers, which win over job headers of the same name:
+// The request: job.http->method (POST or GET) to job.http->url (http:// or https://, no user
+// info), with job.http->headers plus the run's headers, which win over job headers of the same
+// name:
 //   X-Gnomon-Job-Id, X-Gnomon-Run-Id, X-Gnomon-Scheduled-At, X-Gnomon-Fencing-Token,
 //   X-Gnomon-Attempt, X-Gnomon-Node-Id, X-Gnomon-Shard-Index, X-Gnomon-Shard-Count,
 //   X-Gnomon-Deadline, X-Gnomon-Checkpoint, traceparent.
@@ -13,37 +14,62 @@
 //    "shard_index":N, "shard_count":N, "deadline":…|null, "checkpoint":…|null, "traceparent":…}
 //
 // How an attempt ends: a 2xx response -> kSucceeded; another status -> kFailed with exit_code =
-// the HTTP status; a transport error (refused, timeout, reset) -> kFailed naming it, exit_code
-// unset. The response body is kept like process output: its last kMaxOutputBytes, streamed, so
-// memory stays bounded. ctx.stop cancels the request (client.stop() and a shutdown of the socket
-// from a std::stop_callback) -> kCancelled. Redirects are not followed.
+// the HTTP status; a transport error (DNS, refused, TLS, timeout, reset, refused by the egress
+// rule) -> kFailed naming it, exit_code unset. The response body is kept like process output:
+// its last max_output_bytes, the rest read and dropped, so memory stays bounded. ctx.stop aborts
+// the request within milliseconds -> kCancelled. Redirects are not followed (a 3xx fails).
 //
-// Timeouts: connect, read and write timeouts are the time left until ctx.deadline (wall clock,
-// read from the Clock) or, without a deadline, `default_timeout`.
+// Egress: every connection is checked against options.egress, or options.egress_for(job), by the
+// address connected to, so a host name resolving to a denied address is refused too; by default
+// link-local addresses (169.254.0.0/16, fe80::/10: cloud metadata services) are refused. Proxies
+// come from the environment (http_proxy, https_proxy, no_proxy; docs/operations.md, "HTTP
+// client").
 //
-// Exceptions from cpp-httplib are caught here and become kFailed. Thread-safe: each Execute uses
-// its own client. Holds no threads.
+// Timeouts: with ctx.deadline, the whole request must end by it (wall clock, read from the
+// Clock); without one, the request fails after `default_timeout` without a byte moving either
+// way. Connecting takes at most `connect_timeout` in both cases.
+//
+// Thread-safe: many Execute calls may run at once (one libcurl transfer each). Holds no threads.
 #ifndef GNOMON_HTTP_EXECUTOR_H_
 #define GNOMON_HTTP_EXECUTOR_H_
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 
 #include "gnomon/executor.h"
+#include "gnomon/net.h"
 #include "gnomon/time.h"
 
 namespace gnomon {
 
+namespace net {
+class HttpClient;
+}  // namespace net
+
 struct HttpExecutorOptions {
-  // Connect/read/write timeout when the run has no deadline. Default 30 s.
+  // When the run has no deadline: the request fails after this long without a byte moving
+  // either way. Default 30 s.
   Duration default_timeout = std::chrono::seconds(30);
+  // Longest wait for the connection (TCP and TLS handshake). Default 10 s.
+  Duration connect_timeout = std::chrono::seconds(10);
   // Bytes of the response body kept (the last ones). Default kMaxOutputBytes (64 KiB).
   size_t max_output_bytes = kMaxOutputBytes;
+  // TLS of https:// targets. Default: the system CAs, verification on, no client certificate.
+  net::TlsOptions tls;
+  // Addresses a request may connect to. Default net::EgressRule::Default(): link-local denied.
+  net::EgressRule egress = net::EgressRule::Default();
+  // When set, the rule of each job instead of `egress` (e.g. the egress rule of the policy of
+  // its namespace). Called once per Execute, on the calling thread; must be thread-safe as
+  // Execute is. Default empty: `egress` for every job.
+  std::function<net::EgressRule(const JobSpec& job)> egress_for;
 };
 
 class HttpExecutor final : public Executor {
  public:
   // `clock` gives "now" to turn ctx.deadline into a timeout; not owned, must outlive this.
   explicit HttpExecutor(HttpExecutorOptions options = {}, Clock& clock = SystemClock::Get());
+  ~HttpExecutor() override;
 
   // REQUIRES: job.http is set; otherwise kFailed with an error.
   ExecResult Execute(const JobSpec& job, const RunContext& ctx) override;
@@ -51,6 +77,7 @@ class HttpExecutor final : public Executor {
  private:
   const HttpExecutorOptions options_;
   Clock& clock_;
+  std::unique_ptr<net::HttpClient> client_;
 };
 
 }  // namespace gnomon

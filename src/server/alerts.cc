@@ -1,8 +1,7 @@
-// AlertObserver: the adapter around cpp-httplib and OpenSSL's HMAC. Their exceptions stop here
-// (STYLE.md rule 4).
+// AlertObserver: the adapter around nlohmann::json and OpenSSL's HMAC (their exceptions stop
+// here, STYLE.md rule 4); requests go through net::HttpClient.
 #include "src/server/alerts.h"
 
-#include <httplib.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -16,21 +15,19 @@
 #include <set>
 #include <utility>
 
-#include "src/exec/http_url.h"
+#include "src/net/http_url.h"
 
 namespace gnomon::server {
 namespace {
 
-// An http(s) URL the client can reach; on failure nullopt and `error` (without the target).
-std::optional<exec_internal::HttpUrl> ParseUrl(std::string_view url, std::string* error) {
-  std::optional<exec_internal::HttpUrl> parsed = exec_internal::ParseHttpUrl(url, error);
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-  if (parsed && parsed->scheme == "https") {
-    *error = "url \"" + std::string(url) + "\": https needs cpp-httplib built with OpenSSL";
-    return std::nullopt;
-  }
-#endif
-  return parsed;
+net::HttpClientOptions ClientOptions(const AlertOptions& o) {
+  net::HttpClientOptions c;
+  c.total_timeout = o.request_timeout;
+  c.connect_timeout = o.request_timeout;
+  c.max_body_bytes = 1024;  // only the status matters; the rest of an answer is dropped
+  c.tls = o.tls;
+  c.egress = o.egress;
+  return c;
 }
 
 bool IsAlertEvent(std::string_view name) {
@@ -114,8 +111,8 @@ Status ValidateAlertTargets(const std::vector<AlertTarget>& targets) {
       return InvalidArgumentError(where + ": name is used by another alert target");
     }
     if (t.url.empty()) return InvalidArgumentError(where + ": url is empty");
-    std::string error;
-    if (!ParseUrl(t.url, &error)) return InvalidArgumentError(where + ": " + error);
+    Result<net::HttpUrl> url = net::ParseHttpUrl(t.url);
+    if (!url.ok()) return url.status().WithPrefix(where);
     std::set<std::string_view> events;
     for (const std::string& e : t.events) {
       if (!IsAlertEvent(e)) {
@@ -163,6 +160,7 @@ AlertObserver::AlertObserver(std::vector<AlertTarget> targets, std::string node_
       node_id_(std::move(node_id)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Get()),
+      client_(ClientOptions(options_)),
       delivery_prefix_(RandomPrefix()),
       rng_(std::random_device{}()) {
   GNOMON_CHECK(ValidateAlertTargets(Targets()).ok());
@@ -283,12 +281,17 @@ void AlertObserver::Run() {
       ++alert.sent;
       ++stats_.attempts;
       lock.unlock();
-      const int status = Send(alert);
+      const Result<int> sent = Send(alert);
       lock.lock();
+      const int status = sent.ok() ? *sent : 0;
       if (status >= 200 && status <= 299) {
         ++stats_.delivered;
-      } else if ((status == 0 || status == 429 || status >= 500) &&
-                 alert.sent < options_.max_attempts) {
+        continue;
+      }
+      stats_.last_error = sent.ok() ? "POST " + net::RedactUrl(alert.target->url) +
+                                          ": HTTP status " + std::to_string(status)
+                                    : sent.status().message();
+      if ((status == 0 || status == 429 || status >= 500) && alert.sent < options_.max_attempts) {
         // Back in its old place: the oldest alert is still the first dropped on overflow.
         alert.due = clock_.SteadyNow() + Backoff(alert.sent);
         ++stats_.retries;
@@ -311,12 +314,10 @@ void AlertObserver::Run() {
   queue_.clear();
 }
 
-int AlertObserver::Send(const Alert& alert) {
+Result<int> AlertObserver::Send(const Alert& alert) {
   const AlertTarget& target = *alert.target;
+  std::string payload;
   try {
-    std::string error;
-    const std::optional<exec_internal::HttpUrl> url = ParseUrl(target.url, &error);
-    if (!url) return 0;  // validated at construction; unreachable
     nlohmann::json body = {
         {"event", alert.event},
         {"job", alert.job},
@@ -332,32 +333,28 @@ int AlertObserver::Send(const Alert& alert) {
         {"count", alert.count},
     };
     // Invalid UTF-8 (from a process's output in `detail`) is replaced, never thrown.
-    const std::string payload = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    const std::string timestamp = std::to_string(clock_.Now().unix_seconds());
-    httplib::Headers headers = {
-        {"X-Gnomon-Event", alert.event},
-        {"X-Gnomon-Delivery", alert.delivery_id},
-        {"X-Gnomon-Timestamp", timestamp},
-    };
-    if (!target.secret.empty()) {
-      headers.emplace("X-Gnomon-Signature",
-                      "sha256=" + HmacSha256Hex(target.secret, timestamp + "." + payload));
-    }
-    httplib::Client client(url->scheme_host_port);
-    if (!client.is_valid()) return 0;
-    client.set_follow_location(false);
-    client.set_keep_alive(false);
-    client.set_connection_timeout(options_.request_timeout);
-    client.set_read_timeout(options_.request_timeout);
-    client.set_write_timeout(options_.request_timeout);
-    const httplib::Result res = client.Post(url->path, headers, payload, "application/json");
-    if (!res) return 0;
-    return res->status;
-  } catch (const std::exception&) {
-    return 0;
-  } catch (...) {
-    return 0;
+    payload = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const std::exception& e) {
+    return InternalError(std::string("alert body: ") + e.what());
   }
+  const std::string timestamp = std::to_string(clock_.Now().unix_seconds());
+  net::HttpRequest req;
+  req.method = "POST";
+  req.url = target.url;
+  req.headers = {
+      {"Content-Type", "application/json"},
+      {"X-Gnomon-Event", alert.event},
+      {"X-Gnomon-Delivery", alert.delivery_id},
+      {"X-Gnomon-Timestamp", timestamp},
+  };
+  if (!target.secret.empty()) {
+    req.headers.emplace_back("X-Gnomon-Signature",
+                             "sha256=" + HmacSha256Hex(target.secret, timestamp + "." + payload));
+  }
+  req.body = std::move(payload);
+  Result<net::HttpResponse> res = client_.Send(req);
+  if (!res.ok()) return res.status();
+  return res->status;
 }
 
 }  // namespace gnomon::server

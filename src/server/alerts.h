@@ -32,7 +32,9 @@
 // body byte for byte. A receiver recomputes it, compares in constant time, and should reject a
 // timestamp more than a few minutes from its own clock (replay protection).
 //
-// Delivery: 2xx = delivered. A connection error, a timeout, 5xx or 429 is retried after a backoff
+// Delivery: through net::HttpClient (libcurl; src/net/http_client.h) with AlertOptions::tls and
+// ::egress, proxies from the environment. 2xx = delivered. A transport error (DNS, connect, TLS,
+// a timeout, an address refused by the egress rule), 5xx or 429 is retried after a backoff
 // with full jitter: attempt n (n >= 1 failed attempts) waits uniform[0, min(backoff_max,
 // backoff_initial * 2^(n-1))]; after max_attempts attempts the alert is given up (failed). Any
 // other status (3xx, 4xx) is given up at once (failed). Redirects are not followed. Alerts waiting
@@ -56,9 +58,11 @@
 #include <thread>
 #include <vector>
 
+#include "gnomon/net.h"
 #include "gnomon/observer.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/net/http_client.h"
 
 namespace gnomon::server {
 
@@ -69,7 +73,7 @@ inline constexpr std::string_view kAlertEvents[] = {"run_failed", "lost_run", "a
 // One webhook receiver.
 struct AlertTarget {
   std::string name;    // unique among targets; names the target in messages
-  std::string url;     // http://host[:port]/path, or https:// (cpp-httplib is built with OpenSSL)
+  std::string url;     // http://host[:port]/path or https://... (AlertOptions::tls), no user info
   std::string secret;  // HMAC-SHA256 key of X-Gnomon-Signature; empty = requests are unsigned
   std::vector<std::string> events;  // subset of kAlertEvents; empty = every event
   std::vector<std::string> jobs;    // job-id prefixes this target applies to; empty = every job
@@ -91,8 +95,12 @@ struct AlertOptions {
   Duration backoff_initial = std::chrono::seconds(1);
   // Upper bound of a backoff. Default 60 s.
   Duration backoff_max = std::chrono::seconds(60);
-  // Connection, read and write timeout of one attempt. Default 5 s.
+  // Time limit of one attempt, from connecting to the end of the answer. Default 5 s.
   Duration request_timeout = std::chrono::seconds(5);
+  // TLS of https:// targets. Default: the system CAs, verification on, no client certificate.
+  net::TlsOptions tls;
+  // Addresses an attempt may connect to. Default net::EgressRule::Default(): link-local denied.
+  net::EgressRule egress = net::EgressRule::Default();
   // How long a missed_fire alert waits for more missed fires of its job to merge. Default 10 s;
   // 0 = merges only with an alert still queued.
   Duration missed_fire_window = std::chrono::seconds(10);
@@ -113,6 +121,9 @@ struct AlertStats {
   uint64_t attempts = 0;   // HTTP attempts made (first tries and retries)
   uint64_t retries = 0;    // retries scheduled
   size_t queued = 0;       // alerts waiting now (not counting one in flight)
+  // Why the last failed attempt failed: the client's error ("POST <url>: connect: ...") or
+  // "POST <url>: HTTP status 503". Empty until an attempt fails.
+  std::string last_error;
 };
 
 class AlertObserver final : public Observer {
@@ -131,8 +142,7 @@ class AlertObserver final : public Observer {
 
   // Delivers what is queued (held missed_fire alerts at once; retries after their backoff) for at
   // most drain_timeout, then drops the rest (counted) and joins the thread. An attempt in flight
-  // at the bound finishes first (its connect, write and read are each bounded by
-  // request_timeout). Idempotent.
+  // at the bound finishes first (within request_timeout). Idempotent.
   void Stop();
 
   AlertStats Stats() const;
@@ -162,8 +172,8 @@ class AlertObserver final : public Observer {
   };
   void Run();
   void Enqueue(const AlertTarget& target, std::string_view event_name, const SchedulerEvent& e);
-  // Sends one attempt; returns 0 for a connection error, else the HTTP status.
-  int Send(const Alert& alert);
+  // Sends one attempt: the HTTP status, or the transport error.
+  Result<int> Send(const Alert& alert);
   Duration Backoff(int failed_attempts);
 
   static std::vector<std::shared_ptr<const AlertTarget>> Share(std::vector<AlertTarget> targets);
@@ -172,6 +182,7 @@ class AlertObserver final : public Observer {
   const std::string node_id_;
   const AlertOptions options_;
   Clock& clock_;
+  const net::HttpClient client_;
   const std::string delivery_prefix_;  // random per process: delivery ids never repeat
   std::mt19937_64 rng_;                // delivery thread only
 

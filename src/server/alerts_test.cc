@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -20,14 +21,17 @@
 #include <vector>
 
 #include "gnomon/testing/fake_clock.h"
+#include "src/net/test_servers.h"
 
 namespace gnomon::server {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Received {
   std::string body;
@@ -201,6 +205,12 @@ TEST(AlertValidateTest, NamesTargetAndField) {
   EXPECT_THAT(ValidateAlertTargets({t}).message(), HasSubstr("invalid host"));
   t.url = "";
   EXPECT_THAT(ValidateAlertTargets({t}).message(), HasSubstr("alert \"ops\": url is empty"));
+  t.url = "https://hooks.example.com:8443/x";
+  EXPECT_TRUE(ValidateAlertTargets({t}).ok());
+  t.url = "https://user:pw@hooks.example.com/x";
+  EXPECT_THAT(ValidateAlertTargets({t}).message(),
+              AllOf(HasSubstr("alert \"ops\": url \"https://hooks.example.com/x\": user info"),
+                    Not(HasSubstr("pw"))));
   t = good;
   t.events = {"run_failed", "exploded"};
   EXPECT_THAT(ValidateAlertTargets({t}).message(),
@@ -364,6 +374,58 @@ TEST_F(AlertTest, ConnectionErrorsAreRetried) {
   EXPECT_EQ(stats.attempts, 2u);
   EXPECT_EQ(stats.retries, 1u);
   EXPECT_EQ(stats.failed, 1u);
+  EXPECT_THAT(stats.last_error, HasSubstr("POST " + target.url + ": connect: "));
+}
+
+TEST_F(AlertTest, LinkLocalTargetsAreRefusedByTheEgressRule) {
+  AlertOptions options = FastOptions();
+  options.max_attempts = 1;
+  AlertObserver alerts({AlertTarget{"meta", "http://169.254.169.254/hook", "", {}, {}}}, "n",
+                       options);
+  alerts.OnEvent(Failed("report"));
+  alerts.Stop();
+  const AlertStats stats = alerts.Stats();
+  EXPECT_EQ(stats.failed, 1u);
+  EXPECT_EQ(stats.delivered, 0u);
+  EXPECT_EQ(stats.last_error,
+            "POST http://169.254.169.254/hook: egress: 169.254.169.254 is denied by "
+            "169.254.0.0/16");
+}
+
+TEST_F(AlertTest, DeliversOverHttpsWithTheConfiguredCa) {
+  net::testing::TestPki pki;
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  net::testing::TestServer tls(pki.Path("server.pem"), pki.Path("server.key"));
+  std::atomic<int> hooks{0};
+  std::string signature;  // written by the server thread before it answers
+  tls.server().Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    signature = req.get_header_value("X-Gnomon-Signature");
+    ++hooks;
+    res.status = 204;
+  });
+  ASSERT_TRUE(tls.Start());
+  AlertTarget target{
+      "tls", "https://localhost:" + std::to_string(tls.port()) + "/hook", "k", {}, {}};
+  AlertOptions options = FastOptions();
+  options.max_attempts = 1;
+  {
+    // Verified against the system CAs, which do not know the test CA: refused, naming the peer.
+    AlertObserver alerts({target}, "n", options);
+    alerts.OnEvent(Failed("report"));
+    alerts.Stop();
+    EXPECT_EQ(alerts.Stats().failed, 1u);
+    EXPECT_THAT(alerts.Stats().last_error,
+                HasSubstr("TLS: the certificate of localhost:" + std::to_string(tls.port()) +
+                          " was not verified"));
+  }
+  EXPECT_EQ(hooks.load(), 0);
+  options.tls.ca_file = pki.Path("ca.pem");
+  AlertObserver alerts({target}, "n", options);
+  alerts.OnEvent(Failed("report"));
+  alerts.Stop();
+  EXPECT_EQ(alerts.Stats().delivered, 1u) << alerts.Stats().last_error;
+  EXPECT_EQ(hooks.load(), 1);
+  EXPECT_TRUE(signature.starts_with("sha256=")) << signature;
 }
 
 TEST_F(AlertTest, BackoffWaitsOnTheClock) {

@@ -1,8 +1,7 @@
-// OtlpExporter: the adapter around cpp-httplib and nlohmann::json for OTLP/HTTP JSON. Their
-// exceptions stop here (STYLE.md rule 4).
+// OtlpExporter: the adapter around nlohmann::json for OTLP/HTTP JSON (its exceptions stop here,
+// STYLE.md rule 4); batches go through net::HttpClient.
 #include "src/server/tracing.h"
 
-#include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "src/exec/http_url.h"
+#include "src/net/http_url.h"
 
 namespace gnomon::server {
 namespace {
@@ -24,22 +23,14 @@ constexpr int kSpanKindInternal = 1;
 constexpr int kStatusUnset = 0;
 constexpr int kStatusError = 2;
 
-// "http://host:port/path" -> ("http://host:port", "/path"); an error message otherwise.
-std::optional<exec_internal::HttpUrl> ParseEndpoint(std::string_view url, std::string* error) {
-  if (url.empty()) {
-    *error = "is required (an OTLP/HTTP URL such as http://localhost:4318/v1/traces)";
-    return std::nullopt;
-  }
-  std::optional<exec_internal::HttpUrl> parsed = exec_internal::ParseHttpUrl(url, error);
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-  if (parsed && parsed->scheme == "https") {
-    *error = "url \"" + std::string(url) +
-             "\": unsupported scheme \"https\" (http; https needs "
-             "cpp-httplib built with OpenSSL)";
-    return std::nullopt;
-  }
-#endif
-  return parsed;
+net::HttpClientOptions ClientOptions(const TracingOptions& o) {
+  net::HttpClientOptions c;
+  c.total_timeout = o.timeout;
+  c.connect_timeout = o.timeout;
+  c.max_body_bytes = 1024;  // only the status matters; the rest of an answer is dropped
+  c.tls = o.tls;
+  c.egress = o.egress;
+  return c;
 }
 
 bool IsLowerHex(std::string_view s) {
@@ -104,9 +95,15 @@ std::string_view EventTraceparent(const Event& event) {
 }  // namespace
 
 Status ValidateTracingOptions(const TracingOptions& options) {
-  std::string error;
-  if (!ParseEndpoint(options.endpoint, &error)) {
-    return InvalidArgumentError("tracing.endpoint: " + error);
+  if (options.endpoint.empty()) {
+    return InvalidArgumentError(
+        "tracing.endpoint: is required (an OTLP/HTTP URL such as "
+        "http://localhost:4318/v1/traces)");
+  }
+  Result<net::HttpUrl> endpoint = net::ParseHttpUrl(options.endpoint);
+  if (!endpoint.ok()) return endpoint.status().WithPrefix("tracing.endpoint");
+  if (Status tls = net::ValidateTlsOptions(options.tls); !tls.ok()) {
+    return InvalidArgumentError("tracing." + tls.message());  // "tracing.tls.ca_file: ..."
   }
   if (options.service_name.empty()) {
     return InvalidArgumentError("tracing.service_name: must not be empty");
@@ -144,12 +141,11 @@ std::optional<TraceContext> ParseTraceparent(std::string_view tp) {
 }
 
 OtlpExporter::OtlpExporter(TracingOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock), host_name_(HostName()) {
+    : options_(std::move(options)),
+      clock_(clock),
+      host_name_(HostName()),
+      client_(ClientOptions(options_)) {
   GNOMON_CHECK(ValidateTracingOptions(options_).ok());
-  std::string error;
-  const std::optional<exec_internal::HttpUrl> endpoint = ParseEndpoint(options_.endpoint, &error);
-  scheme_host_port_ = endpoint->scheme_host_port;
-  path_ = endpoint->path;
   sender_ = std::jthread([this] { SendLoop(); });
 }
 
@@ -384,26 +380,33 @@ std::string OtlpExporter::EncodeBatch(const std::vector<Span>& spans) const {
 }
 
 void OtlpExporter::Send(const std::vector<Span>& batch, Duration timeout) {
-  bool ok = false;
+  std::string error;
+  net::HttpRequest req;
+  req.method = "POST";
+  req.url = options_.endpoint;
+  req.headers = {{"Content-Type", "application/json"}};
+  req.timeout = timeout;
   try {
-    const std::string body = EncodeBatch(batch);
-    httplib::Client client(scheme_host_port_);
-    client.set_keep_alive(false);
-    client.set_follow_location(false);
-    client.set_connection_timeout(timeout);
-    client.set_read_timeout(timeout);
-    client.set_write_timeout(timeout);
-    const httplib::Result res = client.Post(path_, body, "application/json");
-    ok = res && res->status >= 200 && res->status <= 299;
-  } catch (const std::exception&) {
-    ok = false;
+    req.body = EncodeBatch(batch);
+  } catch (const std::exception& e) {
+    error = std::string("encoding the batch: ") + e.what();
+  }
+  if (error.empty()) {
+    Result<net::HttpResponse> res = client_.Send(req);
+    if (!res.ok()) {
+      error = res.status().message();
+    } else if (res->status < 200 || res->status > 299) {
+      error = "POST " + net::RedactUrl(options_.endpoint) + ": HTTP status " +
+              std::to_string(res->status);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (ok) {
+  if (error.empty()) {
     stats_.spans_exported += batch.size();
   } else {
     ++stats_.batches_failed;
     stats_.spans_dropped += batch.size();
+    stats_.last_error = std::move(error);
   }
 }
 

@@ -27,12 +27,13 @@
 // (with the event's detail as message) for failed, timed_out and lost; UNSET otherwise.
 // Resource: service.name, service.instance.id (= node id), host.name.
 //
-// Delivery: OnEvent never blocks on the network. Finished attempts are queued (at most
-// queue_capacity spans; an attempt that does not fit is dropped whole and counted). A sender
-// thread POSTs batches of up to max_batch spans every flush_interval, or as soon as max_batch are
-// queued; a batch that fails (connection error, timeout, non-2xx) is dropped and counted, never
-// retried. At most queue_capacity attempts may be open (claimed, not finished) at once: beyond
-// that the oldest is forgotten and counted as one dropped span.
+// Delivery: through net::HttpClient (libcurl; src/net/http_client.h) with TracingOptions::tls and
+// ::egress, proxies from the environment. OnEvent never blocks on the network. Finished attempts
+// are queued (at most queue_capacity spans; an attempt that does not fit is dropped whole and
+// counted). A sender thread POSTs batches of up to max_batch spans every flush_interval, or as soon
+// as max_batch are queued; a batch that fails (connection error, timeout, non-2xx) is dropped and
+// counted, never retried. At most queue_capacity attempts may be open (claimed, not finished) at
+// once: beyond that the oldest is forgotten and counted as one dropped span.
 //
 // Thread safety: all methods are thread-safe.
 #ifndef GNOMON_SRC_SERVER_TRACING_H_
@@ -50,14 +51,16 @@
 #include <thread>
 #include <vector>
 
+#include "gnomon/net.h"
 #include "gnomon/observer.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/net/http_client.h"
 
 namespace gnomon::server {
 
 struct TracingOptions {
-  // OTLP/HTTP traces endpoint, "http://host:port/v1/traces". Required.
+  // OTLP/HTTP traces endpoint, "http://host:port/v1/traces" or https://. Required.
   std::string endpoint;
   // Resource attribute service.name. Default "gnomon".
   std::string service_name = "gnomon";
@@ -69,13 +72,20 @@ struct TracingOptions {
   size_t max_batch = 256;
   // Longest a queued span waits before it is sent. Default 1 s.
   Duration flush_interval = std::chrono::seconds(1);
-  // Connect, write and read timeout of one POST; also Stop()'s flush budget. Default 2 s.
+  // Time limit of one POST, from connecting to the end of the answer; also Stop()'s flush
+  // budget. Default 2 s.
   Duration timeout = std::chrono::seconds(2);
+  // TLS of an https:// endpoint. Default: the system CAs, verification on, no client
+  // certificate.
+  net::TlsOptions tls;
+  // Addresses a POST may connect to. Default net::EgressRule::Default(): link-local denied.
+  net::EgressRule egress = net::EgressRule::Default();
 };
 
 // OK, or InvalidArgument naming the field ("tracing.endpoint: ...") when the endpoint is not an
-// http:// URL with a host (https:// only when cpp-httplib has OpenSSL), service_name is empty,
-// queue_capacity or max_batch is 0, or flush_interval / timeout are not in (0, kMaxConfigDuration].
+// http:// or https:// URL with a host (and no user info), service_name is empty, queue_capacity
+// or max_batch is 0, flush_interval / timeout are not in (0, kMaxConfigDuration], or a TLS file
+// cannot be read ("tracing.tls.ca_file: ...", net::ValidateTlsOptions).
 Status ValidateTracingOptions(const TracingOptions& options);
 
 // The ids of a W3C traceparent, lower-case hex.
@@ -93,6 +103,8 @@ class OtlpExporter final : public Observer {
     uint64_t spans_exported = 0;  // spans in batches the collector accepted (2xx)
     uint64_t spans_dropped = 0;   // spans lost: queue full, failed batch, Stop budget, evicted
     uint64_t batches_failed = 0;  // POSTs that failed (connection, timeout, non-2xx)
+    // Why the last failed POST failed ("POST <url>: connect: ...", "...: HTTP status 503").
+    std::string last_error;
   };
 
   // Starts the sender thread. `clock` (not owned, must outlive this) owns the sender's waiting
@@ -166,8 +178,7 @@ class OtlpExporter final : public Observer {
   const TracingOptions options_;
   Clock& clock_;
   std::string host_name_;
-  std::string scheme_host_port_;
-  std::string path_;
+  const net::HttpClient client_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

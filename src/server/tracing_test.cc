@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -13,11 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "src/net/test_servers.h"
+
 namespace gnomon::server {
 namespace {
 
 using nlohmann::json;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kTraceparent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 constexpr auto kWait = std::chrono::seconds(30);  // a bound for conditions, never a sleep
@@ -192,6 +197,19 @@ TEST(TracingOptionsTest, Validates) {
   bad = o;
   bad.service_name = "";
   EXPECT_THAT(ValidateTracingOptions(bad).message(), HasSubstr("tracing.service_name"));
+  // https:// is accepted; user info is not, and is never quoted; TLS files must be readable.
+  TracingOptions tls = o;
+  tls.endpoint = "https://collector.example.com:4318/v1/traces";
+  EXPECT_TRUE(ValidateTracingOptions(tls).ok());
+  bad = tls;
+  bad.endpoint = "https://u:secret@collector.example.com/v1/traces";
+  EXPECT_THAT(ValidateTracingOptions(bad).message(),
+              AllOf(HasSubstr("tracing.endpoint: url \"https://collector.example.com/v1/traces\""),
+                    HasSubstr("user info"), Not(HasSubstr("secret"))));
+  bad = tls;
+  bad.tls.ca_file = "/nonexistent/ca.pem";
+  EXPECT_THAT(ValidateTracingOptions(bad).message(),
+              HasSubstr("tracing.tls.ca_file: \"/nonexistent/ca.pem\""));
 }
 
 TEST(TracingTest, ParsesTraceparent) {
@@ -368,6 +386,59 @@ TEST(OtlpExporterTest, FailedBatchesAreDroppedAndCounted) {
   EXPECT_EQ(st.batches_failed, 1u);
   EXPECT_EQ(st.spans_dropped, 4u);
   EXPECT_EQ(st.spans_exported, 0u);
+  EXPECT_EQ(st.last_error, "POST " + r.endpoint() + ": HTTP status 503");
+}
+
+TEST(OtlpExporterTest, ExportsOverHttpsWithTheConfiguredCa) {
+  net::testing::TestPki pki;
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  net::testing::TestServer collector(pki.Path("server.pem"), pki.Path("server.key"),
+                                     pki.Path("ca.pem"));  // mutual TLS
+  std::atomic<int> posts{0};
+  std::string client;  // written by the server thread before it answers
+  collector.server().Post("/v1/traces", [&](const httplib::Request& req, httplib::Response& res) {
+    client = net::testing::PeerCommonName(req);
+    ++posts;
+    res.set_content("{}", "application/json");
+  });
+  ASSERT_TRUE(collector.Start());
+  TracingOptions o;
+  o.endpoint = "https://localhost:" + std::to_string(collector.port()) + "/v1/traces";
+  o.flush_interval = std::chrono::hours(1);
+  o.timeout = std::chrono::seconds(10);
+  o.tls.ca_file = pki.Path("other-ca.pem");  // the wrong CA first
+  {
+    OtlpExporter x(o, SystemClock::Get());
+    FeedAttempt(x, "report@1", RunOutcome::kSucceeded);
+    x.Stop();
+    EXPECT_EQ(x.stats().batches_failed, 1u);
+    EXPECT_THAT(x.stats().last_error,
+                HasSubstr("TLS: the certificate of localhost:" + std::to_string(collector.port()) +
+                          " was not verified"));
+  }
+  EXPECT_EQ(posts.load(), 0);
+  o.tls.ca_file = pki.Path("ca.pem");
+  o.tls.client_cert_file = pki.Path("client.pem");
+  o.tls.client_key_file = pki.Path("client.key");
+  OtlpExporter x(o, SystemClock::Get());
+  FeedAttempt(x, "report@1", RunOutcome::kSucceeded);
+  x.Stop();
+  EXPECT_EQ(x.stats().spans_exported, 4u) << x.stats().last_error;
+  EXPECT_EQ(posts.load(), 1);
+  EXPECT_EQ(client, "gnomon-test-client");
+}
+
+TEST(OtlpExporterTest, ALinkLocalCollectorIsRefusedByTheEgressRule) {
+  TracingOptions o;
+  o.endpoint = "http://169.254.169.254:4318/v1/traces";
+  o.flush_interval = std::chrono::hours(1);
+  OtlpExporter x(o, SystemClock::Get());
+  FeedAttempt(x, "report@1", RunOutcome::kSucceeded);
+  x.Stop();
+  EXPECT_EQ(x.stats().batches_failed, 1u);
+  EXPECT_EQ(x.stats().last_error,
+            "POST http://169.254.169.254:4318/v1/traces: egress: 169.254.169.254 is denied by "
+            "169.254.0.0/16");
 }
 
 TEST(OtlpExporterTest, DeadCollectorCountsFailuresAndStopReturns) {
