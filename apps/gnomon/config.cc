@@ -382,8 +382,9 @@ Status ParseTracing(const std::string& file, const toml::node& n, TracingConfig*
     const std::string_view key = k->str();
     if (key == "otlp_endpoint") {
       GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &out->otlp_endpoint));
-      if (!out->otlp_endpoint.empty() && out->otlp_endpoint.rfind("http://", 0) != 0) {
-        return r.Fail(*v, "otlp_endpoint: must start with http:// (OTLP/HTTP JSON)");
+      if (!out->otlp_endpoint.empty() && out->otlp_endpoint.rfind("http://", 0) != 0 &&
+          out->otlp_endpoint.rfind("https://", 0) != 0) {
+        return r.Fail(*v, "otlp_endpoint: must start with http:// or https:// (OTLP/HTTP JSON)");
       }
     } else if (key == "service_name") {
       GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &out->service_name));
@@ -391,6 +392,29 @@ Status ParseTracing(const std::string& file, const toml::node& n, TracingConfig*
     } else {
       return UnknownKey(r, *k, {"otlp_endpoint", "service_name"});
     }
+  }
+  return Status::Ok();
+}
+
+// `[http_client]`: tls_ca, tls_cert, tls_key (files, resolved against `base_dir`).
+Status ParseHttpClient(const std::string& file, const std::string& base_dir, const toml::node& n,
+                       HttpClientConfig* out) {
+  const Reporter r(file, "http_client");
+  const toml::table* t = n.as_table();
+  if (t == nullptr) return r.Fail(n, "must be a table ([http_client])");
+  for (const auto& [k, v] : Ordered(*t)) {
+    const std::string_view key = k->str();
+    std::string* path = key == "tls_ca"     ? &out->tls_ca
+                        : key == "tls_cert" ? &out->tls_cert
+                        : key == "tls_key"  ? &out->tls_key
+                                            : nullptr;
+    if (path == nullptr) return UnknownKey(r, *k, {"tls_ca", "tls_cert", "tls_key"});
+    GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, path));
+    if (path->empty()) return r.Fail(*v, std::string(key) + ": empty");
+    *path = Resolve(base_dir, *path);
+  }
+  if (out->tls_cert.empty() != out->tls_key.empty()) {
+    return r.Fail(n, "tls_cert and tls_key go together");
   }
   return Status::Ok();
 }
@@ -549,12 +573,30 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(ParseAlerts(name, *v, &config.alerts));
     } else if (key == "tracing") {
       GNOMON_RETURN_IF_ERROR(ParseTracing(name, *v, &config.tracing));
+    } else if (key == "http_client") {
+      GNOMON_RETURN_IF_ERROR(ParseHttpClient(name, base_dir, *v, &config.http_client));
     } else if (key != "defaults") {
-      return UnknownKey(
-          r, *k,
-          {"backend", "allow_unsafe_backend", "backend_password_file", "node_id", "listen",
-           "data_dir", "policy", "log_format", "log_level", "jobs", "crontab", "api", "scheduler",
-           "defaults", "job", "token", "quota", "alert", "tracing"});
+      return UnknownKey(r, *k,
+                        {"backend",
+                         "allow_unsafe_backend",
+                         "backend_password_file",
+                         "node_id",
+                         "listen",
+                         "data_dir",
+                         "policy",
+                         "log_format",
+                         "log_level",
+                         "jobs",
+                         "crontab",
+                         "api",
+                         "scheduler",
+                         "defaults",
+                         "job",
+                         "token",
+                         "quota",
+                         "alert",
+                         "tracing",
+                         "http_client"});
     }
   }
   if (inline_jobs != nullptr) {
@@ -592,8 +634,18 @@ std::optional<std::string> ReadableByOthers(const std::string& what, const std::
 
 std::vector<std::string> ConfigFileWarnings(const ServeConfig& config) {
   std::vector<std::string> out;
-  if (config.config_file.empty()) return out;
-  if (auto w = ReadableByOthers("the config file", config.config_file)) out.push_back(*w);
+  if (!config.config_file.empty()) {
+    if (auto w = ReadableByOthers("the config file", config.config_file)) out.push_back(*w);
+  }
+  // Private keys: readable by the daemon's user only.
+  if (!config.api.tls_key.empty()) {
+    if (auto w = ReadableByOthers("[api] tls_key", config.api.tls_key)) out.push_back(*w);
+  }
+  if (!config.http_client.tls_key.empty()) {
+    if (auto w = ReadableByOthers("[http_client] tls_key", config.http_client.tls_key)) {
+      out.push_back(*w);
+    }
+  }
   return out;
 }
 

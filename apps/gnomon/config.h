@@ -106,6 +106,15 @@ struct TracingConfig {
   std::string service_name = "gnomon";
 };
 
+// `[http_client]`: TLS of the node's outgoing HTTP requests (HTTP jobs, webhooks, OTLP export),
+// paths resolved against the config file's folder. Empty = the system CAs / no client
+// certificate.
+struct HttpClientConfig {
+  std::string tls_ca;
+  std::string tls_cert;  // with tls_key: the client certificate for servers that ask (mutual TLS)
+  std::string tls_key;
+};
+
 // One `[[quota]]` of the config: limits of a namespace (a job-id prefix, as token namespaces).
 // A job belongs to the quota with the longest matching namespace. 0 = no limit.
 struct QuotaConfig {
@@ -152,6 +161,7 @@ struct ServeConfig {
   // Webhook alerts (`[[alert]]`) and span export (`[tracing]`).
   std::vector<AlertConfig> alerts;
   TracingConfig tracing;
+  HttpClientConfig http_client;
   // Built-in job defaults overlaid with the config's `[defaults]` table (id and schedule empty);
   // applied under every job's own keys: built-ins < [defaults] < job.
   JobSpec defaults;
@@ -178,7 +188,8 @@ Status ValidateServeConfig(const ServeConfig& config);
 // (its first line), else the environment variable GNOMON_BACKEND_PASSWORD, else "". Appends to
 // `warnings` when the file can be read by group or others. NotFound when the file cannot be read.
 Result<std::string> BackendPassword(const ServeConfig& config, std::vector<std::string>* warnings);
-// Warnings about the config file itself: readable by group or others (it may hold tokens).
+// Warnings about files holding secrets that group or others can read: the config file (it may
+// hold tokens) and the private keys of [api] and [http_client].
 std::vector<std::string> ConfigFileWarnings(const ServeConfig& config);
 
 // The data directory `config` runs with: data_dir when set, else the folder of a sqlite://

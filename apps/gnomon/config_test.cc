@@ -2,11 +2,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "apps/gnomon/node_options.h"
 
 namespace gnomon::app {
 namespace {
@@ -935,6 +939,65 @@ TEST(AlertConfigTest, AlertsAndTracingParseAndBadOnesNameTheLine) {
     ASSERT_FALSE(bad.ok()) << b.text;
     EXPECT_THAT(bad.status().message(), HasSubstr(b.message)) << b.text;
   }
+}
+
+TEST(HttpClientConfigTest, TlsFilesResolveAgainstTheConfigFolderAndGoTogether) {
+  Result<ServeConfig> c = ParseServeConfig(
+      "[tracing]\notlp_endpoint = \"https://collector.internal:4318/v1/traces\"\n"
+      "[http_client]\ntls_ca = \"ca.pem\"\ntls_cert = \"/etc/gnomon/client.pem\"\n"
+      "tls_key = \"client.key\"\n",
+      "/etc/gnomon/gnomon.toml", "/etc/gnomon");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tracing.otlp_endpoint, "https://collector.internal:4318/v1/traces");
+  EXPECT_EQ(c->http_client.tls_ca, "/etc/gnomon/ca.pem");
+  EXPECT_EQ(c->http_client.tls_cert, "/etc/gnomon/client.pem");
+  EXPECT_EQ(c->http_client.tls_key, "/etc/gnomon/client.key");
+  Result<server::NodeOptions> o = NodeOptionsFor(*c);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->http_tls.ca_file, "/etc/gnomon/ca.pem");
+  EXPECT_EQ(o->http_tls.cert_file, "/etc/gnomon/client.pem");
+  EXPECT_EQ(o->http_tls.key_file, "/etc/gnomon/client.key");
+  EXPECT_TRUE(o->http_tls.verify);
+
+  struct Bad {
+    const char* text;
+    const char* message;
+  };
+  for (const Bad& b : {
+           Bad{"[http_client]\ntls_cert = \"c.pem\"\n",
+               "gnomon.toml:1: http_client: tls_cert and tls_key go together"},
+           Bad{"[http_client]\ntls_ca = \"\"\n", "gnomon.toml:2: http_client: tls_ca: empty"},
+           Bad{"[http_client]\nca_file = \"ca.pem\"\n",
+               "gnomon.toml:2: http_client: unknown key \"ca_file\""},
+           Bad{"http_client = 3\n", "gnomon.toml:1: http_client: must be a table"},
+       }) {
+    Result<ServeConfig> bad = ParseServeConfig(b.text, "gnomon.toml", "");
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_THAT(bad.status().message(), HasSubstr(b.message)) << b.text;
+  }
+}
+
+TEST(HttpClientConfigTest, PrivateKeysReadableByOthersAreWarnedAbout) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("gnomon-keys-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string api_key = (dir / "api.key").string();
+  const std::string client_key = (dir / "client.key").string();
+  for (const std::string& f : {api_key, client_key}) std::ofstream(f) << "-----BEGIN\n";
+  ::chmod(api_key.c_str(), 0644);
+  ::chmod(client_key.c_str(), 0600);
+  ServeConfig c;
+  c.api.tls_key = api_key;
+  c.http_client.tls_key = client_key;
+  std::vector<std::string> warnings = ConfigFileWarnings(c);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0],
+              HasSubstr("[api] tls_key " + api_key + " can be read by group or others"));
+  ::chmod(client_key.c_str(), 0640);
+  warnings = ConfigFileWarnings(c);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[1], HasSubstr("[http_client] tls_key " + client_key));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   o.quotas = Quotas(config);
   o.policies = Policies(config);
   o.alerts = Alerts(config);
+  o.http_tls.ca_file = config.http_client.tls_ca;
+  o.http_tls.cert_file = config.http_client.tls_cert;
+  o.http_tls.key_file = config.http_client.tls_key;
   if (!config.tracing.otlp_endpoint.empty()) {
     server::TracingOptions tracing;
     tracing.endpoint = config.tracing.otlp_endpoint;

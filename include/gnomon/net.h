@@ -26,28 +26,20 @@
 #include <vector>
 
 #include "gnomon/status.h"
+#include "gnomon/tls.h"
 
 namespace gnomon::net {
 
-// TLS of https:// requests. The defaults verify the server against the system's CAs.
-struct TlsOptions {
-  // PEM file of the CAs trusted to sign servers' certificates. Default "": the system CAs
-  // (libcurl's bundle, /etc/ssl/certs/ca-certificates.crt on Debian).
-  std::string ca_file;
-  // PEM file of the client certificate shown to servers that ask for one (mutual TLS). Default
-  // "": none. REQUIRES: set together with client_key_file.
-  std::string client_cert_file;
-  // PEM file of client_cert_file's private key, unencrypted. Default "".
-  std::string client_key_file;
-  // Verify the server's certificate chain and that the certificate names the URL's host.
-  // Default true. false accepts any certificate: anyone on the path can then read and change the
-  // traffic (for tests only).
-  bool verify = true;
-};
+// TLS of https:// requests: gnomon::TlsOptions (gnomon/tls.h), the options of every peer link.
+// Here the URL's scheme decides whether TLS is spoken (`enabled` is not read); ca_file, cert_file,
+// key_file and verify apply; server_name is not supported (the certificate must name the URL's
+// host). The defaults verify the server against the system's CAs (libcurl's bundle,
+// /etc/ssl/certs/ca-certificates.crt on Debian) and send no client certificate.
+using gnomon::TlsOptions;
 
 // OK, or InvalidArgument naming the field ("tls.ca_file: \"/x.pem\": No such file or directory")
-// when a file is set but cannot be read, or when only one of client_cert_file and
-// client_key_file is set. Reads the files' first bytes; does not parse them (a malformed PEM file
+// when a file is set but cannot be read, when only one of cert_file and key_file is set, or when
+// server_name is set. Reads the files' first bytes; does not parse them (a malformed PEM file
 // fails the first request, naming the file).
 Status ValidateTlsOptions(const TlsOptions& tls);
 
@@ -108,15 +100,16 @@ struct EgressRule {
   static EgressRule Default();
   // The rule of exactly these lists (a config's `egress_allow` / `egress_deny`: whoever sets a
   // deny list replaces the built-in one, so Default()'s blocks must be listed to be kept; a
-  // repeated entry is kept once). InvalidArgument naming the entry: `egress.deny[2]:
+  // repeated entry is kept once). InvalidArgument naming the entry: `egress_deny[2]:
   // "10.0.0.0/33": prefix length 33 is out of range 0-32`.
   static Result<EgressRule> Parse(const std::vector<std::string>& allow,
                                   const std::vector<std::string>& deny);
 };
 
 // Whether a connection to `address` is allowed: OK, or FailedPrecondition naming the address
-// and the rule, "egress: 169.254.169.254 is denied by 169.254.0.0/16" or "egress: 192.0.2.1 is
-// not in the allow list (10.0.0.0/8, fd00::/8)". IPv4-mapped IPv6 addresses are checked as IPv4.
+// and the rule, "egress: 169.254.169.254 is denied by egress_deny 169.254.0.0/16" or "egress:
+// 192.0.2.1 is not in egress_allow (10.0.0.0/8, fd00::/8)". IPv4-mapped IPv6 addresses are checked
+// as IPv4.
 Status CheckEgress(const EgressRule& rule, const IpAddress& address);
 // The same for an IP literal, e.g. the host of a URL ("169.254.169.254", "[fe80::1]").
 // InvalidArgument when `ip_literal` is not an IP address: a host name can only be checked when a

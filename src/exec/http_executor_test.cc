@@ -323,6 +323,7 @@ TEST_F(HttpExecutorTest, LinkLocalTargetsAreRefusedByDefault) {
   EXPECT_FALSE(r.exit_code.has_value());
   EXPECT_EQ(r.error,
             "POST http://169.254.169.254/latest/meta-data/: egress: 169.254.169.254 is denied by "
+            "egress_deny "
             "169.254.0.0/16");
 }
 
@@ -334,7 +335,7 @@ TEST_F(HttpExecutorTest, TheEgressRuleOfTheOptionsIsApplied) {
   job.http->url = "http://localhost:" + std::to_string(port_) + "/ok";
   const ExecResult r = executor.Execute(job, FullContext());
   EXPECT_EQ(r.outcome, RunOutcome::kFailed);
-  EXPECT_THAT(r.error, HasSubstr("egress: 127.0.0.1 is denied by 127.0.0.0/8"));
+  EXPECT_THAT(r.error, HasSubstr("egress: 127.0.0.1 is denied by egress_deny 127.0.0.0/8"));
   EXPECT_TRUE(seen().empty());
 }
 
@@ -351,7 +352,7 @@ TEST_F(HttpExecutorTest, EgressForGivesEachJobItsRule) {
   job.id = "billing.settle";
   const ExecResult refused = executor.Execute(job, FullContext());
   EXPECT_EQ(refused.outcome, RunOutcome::kFailed);
-  EXPECT_THAT(refused.error, HasSubstr("egress: 127.0.0.1 is not in the allow list (10.0.0.0/8)"));
+  EXPECT_THAT(refused.error, HasSubstr("egress: 127.0.0.1 is not in egress_allow (10.0.0.0/8)"));
   EXPECT_TRUE(seen().empty());
   job.id = "ops.ping";
   EXPECT_EQ(executor.Execute(job, FullContext()).outcome, RunOutcome::kSucceeded);

@@ -146,7 +146,7 @@ Result<EgressRule> EgressRule::Parse(const std::vector<std::string>& allow,
     for (size_t i = 0; i < entries.size(); ++i) {
       Result<Cidr> cidr = Cidr::Parse(entries[i]);
       if (!cidr.ok()) {
-        return cidr.status().WithPrefix("egress." + std::string(list) + "[" + std::to_string(i) +
+        return cidr.status().WithPrefix("egress_" + std::string(list) + "[" + std::to_string(i) +
                                         "]");
       }
       if (std::find(out.begin(), out.end(), *cidr) == out.end()) out.push_back(*cidr);
@@ -162,7 +162,7 @@ Status CheckEgress(const EgressRule& rule, const IpAddress& address) {
   const IpAddress a = address.Unmapped();
   for (const Cidr& block : rule.deny) {
     if (block.Contains(a)) {
-      return FailedPreconditionError("egress: " + a.ToString() + " is denied by " +
+      return FailedPreconditionError("egress: " + a.ToString() + " is denied by egress_deny " +
                                      block.ToString());
     }
   }
@@ -170,7 +170,7 @@ Status CheckEgress(const EgressRule& rule, const IpAddress& address) {
   for (const Cidr& block : rule.allow) {
     if (block.Contains(a)) return Status::Ok();
   }
-  return FailedPreconditionError("egress: " + a.ToString() + " is not in the allow list (" +
+  return FailedPreconditionError("egress: " + a.ToString() + " is not in egress_allow (" +
                                  Join(rule.allow) + ")");
 }
 

@@ -95,9 +95,10 @@ TEST(CidrTest, ContainsAtEveryBoundary) {
 TEST(EgressRuleTest, DefaultDeniesLinkLocalOnly) {
   const EgressRule rule = EgressRule::Default();
   EXPECT_EQ(CheckEgress(rule, "169.254.169.254").message(),
-            "egress: 169.254.169.254 is denied by 169.254.0.0/16");
+            "egress: 169.254.169.254 is denied by egress_deny 169.254.0.0/16");
   EXPECT_EQ(CheckEgress(rule, "169.254.169.254").code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CheckEgress(rule, "[fe80::1]").message(), "egress: fe80::1 is denied by fe80::/10");
+  EXPECT_EQ(CheckEgress(rule, "[fe80::1]").message(),
+            "egress: fe80::1 is denied by egress_deny fe80::/10");
   EXPECT_TRUE(CheckEgress(rule, "127.0.0.1").ok());
   EXPECT_TRUE(CheckEgress(rule, "10.1.2.3").ok());
   EXPECT_TRUE(CheckEgress(rule, "::1").ok());
@@ -106,7 +107,7 @@ TEST(EgressRuleTest, DefaultDeniesLinkLocalOnly) {
 
 TEST(EgressRuleTest, MappedAddressesCannotSlipPast) {
   EXPECT_EQ(CheckEgress(EgressRule::Default(), "::ffff:169.254.169.254").message(),
-            "egress: 169.254.169.254 is denied by 169.254.0.0/16");
+            "egress: 169.254.169.254 is denied by egress_deny 169.254.0.0/16");
   Result<EgressRule> allow_ten = EgressRule::Parse({"10.0.0.0/8"}, {});
   ASSERT_TRUE(allow_ten.ok());
   EXPECT_TRUE(CheckEgress(*allow_ten, "::ffff:10.0.0.1").ok());
@@ -116,11 +117,13 @@ TEST(EgressRuleTest, DenyWinsOverAllow) {
   Result<EgressRule> rule = EgressRule::Parse({"10.0.0.0/8"}, {"10.1.0.0/16"});
   ASSERT_TRUE(rule.ok()) << rule.status().ToString();
   EXPECT_TRUE(CheckEgress(*rule, "10.2.0.1").ok());
-  EXPECT_EQ(CheckEgress(*rule, "10.1.0.1").message(), "egress: 10.1.0.1 is denied by 10.1.0.0/16");
+  EXPECT_EQ(CheckEgress(*rule, "10.1.0.1").message(),
+            "egress: 10.1.0.1 is denied by egress_deny 10.1.0.0/16");
   // A deny entry wins even when the allow entry is the narrower one.
   Result<EgressRule> narrow = EgressRule::Parse({"10.1.2.3"}, {"10.0.0.0/8"});
   ASSERT_TRUE(narrow.ok());
-  EXPECT_EQ(CheckEgress(*narrow, "10.1.2.3").message(), "egress: 10.1.2.3 is denied by 10.0.0.0/8");
+  EXPECT_EQ(CheckEgress(*narrow, "10.1.2.3").message(),
+            "egress: 10.1.2.3 is denied by egress_deny 10.0.0.0/8");
 }
 
 TEST(EgressRuleTest, AnAllowListRefusesEverythingElse) {
@@ -129,7 +132,7 @@ TEST(EgressRuleTest, AnAllowListRefusesEverythingElse) {
   EXPECT_TRUE(CheckEgress(*rule, "10.9.9.9").ok());
   EXPECT_TRUE(CheckEgress(*rule, "fd12::1").ok());
   EXPECT_EQ(CheckEgress(*rule, "192.0.2.1").message(),
-            "egress: 192.0.2.1 is not in the allow list (10.0.0.0/8, fd00::/8)");
+            "egress: 192.0.2.1 is not in egress_allow (10.0.0.0/8, fd00::/8)");
   EXPECT_FALSE(CheckEgress(*rule, "::1").ok());
 }
 
@@ -138,7 +141,7 @@ TEST(EgressRuleTest, EmptyAllowListAllowsWhatIsNotDenied) {
   ASSERT_TRUE(rule.ok());
   EXPECT_TRUE(CheckEgress(*rule, "192.0.2.1").ok());
   EXPECT_EQ(CheckEgress(*rule, "127.0.0.1").message(),
-            "egress: 127.0.0.1 is denied by 127.0.0.0/8");
+            "egress: 127.0.0.1 is denied by egress_deny 127.0.0.0/8");
   EXPECT_TRUE(CheckEgress(EgressRule{}, "169.254.169.254").ok());  // an empty rule allows all
 }
 
@@ -159,9 +162,9 @@ TEST(EgressRuleTest, ParseTakesTheListsAsGiven) {
 
 TEST(EgressRuleTest, ParseErrorsNameTheEntry) {
   EXPECT_EQ(EgressRule::Parse({"10.0.0.0/8"}, {"192.0.2.0/24", "10.0.0.0/33"}).status().message(),
-            "egress.deny[1]: \"10.0.0.0/33\": prefix length 33 is out of range 0-32");
+            "egress_deny[1]: \"10.0.0.0/33\": prefix length 33 is out of range 0-32");
   EXPECT_EQ(EgressRule::Parse({"fe80::1/10"}, {}).status().message(),
-            "egress.allow[0]: \"fe80::1/10\": host bits are set (the block is fe80::/10)");
+            "egress_allow[0]: \"fe80::1/10\": host bits are set (the block is fe80::/10)");
 }
 
 TEST(EgressRuleTest, CheckingAHostNameIsAnError) {

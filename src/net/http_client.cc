@@ -286,11 +286,11 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) const {
   set(CURLOPT_XFERINFODATA, &call);
   if (options_.proxy) set(CURLOPT_PROXY, options_.proxy->c_str());
   if (!options_.tls.ca_file.empty()) set(CURLOPT_CAINFO, options_.tls.ca_file.c_str());
-  if (!options_.tls.client_cert_file.empty()) {
-    set(CURLOPT_SSLCERT, options_.tls.client_cert_file.c_str());
+  if (!options_.tls.cert_file.empty()) {
+    set(CURLOPT_SSLCERT, options_.tls.cert_file.c_str());
   }
-  if (!options_.tls.client_key_file.empty()) {
-    set(CURLOPT_SSLKEY, options_.tls.client_key_file.c_str());
+  if (!options_.tls.key_file.empty()) {
+    set(CURLOPT_SSLKEY, options_.tls.key_file.c_str());
   }
   set(CURLOPT_SSL_VERIFYPEER, options_.tls.verify ? 1L : 0L);
   set(CURLOPT_SSL_VERIFYHOST, options_.tls.verify ? 2L : 0L);
@@ -420,9 +420,8 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) const {
       return InvalidArgumentError(where + "TLS: ca_file \"" + options_.tls.ca_file +
                                   "\": " + detail);
     case CURLE_SSL_CERTPROBLEM:
-      return InvalidArgumentError(where + "TLS: client certificate \"" +
-                                  options_.tls.client_cert_file + "\" / key \"" +
-                                  options_.tls.client_key_file + "\": " + detail);
+      return InvalidArgumentError(where + "TLS: client certificate \"" + options_.tls.cert_file +
+                                  "\" / key \"" + options_.tls.key_file + "\": " + detail);
     case CURLE_TOO_MANY_REDIRECTS:
       return UnavailableError(where + "too many redirects (more than " +
                               std::to_string(options_.max_redirects) + "): " + detail);

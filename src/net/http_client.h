@@ -7,7 +7,8 @@
 // Status means no complete answer arrived. Messages start with "<METHOD> <url>: " (the URL
 // without user info) and say what failed:
 //   InvalidArgument     the URL, method or a header is malformed; a TLS file cannot be used
-//   FailedPrecondition  "egress: 169.254.169.254 is denied by 169.254.0.0/16": every address the
+//   FailedPrecondition  "egress: 169.254.169.254 is denied by egress_deny 169.254.0.0/16": every
+//   address the
 //                       request could connect to was refused by the egress rule
 //   DeadlineExceeded    "connect timeout 10s", "total timeout 30s", "idle timeout 5s", each with
 //                       a detail in parentheses

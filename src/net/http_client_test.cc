@@ -540,8 +540,8 @@ TEST_F(HttpClientTlsTest, AClientCertificateIsSentWhenConfigured) {
   const Status without = HttpClient(WithCa()).Send(Get(url)).status();
   EXPECT_EQ(without.code(), StatusCode::kUnavailable) << without.ToString();
   HttpClientOptions o = WithCa();
-  o.tls.client_cert_file = pki_->Path("client.pem");
-  o.tls.client_key_file = pki_->Path("client.key");
+  o.tls.cert_file = pki_->Path("client.pem");
+  o.tls.key_file = pki_->Path("client.key");
   Result<HttpResponse> r = HttpClient(o).Send(Get(url));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
@@ -556,12 +556,12 @@ TEST_F(HttpClientTlsTest, UnusableTlsFilesAreNamed) {
   EXPECT_THAT(ValidateTlsOptions(o.tls).message(),
               HasSubstr("tls.ca_file: \"" + o.tls.ca_file + "\": No such file"));
   o = WithCa();
-  o.tls.client_cert_file = pki_->Path("missing-client.pem");
-  o.tls.client_key_file = pki_->Path("client.key");
+  o.tls.cert_file = pki_->Path("missing-client.pem");
+  o.tls.key_file = pki_->Path("client.key");
   const Status s = HttpClient(o).Send(Get(url)).status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("missing-client.pem"));
-  o.tls.client_key_file.clear();
+  o.tls.key_file.clear();
   EXPECT_THAT(ValidateTlsOptions(o.tls).message(), HasSubstr("must be set together"));
   EXPECT_TRUE(ValidateTlsOptions(WithCa().tls).ok());
   EXPECT_TRUE(ValidateTlsOptions(TlsOptions{}).ok());
@@ -600,10 +600,11 @@ TEST_F(HttpClientTest, TheMetadataAddressIsRefusedWithoutAConnection) {
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(),
             "GET http://169.254.169.254/latest/meta-data/: egress: 169.254.169.254 is denied by "
+            "egress_deny "
             "169.254.0.0/16");
   EXPECT_LT(SteadyNow() - start, std::chrono::seconds(1));
   EXPECT_THAT(HttpClient(o).Send(Get("http://[fe80::1]/")).status().message(),
-              HasSubstr("egress: fe80::1 is denied by fe80::/10"));
+              HasSubstr("egress: fe80::1 is denied by egress_deny fe80::/10"));
 }
 
 TEST_F(HttpClientTest, ANameResolvingToADeniedAddressIsRefusedAtConnect) {
@@ -615,7 +616,7 @@ TEST_F(HttpClientTest, ANameResolvingToADeniedAddressIsRefusedAtConnect) {
   const Status s = HttpClient(o).Send(Get("http://metadata.test/latest/")).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
   EXPECT_EQ(s.message(),
-            "GET http://metadata.test/latest/: egress: 169.254.169.254 is denied by "
+            "GET http://metadata.test/latest/: egress: 169.254.169.254 is denied by egress_deny "
             "169.254.0.0/16");
   EXPECT_LT(SteadyNow() - start, std::chrono::seconds(1));
 }
@@ -626,7 +627,8 @@ TEST_F(HttpClientTest, OtherNotationsOfADeniedAddressAreRefusedAtConnect) {
   for (const std::string host : {"2852039166", "0xa9fea9fe", "169.254.43518"}) {
     const Status s = HttpClient(Direct()).Send(Get("http://" + host + "/")).status();
     EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << host << ": " << s.ToString();
-    EXPECT_THAT(s.message(), HasSubstr("egress: 169.254.169.254 is denied by 169.254.0.0/16"));
+    EXPECT_THAT(s.message(),
+                HasSubstr("egress: 169.254.169.254 is denied by egress_deny 169.254.0.0/16"));
   }
 }
 
@@ -639,7 +641,7 @@ TEST_F(HttpClientTest, LocalhostIsRefusedByARuleDenyingLoopback) {
                        .Send(Get("http://localhost:" + std::to_string(plain_.port()) + "/hello"))
                        .status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
-  EXPECT_THAT(s.message(), HasSubstr("egress: 127.0.0.1 is denied by 127.0.0.0/8"));
+  EXPECT_THAT(s.message(), HasSubstr("egress: 127.0.0.1 is denied by egress_deny 127.0.0.0/8"));
   EXPECT_TRUE(seen().empty());
 }
 
@@ -655,9 +657,9 @@ TEST_F(HttpClientTest, DenyWinsOverAllowOnRealConnections) {
   EXPECT_TRUE(send({"127.0.0.0/8"}, {}).ok());
   EXPECT_TRUE(send({}, {"10.0.0.0/8"}).ok());
   EXPECT_THAT(send({"127.0.0.0/8"}, {"127.0.0.1/32"}).status().message(),
-              HasSubstr("egress: 127.0.0.1 is denied by 127.0.0.1/32"));
+              HasSubstr("egress: 127.0.0.1 is denied by egress_deny 127.0.0.1/32"));
   EXPECT_THAT(send({"10.0.0.0/8"}, {}).status().message(),
-              HasSubstr("egress: 127.0.0.1 is not in the allow list (10.0.0.0/8)"));
+              HasSubstr("egress: 127.0.0.1 is not in egress_allow (10.0.0.0/8)"));
   EXPECT_EQ(seen().size(), 2u);  // only the two allowed requests arrived
 }
 
@@ -685,7 +687,7 @@ TEST_F(HttpClientTest, ARedirectCannotEscapeTheFilter) {
   o.max_redirects = 5;
   const Status s = HttpClient(o).Send(Get(url)).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
-  EXPECT_THAT(s.message(), HasSubstr("egress: 127.0.0.2 is denied by 127.0.0.2/32"));
+  EXPECT_THAT(s.message(), HasSubstr("egress: 127.0.0.2 is denied by egress_deny 127.0.0.2/32"));
   EXPECT_EQ(hits.load(), 0);
   // The same redirect with an allowing rule reaches the second server (the setup is real).
   o.egress = EgressRule::Default();
@@ -709,7 +711,7 @@ TEST_F(HttpClientTest, AProxyIsUsedAndTheFilterChecksItsAddress) {
   ASSERT_TRUE(rule.ok());
   o.egress = *rule;
   EXPECT_THAT(HttpClient(o).Send(Get("http://target.test/path")).status().message(),
-              HasSubstr("egress: 127.0.0.1 is denied by 127.0.0.1/32"));
+              HasSubstr("egress: 127.0.0.1 is denied by egress_deny 127.0.0.1/32"));
 }
 
 TEST_F(HttpClientTest, TheProxyEnvironmentIsHonouredUnlessTurnedOff) {

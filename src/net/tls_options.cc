@@ -30,14 +30,17 @@ Status Readable(std::string_view field, const std::string& path) {
 }  // namespace
 
 Status ValidateTlsOptions(const TlsOptions& tls) {
-  if (!tls.ca_file.empty()) GNOMON_RETURN_IF_ERROR(Readable("tls.ca_file", tls.ca_file));
-  if (tls.client_cert_file.empty() != tls.client_key_file.empty()) {
+  if (!tls.server_name.empty()) {
     return InvalidArgumentError(
-        "tls: client_cert_file and client_key_file must be set together (or neither)");
+        "tls.server_name: not supported for HTTP peers (the certificate must name the URL's host)");
   }
-  if (!tls.client_cert_file.empty()) {
-    GNOMON_RETURN_IF_ERROR(Readable("tls.client_cert_file", tls.client_cert_file));
-    GNOMON_RETURN_IF_ERROR(Readable("tls.client_key_file", tls.client_key_file));
+  if (!tls.ca_file.empty()) GNOMON_RETURN_IF_ERROR(Readable("tls.ca_file", tls.ca_file));
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return InvalidArgumentError("tls: cert_file and key_file must be set together (or neither)");
+  }
+  if (!tls.cert_file.empty()) {
+    GNOMON_RETURN_IF_ERROR(Readable("tls.cert_file", tls.cert_file));
+    GNOMON_RETURN_IF_ERROR(Readable("tls.key_file", tls.key_file));
   }
   return Status::Ok();
 }

@@ -302,6 +302,12 @@ void AlertObserver::Run() {
         }
       } else {
         ++stats_.failed;
+        if (options_.on_given_up) {
+          const std::string error = stats_.last_error;
+          lock.unlock();
+          options_.on_given_up(alert.target->name, alert.event, alert.job, error);
+          lock.lock();
+        }
       }
       continue;
     }

@@ -111,6 +111,12 @@ struct AlertOptions {
   // Jitter source: returns a value in [0, 1] that scales a backoff. Called on the delivery thread
   // only. Empty = uniform random. Tests pass a constant.
   std::function<double()> jitter;
+  // Called on the delivery thread, without locks held, for each alert given up (counted in
+  // AlertStats::failed): its target's name, event, job and the last attempt's error. Empty =
+  // nothing is called. The daemon logs it (alert_failed).
+  std::function<void(const std::string& target, const std::string& event, const std::string& job,
+                     const std::string& error)>
+      on_given_up;
 };
 
 // Counters for metrics (gnomon_alerts_*). Monotonic except `queued`.

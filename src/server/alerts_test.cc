@@ -380,6 +380,11 @@ TEST_F(AlertTest, ConnectionErrorsAreRetried) {
 TEST_F(AlertTest, LinkLocalTargetsAreRefusedByTheEgressRule) {
   AlertOptions options = FastOptions();
   options.max_attempts = 1;
+  std::vector<std::string> given_up;  // written on the delivery thread, read after Stop()
+  options.on_given_up = [&](const std::string& target, const std::string& event,
+                            const std::string& job, const std::string& error) {
+    given_up.push_back(target + " " + event + " " + job + " " + error);
+  };
   AlertObserver alerts({AlertTarget{"meta", "http://169.254.169.254/hook", "", {}, {}}}, "n",
                        options);
   alerts.OnEvent(Failed("report"));
@@ -388,8 +393,10 @@ TEST_F(AlertTest, LinkLocalTargetsAreRefusedByTheEgressRule) {
   EXPECT_EQ(stats.failed, 1u);
   EXPECT_EQ(stats.delivered, 0u);
   EXPECT_EQ(stats.last_error,
-            "POST http://169.254.169.254/hook: egress: 169.254.169.254 is denied by "
+            "POST http://169.254.169.254/hook: egress: 169.254.169.254 is denied by egress_deny "
             "169.254.0.0/16");
+  // The daemon logs each alert given up (alert_failed).
+  EXPECT_THAT(given_up, ElementsAre("meta run_failed report " + stats.last_error));
 }
 
 TEST_F(AlertTest, DeliversOverHttpsWithTheConfiguredCa) {

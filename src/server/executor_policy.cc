@@ -1,11 +1,9 @@
 #include "src/server/executor_policy.h"
 
-#include <arpa/inet.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 #include <vector>
 
@@ -15,25 +13,6 @@
 namespace gnomon::server {
 
 namespace {
-
-// The address of an IP literal (IPv4 as ::ffff:a.b.c.d is not accepted: plain forms only).
-bool ParseAddress(std::string_view text, unsigned char out[16], bool* v6) {
-  std::string s(text);
-  if (!s.empty() && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
-  in_addr a{};
-  if (::inet_pton(AF_INET, s.c_str(), &a) == 1) {
-    std::memcpy(out, &a, 4);
-    *v6 = false;
-    return true;
-  }
-  in6_addr a6{};
-  if (::inet_pton(AF_INET6, s.c_str(), &a6) == 1) {
-    std::memcpy(out, &a6, 16);
-    *v6 = true;
-    return true;
-  }
-  return false;
-}
 
 std::string Name(const ExecutorPolicy& p) { return p.ns.empty() ? "default" : p.ns; }
 
@@ -56,40 +35,7 @@ bool IsRootSpec(std::string_view run_as) {
 
 }  // namespace
 
-Result<Cidr> ParseCidr(std::string_view text) {
-  Cidr c;
-  c.text = std::string(text);
-  const size_t slash = text.find('/');
-  if (!ParseAddress(text.substr(0, slash), c.address, &c.v6)) {
-    return InvalidArgumentError("\"" + Shown(text) + "\" is not an IP network (10.0.0.0/8)");
-  }
-  const int bits = c.v6 ? 128 : 32;
-  c.prefix = bits;
-  if (slash != std::string_view::npos) {
-    std::optional<int64_t> n = ParsePositive(text.substr(slash + 1));
-    if (!n || *n > bits) {
-      return InvalidArgumentError("\"" + Shown(text) + "\": the prefix must be 0-" +
-                                  std::to_string(bits));
-    }
-    c.prefix = static_cast<int>(*n);
-  }
-  return c;
-}
-
-bool CidrContains(const Cidr& cidr, std::string_view address) {
-  unsigned char a[16] = {};
-  bool v6 = false;
-  if (!ParseAddress(address, a, &v6) || v6 != cidr.v6) return false;
-  for (int bit = 0; bit < cidr.prefix; ++bit) {
-    const int byte = bit / 8, mask = 0x80 >> (bit % 8);
-    if ((a[byte] & mask) != (cidr.address[byte] & mask)) return false;
-  }
-  return true;
-}
-
-Policies::Policies() : entries_(1) {
-  for (const std::string& d : entries_[0].policy.egress_deny) entries_[0].deny.push_back(*ParseCidr(d));
-}
+Policies::Policies() : entries_(1) { entries_[0].egress = net::EgressRule::Default(); }
 
 Result<Policies> Policies::Make(std::vector<ExecutorPolicy> policies) {
   Policies out;
@@ -101,7 +47,8 @@ Result<Policies> Policies::Make(std::vector<ExecutorPolicy> policies) {
       if (has_default) return InvalidArgumentError(where + ": there is one default policy only");
       has_default = true;
     } else {
-      if (!IsValidJobId(p.ns)) return InvalidArgumentError(where + ": namespace: not a job-id prefix");
+      if (!IsValidJobId(p.ns))
+        return InvalidArgumentError(where + ": namespace: not a job-id prefix");
       if (!namespaces.insert(p.ns).second) return InvalidArgumentError(where + ": defined twice");
     }
     for (const std::string& e : p.executors) {
@@ -128,16 +75,9 @@ Result<Policies> Policies::Make(std::vector<ExecutorPolicy> policies) {
       }
     }
     Entry e;
-    for (const std::string& c : p.egress_allow) {
-      Result<Cidr> cidr = ParseCidr(c);
-      if (!cidr.ok()) return cidr.status().WithPrefix(where + ": egress_allow");
-      e.allow.push_back(std::move(*cidr));
-    }
-    for (const std::string& c : p.egress_deny) {
-      Result<Cidr> cidr = ParseCidr(c);
-      if (!cidr.ok()) return cidr.status().WithPrefix(where + ": egress_deny");
-      e.deny.push_back(std::move(*cidr));
-    }
+    Result<net::EgressRule> egress = net::EgressRule::Parse(p.egress_allow, p.egress_deny);
+    if (!egress.ok()) return egress.status().WithPrefix(where);
+    e.egress = std::move(*egress);
     e.policy = std::move(p);
     if (e.policy.ns.empty()) {
       out.entries_[0] = std::move(e);
@@ -162,11 +102,8 @@ const Policies::Entry& Policies::EntryFor(std::string_view job_id) const {
 const ExecutorPolicy& Policies::For(std::string_view job_id) const {
   return EntryFor(job_id).policy;
 }
-const std::vector<Cidr>& Policies::EgressAllow(std::string_view job_id) const {
-  return EntryFor(job_id).allow;
-}
-const std::vector<Cidr>& Policies::EgressDeny(std::string_view job_id) const {
-  return EntryFor(job_id).deny;
+const net::EgressRule& Policies::Egress(std::string_view job_id) const {
+  return EntryFor(job_id).egress;
 }
 
 JobSpec Policies::WithDefaults(JobSpec job) const {
@@ -183,11 +120,12 @@ Status Policies::Check(const JobSpec& job, bool daemon_is_root) const {
   const std::string executor = job.http ? "http" : !job.argv.empty() ? "argv" : "command";
   if (job.in_process) return Status::Ok();  // registered by the embedder: not a definition
   if (std::find(p.executors.begin(), p.executors.end(), executor) == p.executors.end()) {
-    return Refused(p, "the " + executor + " executor is not allowed (executors = [" + [&] {
-      std::string list;
-      for (const std::string& x : p.executors) list += (list.empty() ? "" : ", ") + x;
-      return list;
-    }() + "])");
+    return Refused(
+        p, "the " + executor + " executor is not allowed (executors = [" + [&] {
+          std::string list;
+          for (const std::string& x : p.executors) list += (list.empty() ? "" : ", ") + x;
+          return list;
+        }() + "])");
   }
   if (executor != "http" && !p.commands.empty()) {
     bool allowed = false;
@@ -196,9 +134,9 @@ Status Policies::Check(const JobSpec& job, bool daemon_is_root) const {
         allowed = allowed || job.command == c;
       } else if (c.back() == '/') {
         const std::string& program = job.argv[0];
-        allowed = allowed || (program.starts_with(c) &&
-                              program.find('/', c.size()) == std::string::npos &&
-                              program.find("..") == std::string::npos);
+        allowed = allowed ||
+                  (program.starts_with(c) && program.find('/', c.size()) == std::string::npos &&
+                   program.find("..") == std::string::npos);
       } else {
         allowed = allowed || job.argv[0] == c;
       }
@@ -210,26 +148,21 @@ Status Policies::Check(const JobSpec& job, bool daemon_is_root) const {
     }
   }
   if (executor == "http") {
+    // An address in the URL is judged now; a host name when connecting (HttpExecutor's
+    // egress_for), where the same rule refuses every address it resolves to.
     const std::string_view host = UrlHost(job.http->url);
-    for (const Cidr& d : e.deny) {
-      if (CidrContains(d, host)) {
-        return Refused(p, "http.url: " + std::string(host) + " is denied by egress_deny " + d.text);
-      }
-    }
-    if (!e.allow.empty() && IsIpLiteral(std::string(host[0] == '[' ? host.substr(1, host.size() - 2)
-                                                                   : host))) {
-      const bool allowed = std::any_of(e.allow.begin(), e.allow.end(),
-                                       [&](const Cidr& a) { return CidrContains(a, host); });
-      if (!allowed) {
-        return Refused(p, "http.url: " + std::string(host) + " is not in egress_allow");
+    if (net::IpAddress::Parse(host)) {
+      if (Status s = net::CheckEgress(e.egress, host); !s.ok()) {
+        return Refused(p, "http.url: " + s.message());
       }
     }
   } else {
     const std::string& run_as = job.run_as.empty() ? p.run_as : job.run_as;
     const bool as_root = run_as.empty() ? daemon_is_root : IsRootSpec(run_as);
     if (as_root && !p.allow_root) {
-      return Refused(p, "process jobs defined through the API may not run as root: set run_as "
-                        "(or the policy's run_as), or allow_root = true");
+      return Refused(p,
+                     "process jobs defined through the API may not run as root: set run_as "
+                     "(or the policy's run_as), or allow_root = true");
     }
   }
   return Status::Ok();

@@ -18,6 +18,7 @@
 
 #include "gnomon/executor.h"
 #include "gnomon/job.h"
+#include "gnomon/net.h"
 #include "gnomon/status.h"
 #include "src/server/reloadable.h"
 
@@ -44,18 +45,6 @@ struct ExecutorPolicy {
   bool allow_root = false;
 };
 
-// An IPv4 or IPv6 network, "10.0.0.0/8" or "fe80::/10" (a bare address is a /32 or /128).
-struct Cidr {
-  unsigned char address[16] = {};
-  int prefix = 0;
-  bool v6 = false;
-  std::string text;
-};
-// InvalidArgument naming `text` when it is not a network.
-Result<Cidr> ParseCidr(std::string_view text);
-// Whether the IP literal `address` lies in `cidr` (false when it is not an IP literal).
-bool CidrContains(const Cidr& cidr, std::string_view address);
-
 class Policies {
  public:
   // Checks each policy (executor names, CIDRs, run_as syntax, unique namespaces, at most one
@@ -72,15 +61,13 @@ class Policies {
   // address the egress rule denies (host names are checked when connecting), or running as root.
   // `daemon_is_root`: whether a job without run_as would run as root.
   Status Check(const JobSpec& job, bool daemon_is_root) const;
-  // The egress rule of `job_id`'s policy, parsed.
-  const std::vector<Cidr>& EgressAllow(std::string_view job_id) const;
-  const std::vector<Cidr>& EgressDeny(std::string_view job_id) const;
+  // The egress rule of `job_id`'s policy (the default policy's for ""), parsed.
+  const net::EgressRule& Egress(std::string_view job_id) const;
 
  private:
   struct Entry {
     ExecutorPolicy policy;
-    std::vector<Cidr> allow;
-    std::vector<Cidr> deny;
+    net::EgressRule egress;
   };
   const Entry& EntryFor(std::string_view job_id) const;
   std::vector<Entry> entries_;  // [0] is the default

@@ -85,7 +85,8 @@ TEST(PoliciesTest, ExecutorsAndProgramsAreChecked) {
   EXPECT_TRUE(p.Check(Command("ops.c", "/usr/local/bin/backup --full"), false).ok());
   const Status outside = p.Check(Argv("ops.d", {"/bin/sh", "-c", "id"}), false);
   EXPECT_EQ(outside.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(outside.message(), HasSubstr("policy \"ops.\": argv[0] \"/bin/sh\" is not in commands"));
+  EXPECT_THAT(outside.message(),
+              HasSubstr("policy \"ops.\": argv[0] \"/bin/sh\" is not in commands"));
   EXPECT_FALSE(p.Check(Argv("ops.e", {"/opt/ops/bin/../../../bin/sh"}), false).ok());
   EXPECT_FALSE(p.Check(Argv("ops.f", {"/opt/ops/bin/sub/x"}), false).ok());
   EXPECT_FALSE(p.Check(Command("ops.g", "/usr/local/bin/backup --full; id"), false).ok());
@@ -95,9 +96,11 @@ TEST(PoliciesTest, ExecutorsAndProgramsAreChecked) {
 
 TEST(PoliciesTest, EgressOfHttpJobs) {
   Policies builtin;  // denies link-local by default
-  const Status metadata = builtin.Check(Http("x", "http://169.254.169.254/latest/meta-data"), false);
+  const Status metadata =
+      builtin.Check(Http("x", "http://169.254.169.254/latest/meta-data"), false);
   EXPECT_EQ(metadata.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(metadata.message(), HasSubstr("169.254.169.254 is denied by egress_deny 169.254.0.0/16"));
+  EXPECT_THAT(metadata.message(),
+              HasSubstr("169.254.169.254 is denied by egress_deny 169.254.0.0/16"));
   EXPECT_FALSE(builtin.Check(Http("x", "http://[fe80::1]:8080/"), false).ok());
   EXPECT_TRUE(builtin.Check(Http("x", "http://10.1.2.3/"), false).ok());
   ExecutorPolicy narrow;
@@ -191,9 +194,9 @@ TEST(PolicyApiTest, RefusedDefinitionsAre403) {
   ASSERT_TRUE(server.Start().ok());
   auto client = server.Client();
   const httplib::Headers auth = {{"Authorization", "Bearer admin-secret-0123456789"}};
-  auto r = client->Post("/api/v1/jobs", auth,
-                        R"({"id":"billing.a","schedule":"@daily","command":"id"})",
-                        "application/json");
+  auto r =
+      client->Post("/api/v1/jobs", auth, R"({"id":"billing.a","schedule":"@daily","command":"id"})",
+                   "application/json");
   EXPECT_EQ(r->status, 403);
   EXPECT_THAT(r->body, HasSubstr("policy_denied"));
   EXPECT_THAT(r->body, HasSubstr("the command executor is not allowed"));

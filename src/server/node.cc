@@ -20,10 +20,23 @@ struct Node::Parts {
   explicit Parts(NodeOptions o)
       : options(std::move(o)),
         log(options.log_format, options.log_level, options.scheduler.node_id),
+        http(HttpOptions()),
         executor({&process, &http, &in_process}),
         guarded(executor, policies),
         log_observer(log),
         metrics(options.version) {}
+
+  // HTTP jobs: the node's TLS options; the egress rule of the policy of their namespace when
+  // defined through the API, none for jobs from files (their owner is trusted). The rule is read
+  // at each request, so a reload of [[policy]] applies to the next one.
+  HttpExecutorOptions HttpOptions() {
+    HttpExecutorOptions h;
+    h.tls = options.http_tls;
+    h.egress_for = [this](const JobSpec& job) {
+      return job.source == "api" ? policies.Get()->Egress(job.id) : net::EgressRule{};
+    };
+    return h;
+  }
 
   NodeOptions options;
   Logger log;
@@ -92,7 +105,13 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
         Shown(listen->first) + "\": remove it (a token is then generated) or configure [[token]]");
   }
   GNOMON_RETURN_IF_ERROR(ValidateAlertTargets(options.alerts));
-  if (options.tracing) GNOMON_RETURN_IF_ERROR(ValidateTracingOptions(*options.tracing));
+  if (Status s = net::ValidateTlsOptions(options.http_tls); !s.ok()) {
+    return s.WithPrefix("[http_client]");
+  }
+  if (options.tracing) {
+    options.tracing->tls = options.http_tls;
+    GNOMON_RETURN_IF_ERROR(ValidateTracingOptions(*options.tracing));
+  }
   GNOMON_RETURN_IF_ERROR(Quotas::Validate(options.quotas));
   Result<Policies> policies = Policies::Make(options.policies);
   if (!policies.ok()) return policies.status();
@@ -130,11 +149,21 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
 
   // Webhook alerts and OTLP spans: queued, sent from their own threads.
   std::vector<Observer*> observers = {&p->log_observer, &p->metrics};
-  p->alerts = std::make_unique<AlertObserver>(o.alerts, o.scheduler.node_id);
+  // They follow the egress rule of the default [[policy]] (as of the start).
+  AlertOptions alert_options;
+  alert_options.tls = o.http_tls;
+  alert_options.egress = policies->Egress("");
+  alert_options.on_given_up = [&log](const std::string& target, const std::string& event,
+                                     const std::string& job, const std::string& error) {
+    log.Log(LogLevel::kWarn, "alert_failed", job, "",
+            {{"alert", target}, {"event", event}, {"error", error}});
+  };
+  p->alerts = std::make_unique<AlertObserver>(o.alerts, o.scheduler.node_id, alert_options);
   observers.push_back(p->alerts.get());
   if (o.tracing) {
     TracingOptions tracing = *o.tracing;
     tracing.node_id = o.scheduler.node_id;
+    tracing.egress = policies->Egress("");
     p->otlp = std::make_unique<OtlpExporter>(tracing, SystemClock::Get());
     observers.push_back(p->otlp.get());
   }

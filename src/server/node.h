@@ -57,6 +57,10 @@ struct NodeOptions {
   std::vector<ExecutorPolicy> policies;
   std::vector<AlertTarget> alerts;  // webhooks
   std::optional<TracingOptions> tracing;
+  // TLS of the node's outgoing HTTP requests (HTTP jobs, webhooks, OTLP export; net::TlsOptions
+  // in gnomon/net.h): a CA file instead of the system CAs, a client certificate. Overrides the
+  // `tls` of `tracing`. Default: the system CAs, no client certificate.
+  TlsOptions http_tls;
   // The static jobs (config and jobs files).
   std::vector<JobSpec> jobs;
   LogFormat log_format = LogFormat::kText;

@@ -418,8 +418,8 @@ TEST(OtlpExporterTest, ExportsOverHttpsWithTheConfiguredCa) {
   }
   EXPECT_EQ(posts.load(), 0);
   o.tls.ca_file = pki.Path("ca.pem");
-  o.tls.client_cert_file = pki.Path("client.pem");
-  o.tls.client_key_file = pki.Path("client.key");
+  o.tls.cert_file = pki.Path("client.pem");
+  o.tls.key_file = pki.Path("client.key");
   OtlpExporter x(o, SystemClock::Get());
   FeedAttempt(x, "report@1", RunOutcome::kSucceeded);
   x.Stop();
@@ -438,6 +438,7 @@ TEST(OtlpExporterTest, ALinkLocalCollectorIsRefusedByTheEgressRule) {
   EXPECT_EQ(x.stats().batches_failed, 1u);
   EXPECT_EQ(x.stats().last_error,
             "POST http://169.254.169.254:4318/v1/traces: egress: 169.254.169.254 is denied by "
+            "egress_deny "
             "169.254.0.0/16");
 }
 

@@ -21,11 +21,13 @@ import ssl
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import free_port, wait_for
 
@@ -63,6 +65,43 @@ def make_certificates(d):
     for f in os.listdir(d):
         if f.endswith(".key"):
             os.chmod(os.path.join(d, f), 0o600)
+
+
+class Receiver:
+    """An HTTP(S) server on 127.0.0.1 that answers 200 and records each request's path (and the
+    client certificate's subject, over mutual TLS)."""
+
+    def __init__(self, test, ssl_context=None):
+        self.requests = []
+        received = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def record(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                peer = self.connection.getpeercert() if ssl_context else None
+                subject = dict(x[0] for x in peer["subject"]) if peer else {}
+                received.append((self.path, subject.get("commonName")))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = record
+            do_POST = record
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if ssl_context is not None:
+            self.server.socket = ssl_context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        test.addCleanup(lambda: (self.server.shutdown(), self.server.server_close()))
+
+    def paths(self):
+        return [r[0] for r in self.requests]
 
 
 class Daemon:
@@ -216,6 +255,59 @@ run_as = "nobody"
         for secret in (DAEMON_SECRET, REDIS_PASSWORD, OTHER_TOKEN, TEAM_READ):
             self.assertNotIn(secret, output)
 
+    def test_http_jobs_and_webhooks_follow_the_egress_rule_of_their_policy(self):
+        receiver = Receiver(self)
+        target = "http://localhost:%d" % receiver.port  # a name: judged when connecting
+        d = Daemon(self, """
+[[token]]
+name = "root-admin"
+token = "%s"
+role = "admin"
+[[token]]
+name = "team-admin"
+token = "%s"
+role = "admin"
+namespaces = ["team."]
+[[policy]]
+egress_deny = ["127.0.0.0/8", "::1/128"]
+[[policy]]
+namespace = "team."
+egress_allow = ["127.0.0.1/32"]
+egress_deny = []
+[[job]]
+id = "file.hook"
+schedule = "@yearly"
+http = { url = "%s/file" }
+[[alert]]
+name = "local"
+url = "%s/alert"
+events = ["run_failed"]
+""" % (OTHER_TOKEN, TEAM_ADMIN, target, target)).wait_healthy()
+        # An address outside the namespace's allow list is refused when defined.
+        status, body = d.call("POST", "/api/v1/jobs", TEAM_ADMIN, {
+            "id": "team.direct", "schedule": "@yearly", "http": {"url": "http://10.0.0.1/"}})
+        self.assertEqual(status, 403, body)
+        self.assertIn("egress", body["error"]["message"])
+        # The namespace allows 127.0.0.1: its job reaches the receiver through the name.
+        for job_id in ("team.hook", "ops.hook"):
+            status, body = d.call("POST", "/api/v1/jobs", OTHER_TOKEN, {
+                "id": job_id, "schedule": "@yearly", "http": {"url": target + "/" + job_id}})
+            self.assertEqual(status, 201, body)
+        run = d.run_to_end("team.hook", TEAM_ADMIN)
+        self.assertEqual(run["outcome"], "succeeded", run)
+        # The default policy denies loopback: the same name is refused at connect time.
+        run = d.run_to_end("ops.hook", OTHER_TOKEN)
+        self.assertEqual(run["outcome"], "failed", run)
+        self.assertIn("is denied by egress_deny", run.get("error", ""), run)
+        # A job from a file keeps full rights.
+        run = d.run_to_end("file.hook", OTHER_TOKEN)
+        self.assertEqual(run["outcome"], "succeeded", run)
+        self.assertEqual(sorted(receiver.paths()), ["/file", "/team.hook"])
+        # The run_failed webhook follows the default policy: refused, and logged.
+        wait_for(lambda: "alert_failed" in d.output(), 60, "the alert to be given up")
+        self.assertIn("is denied by egress_deny", d.output())
+        self.assertNotIn("/alert", receiver.paths())
+
     def test_a_run_leaves_no_process_behind(self):
         d = Daemon(self, self.team_config()).wait_healthy()
         pid_file = os.path.join(self.dir, "escaped.pid")
@@ -338,6 +430,51 @@ role = "admin"
         # Plain HTTP to the TLS port gets no answer.
         with self.assertRaises(OSError):
             urllib.request.urlopen("http://127.0.0.1:%d/api/v1/jobs" % d.port, timeout=5).read()
+
+    def test_http_jobs_and_webhooks_over_mutual_tls_with_the_configured_ca(self):
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=self.cert("ca.crt"))
+        ctx.load_cert_chain(self.cert("server.crt"), self.cert("server.key"))
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        receiver = Receiver(self, ssl_context=ctx)
+        target = "https://localhost:%d" % receiver.port
+        config = """
+[[token]]
+name = "admin"
+token = "%s"
+role = "admin"
+[http_client]
+tls_ca = "%s"
+tls_cert = "%s"
+tls_key = "%s"
+[[job]]
+id = "tls.hook"
+schedule = "@yearly"
+http = { url = "%s/job" }
+[[job]]
+id = "tls.fails"
+schedule = "@yearly"
+command = "exit 3"
+[[alert]]
+name = "tls"
+url = "%s/alert"
+events = ["run_failed"]
+""" % (OTHER_TOKEN, self.cert("ca.crt"), self.cert("client.crt"), self.cert("client.key"),
+           target, target)
+        d = Daemon(self, config).wait_healthy()
+        run = d.run_to_end("tls.hook", OTHER_TOKEN)
+        self.assertEqual(run["outcome"], "succeeded", run)
+        run = d.run_to_end("tls.fails", OTHER_TOKEN)
+        self.assertEqual(run["outcome"], "failed", run)
+        wait_for(lambda: "/alert" in receiver.paths(), 30, "the webhook over TLS")
+        self.assertIn(("/job", "gnomon-client"), receiver.requests)
+        self.assertIn(("/alert", "gnomon-client"), receiver.requests)
+        d.stop()
+        # Without the CA the same job fails, naming the peer and the verification.
+        d = Daemon(self, config.replace('tls_ca = "%s"\n' % self.cert("ca.crt"), "")).wait_healthy()
+        run = d.run_to_end("tls.hook", OTHER_TOKEN)
+        self.assertEqual(run["outcome"], "failed", run)
+        self.assertIn("localhost:%d" % receiver.port, run.get("error", ""))
+        self.assertIn("not verified", run.get("error", ""))
 
     def start_tls_redis(self):
         port = free_port()
