@@ -545,7 +545,7 @@ TEST_F(HttpClientTlsTest, AClientCertificateIsSentWhenConfigured) {
   Result<HttpResponse> r = HttpClient(o).Send(Get(url));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(r->body, "gnomon-test-client");
+  EXPECT_EQ(r->body, "gnomon-client");
 }
 
 TEST_F(HttpClientTlsTest, UnusableTlsFilesAreNamed) {

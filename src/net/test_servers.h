@@ -1,84 +1,39 @@
-// For tests only (header-only; link cpp-httplib and OpenSSL): certificates made with the openssl
-// command line in a temporary directory, and real HTTP and HTTPS servers (cpp-httplib) on
-// loopback ports, started and stopped by the test.
+// For tests only (header-only; link cpp-httplib, OpenSSL and gnomon_test_certificates): the test
+// certificates, and real HTTP and HTTPS servers (cpp-httplib) on loopback ports, started and
+// stopped by the test.
 #ifndef GNOMON_SRC_NET_TEST_SERVERS_H_
 #define GNOMON_SRC_NET_TEST_SERVERS_H_
 
 #include <httplib.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 
+#include "src/testing/test_certificates.h"
+
 namespace gnomon::net::testing {
 
-// A test PKI in a fresh temporary directory, removed by the destructor:
-//   ca.pem           "gnomon test CA", signs the certificates below
-//   other-ca.pem     an unrelated CA (the wrong one)
-//   server.pem/.key  CN=localhost, subjectAltName DNS:localhost, IP:127.0.0.1 (signed by ca)
-//   client.pem/.key  CN=gnomon-test-client, extendedKeyUsage clientAuth (signed by ca)
-// EC P-256 keys: a few milliseconds each. ok() is false (and error() says why) when openssl
-// failed; tests ASSERT on it.
+// The shared test PKI (src/testing/test_certificates.h) under the names these tests use:
+//   ca.pem, other-ca.pem, server.pem/.key (localhost, 127.0.0.1), client.pem/.key
+//   (CN=gnomon-client, clientAuth); any other name is a path in the same folder.
+// ok() is false (and error() says why) when openssl failed; tests ASSERT on it.
 class TestPki {
  public:
-  TestPki() {
-    char tmpl[] = "/tmp/gnomon-pki-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      error_ = "mkdtemp failed";
-      return;
+  bool ok() const { return certs_.ok(); }
+  std::string error() const { return certs_.Log(); }
+  std::string Path(const std::string& name) const {
+    for (const char* pem : {"ca", "other-ca", "server", "client"}) {
+      if (name == std::string(pem) + ".pem") return certs_.File(std::string(pem) + ".crt");
     }
-    dir_ = tmpl;
-    Write("server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
-    Write("client.ext", "extendedKeyUsage=clientAuth\n");
-    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
-    ok_ = Run("openssl req -x509" + key + " -keyout ca.key -out ca.pem -days 2" +
-              " -subj '/CN=gnomon test CA'") &&
-          Run("openssl req -x509" + key + " -keyout other-ca.key -out other-ca.pem -days 2" +
-              " -subj '/CN=gnomon other CA'") &&
-          Run("openssl req" + key + " -keyout server.key -out server.csr -subj '/CN=localhost'") &&
-          Run("openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial" +
-              std::string(" -out server.pem -days 2 -extfile server.ext")) &&
-          Run("openssl req" + key +
-              " -keyout client.key -out client.csr -subj '/CN=gnomon-test-client'") &&
-          Run("openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial" +
-              std::string(" -out client.pem -days 2 -extfile client.ext"));
+    return certs_.File(name);
   }
-  ~TestPki() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  TestPki(const TestPki&) = delete;
-  TestPki& operator=(const TestPki&) = delete;
-
-  bool ok() const { return ok_; }
-  const std::string& error() const { return error_; }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
  private:
-  void Write(const std::string& name, const std::string& text) {
-    std::ofstream(Path(name)) << text;
-  }
-  bool Run(const std::string& command) {
-    const std::string full = "cd '" + dir_ + "' && " + command + " >>openssl.log 2>&1";
-    if (std::system(full.c_str()) == 0) return true;
-    std::ifstream log(Path("openssl.log"));
-    std::stringstream text;
-    text << log.rdbuf();
-    error_ = command + " failed:\n" + text.str();
-    return false;
-  }
-
-  std::string dir_;
-  bool ok_ = false;
-  std::string error_;
+  gnomon::testing::TestCertificates certs_;
 };
 
 // A cpp-httplib server (plain, or TLS when given a certificate) on `host` and a free port, served

@@ -425,7 +425,7 @@ TEST(OtlpExporterTest, ExportsOverHttpsWithTheConfiguredCa) {
   x.Stop();
   EXPECT_EQ(x.stats().spans_exported, 4u) << x.stats().last_error;
   EXPECT_EQ(posts.load(), 1);
-  EXPECT_EQ(client, "gnomon-test-client");
+  EXPECT_EQ(client, "gnomon-client");
 }
 
 TEST(OtlpExporterTest, ALinkLocalCollectorIsRefusedByTheEgressRule) {
