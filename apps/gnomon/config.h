@@ -16,6 +16,7 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/server/backend.h"
+#include "src/server/config_tables.h"
 #include "src/server/executor_policy.h"
 #include "src/server/jobs_file.h"
 #include "src/server/logger.h"
@@ -23,8 +24,14 @@
 
 namespace gnomon::app {
 
+using server::AlertConfig;
+using server::HttpClientConfig;
 using server::kDefaultBackendUrl;
 using server::kDefaultDataDir;
+using server::PolicyConfig;
+using server::QuotaConfig;
+using server::TokenConfig;
+using server::TracingConfig;
 // The default address of the HTTP API and dashboard.
 inline constexpr std::string_view kDefaultListen = "127.0.0.1:8080";
 
@@ -50,18 +57,6 @@ struct SchedulerSettings {
   Duration heartbeat_interval = std::chrono::seconds(5);
 };
 
-// One `[[token]]` of the config: a bearer token of the HTTP API (docs/http-api.md). Checked
-// (role names, lengths, uniqueness) when the API starts.
-struct TokenConfig {
-  std::string name;                     // who, in the audit log
-  std::string secret;                   // the `token` key: secret, never logged
-  std::string subject;                  // or a client certificate's subject (mutual TLS)
-  std::string role;                     // "read", "operate" or "admin"
-  std::vector<std::string> namespaces;  // job-id prefixes it may see; empty = every job
-  int mutations_per_minute = 0;         // 0 = the [api] default
-  std::string source;                   // "file:line", for messages
-};
-
 // The `[api]` table: who may call the API and the bounds of its transport (docs/configuration.md
 // "[api]"; the defaults are those of server::HttpApiOptions and server::HttpServerOptions).
 struct ApiSettings {
@@ -81,47 +76,6 @@ struct ApiSettings {
   std::string tls_cert;
   std::string tls_key;
   std::string client_ca;  // mutual TLS: clients present a certificate these CAs signed
-};
-
-// One `[[policy]]` of the config: the executor policy of a namespace's jobs defined through the
-// API (src/server/executor_policy.h has every field's meaning and default).
-struct PolicyConfig {
-  server::ExecutorPolicy policy;
-  std::string source;  // "file:line"
-};
-
-// One `[[alert]]` of the config: a webhook (docs/operations.md, "Alerts").
-struct AlertConfig {
-  std::string name;                 // required, unique: names it in logs
-  std::string url;                  // required: http://host:port/path
-  std::string secret;               // HMAC-SHA256 key of X-Gnomon-Signature; empty = unsigned
-  std::vector<std::string> events;  // run_failed, lost_run, auto_paused, missed_fire; empty = all
-  std::vector<std::string> jobs;    // job-id prefixes; empty = every job
-  std::string source;               // "file:line"
-};
-
-// `[tracing]`: OTLP/HTTP export of a span per attempt (docs/operations.md, "Tracing").
-struct TracingConfig {
-  std::string otlp_endpoint;  // http://host:4318/v1/traces; empty = no export
-  std::string service_name = "gnomon";
-};
-
-// `[http_client]`: TLS of the node's outgoing HTTP requests (HTTP jobs, webhooks, OTLP export),
-// paths resolved against the config file's folder. Empty = the system CAs / no client
-// certificate.
-struct HttpClientConfig {
-  std::string tls_ca;
-  std::string tls_cert;  // with tls_key: the client certificate for servers that ask (mutual TLS)
-  std::string tls_key;
-};
-
-// One `[[quota]]` of the config: limits of a namespace (a job-id prefix, as token namespaces).
-// A job belongs to the quota with the longest matching namespace. 0 = no limit.
-struct QuotaConfig {
-  std::string ns;               // the `namespace` key: a job-id prefix, non-empty
-  int max_jobs = 0;             // jobs (config + API) in the namespace; creates beyond get 403
-  int max_concurrent_runs = 0;  // runs running at once cluster-wide; see docs/http-api.md
-  std::string source;           // "file:line", for messages
 };
 
 // Everything `gnomon serve` reads from its config file, with the defaults it runs with when a key
