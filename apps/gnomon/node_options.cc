@@ -52,6 +52,14 @@ std::vector<server::AlertTarget> Alerts(const ServeConfig& config) {
   return out;
 }
 
+TlsOptions HttpTls(const ServeConfig& config) {
+  TlsOptions tls;
+  tls.ca_file = config.http_client.tls_ca;
+  tls.cert_file = config.http_client.tls_cert;
+  tls.key_file = config.http_client.tls_key;
+  return tls;
+}
+
 }  // namespace
 
 Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
@@ -88,9 +96,7 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   o.quotas = Quotas(config);
   o.policies = Policies(config);
   o.alerts = Alerts(config);
-  o.http_tls.ca_file = config.http_client.tls_ca;
-  o.http_tls.cert_file = config.http_client.tls_cert;
-  o.http_tls.key_file = config.http_client.tls_key;
+  o.http_tls = HttpTls(config);
   if (!config.tracing.otlp_endpoint.empty()) {
     server::TracingOptions tracing;
     tracing.endpoint = config.tracing.otlp_endpoint;
@@ -124,6 +130,8 @@ Result<server::QueueWorkerOptions> QueueWorkerOptionsFor(const ServeConfig& conf
   o.backend_password = std::move(*password);
   o.allow_unsafe_backend = config.allow_unsafe_backend;
   o.scheduler = SchedulerOptionsFor(config);
+  o.policies = Policies(config);
+  o.http_tls = HttpTls(config);
   o.log_format = config.log_format;
   o.log_level = config.log_level;
   return o;

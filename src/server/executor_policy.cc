@@ -168,6 +168,15 @@ Status Policies::Check(const JobSpec& job, bool daemon_is_root) const {
   return Status::Ok();
 }
 
+HttpExecutorOptions PolicyHttpOptions(const Reloadable<Policies>& policies, const TlsOptions& tls) {
+  HttpExecutorOptions h;
+  h.tls = tls;
+  h.egress_for = [&policies](const JobSpec& job) {
+    return job.source == "api" ? policies.Get()->Egress(job.id) : net::EgressRule{};
+  };
+  return h;
+}
+
 bool DaemonRunsAsRoot() { return ::geteuid() == 0; }
 
 bool RunsAsRoot(const JobSpec& job) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gnomon/executor.h"
+#include "gnomon/http_executor.h"
 #include "gnomon/job.h"
 #include "gnomon/net.h"
 #include "gnomon/status.h"
@@ -87,6 +88,12 @@ class PolicyGuard final : public Executor {
   Executor& next_;
   const Reloadable<Policies>& policies_;
 };
+
+// Options of the HTTP executor of a node or worker: `tls`, and per job the egress rule of its
+// namespace's policy (as `policies` holds it at each request) when the job was defined through
+// the API, none for other jobs (files on disk: their owner is trusted). `policies` is not owned
+// and must outlive the executor.
+HttpExecutorOptions PolicyHttpOptions(const Reloadable<Policies>& policies, const TlsOptions& tls);
 
 // Whether this process runs as root (a job without run_as would too).
 bool DaemonRunsAsRoot();

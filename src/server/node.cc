@@ -20,23 +20,11 @@ struct Node::Parts {
   explicit Parts(NodeOptions o)
       : options(std::move(o)),
         log(options.log_format, options.log_level, options.scheduler.node_id),
-        http(HttpOptions()),
+        http(PolicyHttpOptions(policies, options.http_tls)),
         executor({&process, &http, &in_process}),
         guarded(executor, policies),
         log_observer(log),
         metrics(options.version) {}
-
-  // HTTP jobs: the node's TLS options; the egress rule of the policy of their namespace when
-  // defined through the API, none for jobs from files (their owner is trusted). The rule is read
-  // at each request, so a reload of [[policy]] applies to the next one.
-  HttpExecutorOptions HttpOptions() {
-    HttpExecutorOptions h;
-    h.tls = options.http_tls;
-    h.egress_for = [this](const JobSpec& job) {
-      return job.source == "api" ? policies.Get()->Egress(job.id) : net::EgressRule{};
-    };
-    return h;
-  }
 
   NodeOptions options;
   Logger log;

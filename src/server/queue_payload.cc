@@ -12,6 +12,8 @@ std::string EncodeQueuedFire(const JobSpec& job, const Claim& claim) {
   json j;
   j["v"] = 1;
   j["job"] = JobSpecToJson(job);
+  // Whether the worker applies the executor policy: jobs defined through the API.
+  j["source"] = job.source == "api" ? "api" : "file";
   j["job_id"] = claim.fire.job_id;
   j["scheduled_ms"] = claim.fire.scheduled_at.unix_millis();
   j["shard"] = claim.fire.shard;
@@ -34,7 +36,9 @@ Result<QueuedFire> DecodeQueuedFire(std::string_view payload) {
     Result<JobSpec> spec = JobSpecFromJson(j->at("job"));
     if (!spec.ok()) return InvalidArgumentError("queue entry: job: " + spec.status().message());
     out.job = std::move(*spec);
-    out.job.source = "queue";
+    // A job from a file runs with its full rights; any other entry (an API definition, or one
+    // that does not say) is bound by the worker's executor policy.
+    out.job.source = j->value("source", "") == "file" ? "queue" : "api";
     out.job.read_only = true;
     GNOMON_RETURN_IF_ERROR(ValidateJobSpec(out.job).WithPrefix("queue entry"));
     out.claim.fire.job_id = j->at("job_id").get<std::string>();

@@ -18,7 +18,9 @@ struct QueuedFire {
 };
 
 std::string EncodeQueuedFire(const JobSpec& job, const Claim& claim);
-// InvalidArgument naming what is wrong (a malformed or foreign entry).
+// InvalidArgument naming what is wrong (a malformed or foreign entry). The decoded job's source
+// is "api" (bound by the worker's executor policy, PolicyGuard) unless the entry says the job
+// came from a file ("queue": full rights).
 Result<QueuedFire> DecodeQueuedFire(std::string_view payload);
 
 }  // namespace gnomon::server

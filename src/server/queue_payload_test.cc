@@ -36,6 +36,28 @@ TEST(QueuePayloadTest, RoundTripsTheJobAndTheClaim) {
   EXPECT_EQ(back->claim.lease_expires_at, claim.lease_expires_at);
 }
 
+TEST(QueuePayloadTest, OnlyJobsFromFilesEscapeTheWorkersPolicy) {
+  JobSpec job;
+  job.id = "team.x";
+  job.schedule = "@daily";
+  job.command = "true";
+  Claim claim;
+  claim.fire = FireKey{"team.x", Instant::FromUnixMillis(1796000000000), 0, 1};
+  claim.node_id = "s1";
+  job.source = "api";
+  EXPECT_EQ(DecodeQueuedFire(EncodeQueuedFire(job, claim))->job.source, "api");
+  job.source = "jobs.toml:3";
+  EXPECT_EQ(DecodeQueuedFire(EncodeQueuedFire(job, claim))->job.source, "queue");
+  // An entry that does not say where its job came from is bound by the policy.
+  std::string payload = EncodeQueuedFire(job, claim);
+  const size_t at = payload.find("\"source\":\"file\"");
+  ASSERT_NE(at, std::string::npos) << payload;
+  payload.replace(at, 15, "\"origin\":\"file\"");
+  Result<QueuedFire> unsaid = DecodeQueuedFire(payload);
+  ASSERT_TRUE(unsaid.ok()) << unsaid.status().ToString() << payload;
+  EXPECT_EQ(unsaid->job.source, "api");
+}
+
 TEST(QueuePayloadTest, ForeignOrBrokenEntriesAreErrors) {
   for (const char* bad :
        {"", "null", "{}", R"({"v":2})", R"({"v":1,"job":{}})",

@@ -19,7 +19,9 @@ struct QueueWorker::Parts {
   explicit Parts(QueueWorkerOptions o)
       : options(std::move(o)),
         log(options.log_format, options.log_level, options.scheduler.node_id),
+        http(PolicyHttpOptions(policies, options.http_tls)),
         executor({&process, &http, &in_process}),
+        guarded(executor, policies),
         log_observer(log) {}
 
   QueueWorkerOptions options;
@@ -30,6 +32,8 @@ struct QueueWorker::Parts {
   HttpExecutor http;
   InProcessExecutor in_process;
   CompositeExecutor executor;
+  Reloadable<Policies> policies{Policies()};
+  PolicyGuard guarded;  // executor, behind the policies of jobs defined through the API
   LogObserver log_observer;
   std::unique_ptr<Scheduler> scheduler;
 
@@ -67,7 +71,13 @@ Result<std::unique_ptr<QueueWorker>> QueueWorker::Start(QueueWorkerOptions optio
   if (!url.ok()) return url.status();
   Result<RedisOptions> redis = RedisOptionsFor(*url, options.allow_unsafe_backend);
   if (!redis.ok()) return redis.status();
+  Result<Policies> policies = Policies::Make(options.policies);
+  if (!policies.ok()) return policies.status();
+  if (Status s = net::ValidateTlsOptions(options.http_tls); !s.ok()) {
+    return s.WithPrefix("[http_client]");
+  }
   auto p = std::make_unique<Parts>(std::move(options));
+  p->policies.Set(std::move(*policies));
   Result<OpenedBackend> backend = OpenBackend(*url, p->options.allow_unsafe_backend);
   if (!backend.ok()) return backend.status();
   p->coordinator = std::move(backend->coordinator);
@@ -82,7 +92,7 @@ Result<std::unique_ptr<QueueWorker>> QueueWorker::Start(QueueWorkerOptions optio
   so.observer = &p->log_observer;
   so.worker_threads = p->options.concurrency;
   so.heartbeat = false;
-  p->scheduler = std::make_unique<Scheduler>(so, *p->coordinator, p->executor, SystemClock::Get());
+  p->scheduler = std::make_unique<Scheduler>(so, *p->coordinator, p->guarded, SystemClock::Get());
   GNOMON_RETURN_IF_ERROR(p->scheduler->Start());
   std::string tags;
   for (const std::string& t : p->options.tags) tags += (tags.empty() ? "" : ",") + t;

@@ -15,6 +15,7 @@
 
 #include "gnomon/scheduler.h"
 #include "gnomon/status.h"
+#include "src/server/executor_policy.h"
 #include "src/server/logger.h"
 
 namespace gnomon::server {
@@ -31,6 +32,11 @@ struct QueueWorkerOptions {
   int concurrency = 4;
   // Queue tags to take ([A-Za-z0-9_.-]{1,64} each). Default {"default"}.
   std::vector<std::string> tags = {"default"};
+  // Executor policies of jobs defined through the API, checked before each run as on the node
+  // that scheduled it (src/server/executor_policy.h), and the TLS of HTTP jobs
+  // (NodeOptions::http_tls). Default: the built-in policy, the system CAs.
+  std::vector<ExecutorPolicy> policies;
+  TlsOptions http_tls;
   LogFormat log_format = LogFormat::kText;
   LogLevel log_level = LogLevel::kInfo;
 };

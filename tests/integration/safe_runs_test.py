@@ -107,7 +107,8 @@ class Receiver:
 class Daemon:
     """One `gnomon serve` process with a config file, and helpers to call its API."""
 
-    def __init__(self, test, config, backend=None, env=None, scheme="http", ssl_context=None):
+    def __init__(self, test, config, backend=None, env=None, scheme="http", ssl_context=None,
+                 extra_args=()):
         self.test = test
         self.dir = test.dir
         self.port = free_port()
@@ -125,7 +126,7 @@ class Daemon:
         full_env.update(env or {})
         self.proc = subprocess.Popen(
             [GNOMON, "serve", "--config", self.config, "--backend", self.backend,
-             "--listen", "127.0.0.1:%d" % self.port, "--node-id", "safe"],
+             "--listen", "127.0.0.1:%d" % self.port, "--node-id", "safe", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         test.addCleanup(self.stop)
 
@@ -307,6 +308,39 @@ events = ["run_failed"]
         wait_for(lambda: "alert_failed" in d.output(), 60, "the alert to be given up")
         self.assertIn("is denied by egress_deny", d.output())
         self.assertNotIn("/alert", receiver.paths())
+
+    def test_a_worker_applies_its_policy_before_each_queued_run(self):
+        redis_port = self.start_redis_with_password()
+        backend = "redis://:%s@127.0.0.1:%d" % (REDIS_PASSWORD, redis_port)
+        d = Daemon(self, self.team_config(), backend=backend, extra_args=["--mode", "schedule"])
+        d.wait_healthy()
+        # The worker's policy for team. allows argv only: a command job defined through a node
+        # that allows it fails on the worker, naming the rule.
+        worker_config = os.path.join(self.dir, "worker.toml")
+        with open(worker_config, "w") as f:
+            f.write('backend_password_file = "%s"\n[[policy]]\nallow_root = false\n'
+                    '[[policy]]\nnamespace = "team."\nrun_as = "nobody"\n'
+                    'executors = ["argv"]\n' % os.path.join(self.dir, "redis.password"))
+        with open(os.path.join(self.dir, "redis.password"), "w") as f:
+            f.write(REDIS_PASSWORD + "\n")
+        os.chmod(os.path.join(self.dir, "redis.password"), 0o600)
+        os.chmod(worker_config, 0o600)
+        log = open(os.path.join(self.dir, "worker.log"), "w")
+        self.addCleanup(log.close)
+        worker = subprocess.Popen(
+            [GNOMON, "worker", "--config", worker_config, "--backend",
+             "redis://127.0.0.1:%d" % redis_port, "--node-id", "w1"],
+            stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: (worker.kill(), worker.wait()))
+        for job in ({"id": "team.cmd", "schedule": "@yearly", "command": "echo ran"},
+                    {"id": "team.argv", "schedule": "@yearly", "argv": ["/bin/echo", "ran"]}):
+            status, body = d.call("POST", "/api/v1/jobs", TEAM_ADMIN, job)
+            self.assertEqual(status, 201, body)
+        run = d.run_to_end("team.argv", TEAM_ADMIN)
+        self.assertEqual((run["outcome"], run.get("node_id")), ("succeeded", "w1"), run)
+        run = d.run_to_end("team.cmd", TEAM_ADMIN)
+        self.assertEqual((run["outcome"], run.get("node_id")), ("failed", "w1"), run)
+        self.assertIn("the command executor is not allowed", run.get("error", ""), run)
 
     def test_a_run_leaves_no_process_behind(self):
         d = Daemon(self, self.team_config()).wait_healthy()
