@@ -37,7 +37,7 @@ class HttpApiTest : public ::testing::Test {
   void SetUp() override {
     SchedulerOptions o;
     o.node_id = "n1";
-    o.observer = &metrics_;
+    o.observer = &observer_;
     o.worker_threads = 2;
     scheduler_ = std::make_unique<Scheduler>(o, coord_, exec_, clock_);
     cfg_.id = "cfg";
@@ -86,6 +86,8 @@ class HttpApiTest : public ::testing::Test {
   testing::MemoryCoordinator coord_{clock_};
   testing::RecordingExecutor exec_;
   MetricsObserver metrics_{"9.9.9"};
+  testing::RecordingObserver events_;
+  CompositeObserver observer_{{&metrics_, &events_}};
   JobSpec cfg_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<TestApiServer> server_;
@@ -506,14 +508,10 @@ TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
     auto t = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "");
     ASSERT_EQ(t->status, 202) << t->body;
     run_ids.push_back(Body(t)["run_id"]);
-    ASSERT_TRUE(exec_.AwaitFinished(i + 1));
+    // Announced once reported: the next trigger must not find this run still open (overlap =
+    // skip would refuse it).
+    ASSERT_TRUE(events_.Await(SchedulerEvent::Kind::kRunFinished, i + 1));
     clock_.Advance(std::chrono::seconds(1));
-  }
-  // Runs are recorded before kRunFinished is announced; wait for the reports.
-  for (int tries = 0; tries < 1000; ++tries) {
-    Result<RunPage> p = coord_.ListRuns(RunQuery{});
-    if (p.ok() && p->runs.size() == 3 && p->runs[2].outcome != RunOutcome::kRunning) break;
-    std::this_thread::yield();
   }
   auto page1 = client_->Get("/api/v1/runs?job=cfg&limit=2", Auth(kRead));
   ASSERT_EQ(page1->status, 200) << page1->body;
