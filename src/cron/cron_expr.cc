@@ -250,11 +250,18 @@ std::optional<Instant> CronExpr::Next(Instant after) const {
   const int64_t limit = t + kSearchSeconds;
   if (fixed_time_ && IsGapFire(At(t))) return At(t);
   // A rare schedule (a year, a leap day) would walk many offset segments with nothing in them.
-  // Jump to two days before the first civil match: no fire can come earlier (fall-back repeats
-  // and gap fires are within hours of a civil match, never days).
+  // Jump to two days before the first civil match: no fire can come earlier (gap fires are
+  // within hours of a civil match, never days). One exception: `t` in the first pass of a
+  // fall-back overlap, whose second pass repeats wall times before c0; the search then starts
+  // where the repeated range starts, so its second pass is not jumped over.
   {
     const CivilTime c0 = zone_.ToCivil(At(t));
-    const std::optional<CivilTime> first = CivilNext(c0, AddSeconds(c0, limit - t + 2 * 86400));
+    CivilTime search = c0;
+    if (const std::optional<TimeZone::Transition> tr = zone_.NextTransition(At(t));
+        tr && tr->to < tr->from && tr->to <= c0) {
+      search = tr->to;
+    }
+    const std::optional<CivilTime> first = CivilNext(search, AddSeconds(c0, limit - t + 2 * 86400));
     if (!first) return std::nullopt;
     const CivilTime jump = AddSeconds(*first, -2 * 86400);
     if (jump > AddSeconds(c0, 2 * 86400)) t = std::max(t, zone_.Lookup(jump).pre.unix_seconds());
@@ -295,9 +302,16 @@ std::optional<Instant> CronExpr::Prev(Instant before) const {
   // The last whole second strictly before `before`.
   int64_t t = FloorDiv(before.unix_millis() - 1, 1000);
   const int64_t limit = t - kSearchSeconds;
-  {  // Same jump as in Next, backwards.
+  {  // Same jump as in Next, backwards; `t` in the second pass of a fall-back overlap searches
+     // from the end of the repeated range, so its first pass is not jumped over.
     const CivilTime top = zone_.ToCivil(At(t));
-    const std::optional<CivilTime> last = CivilPrev(top, AddSeconds(top, -(t - limit) - 2 * 86400));
+    CivilTime search = top;
+    if (const std::optional<TimeZone::Transition> tr = zone_.PrevTransition(At(t));
+        tr && tr->to < tr->from && top < tr->from) {
+      search = AddSeconds(tr->from, -1);
+    }
+    const std::optional<CivilTime> last =
+        CivilPrev(search, AddSeconds(top, -(t - limit) - 2 * 86400));
     if (!last) return std::nullopt;
     const CivilTime jump = AddSeconds(*last, 2 * 86400);
     if (jump < AddSeconds(top, -2 * 86400)) t = std::min(t, zone_.Lookup(jump).post.unix_seconds());

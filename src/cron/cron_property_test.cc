@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -276,6 +277,106 @@ TEST(CronPropertyTest, MatchesAgreesWithOracleAroundTransitions) {
           << Instant::FromUnixSeconds(x).ToRfc3339();
     }
   }
+}
+
+// The two passes of a fall-back hour: an interval job fires in both, however far away its next
+// matching day is (the search's jump to two days before the next civil match must not skip the
+// second pass, whose wall times are earlier than the start's; nor, for Prev, the first pass).
+TEST(CronDstTest, BothPassesOfAFallBackHourAreFoundBeforeAFarNextDay) {
+  struct Case {
+    const char* expr;
+    const char* zone;
+    const char* from;
+    const char* next;  // Next(from)
+  };
+  for (const Case& c : {
+           // 01:50 EDT on the fall-back Sunday; the next Sunday is a week away.
+           Case{"*/20 1 * * 0", "America/New_York", "2027-11-07T05:50:00Z", "2027-11-07T06:00:00Z"},
+           // 02:40 CEST on 31 October; the next 31st is two months away.
+           Case{"19,39 2 31 * *", "Europe/Berlin", "2027-10-31T00:40:00Z", "2027-10-31T01:19:00Z"},
+       }) {
+    Result<TimeZone> zone = TimeZone::Load(c.zone);
+    ASSERT_TRUE(zone.ok());
+    Result<CronExpr> e = CronExpr::Parse(c.expr, CronOptions{*zone, "job"});
+    ASSERT_TRUE(e.ok()) << c.expr;
+    const Instant from = *Instant::ParseRfc3339(c.from);
+    std::optional<Instant> next = e->Next(from);
+    ASSERT_TRUE(next) << c.expr;
+    EXPECT_EQ(next->ToRfc3339(), Instant::ParseRfc3339(c.next)->ToRfc3339()) << c.expr;
+  }
+  // Prev from the second pass finds the first pass's last fire.
+  struct PrevCase {
+    const char* expr;
+    const char* zone;
+    const char* before;
+    const char* prev;
+  };
+  for (const PrevCase& c : {
+           // 01:10 EST (second pass, before its 01:20): the first pass fired at 01:40 EDT.
+           PrevCase{"20,40 1 * * 0", "America/New_York", "2027-11-07T06:10:00Z",
+                    "2027-11-07T05:40:00Z"},
+           // 02:10 CET (second pass): the first pass fired at 02:39 CEST.
+           PrevCase{"19,39 2 31 * *", "Europe/Berlin", "2027-10-31T01:10:00Z",
+                    "2027-10-31T00:39:00Z"},
+       }) {
+    Result<TimeZone> zone = TimeZone::Load(c.zone);
+    ASSERT_TRUE(zone.ok());
+    Result<CronExpr> e = CronExpr::Parse(c.expr, CronOptions{*zone, "job"});
+    ASSERT_TRUE(e.ok()) << c.expr;
+    std::optional<Instant> prev = e->Prev(*Instant::ParseRfc3339(c.before));
+    ASSERT_TRUE(prev) << c.expr;
+    EXPECT_EQ(prev->ToRfc3339(), Instant::ParseRfc3339(c.prev)->ToRfc3339()) << c.expr;
+  }
+}
+
+// Random expressions started inside fall-back overlaps (Next from the first pass, Prev from the
+// second), checked against the brute-force oracle over the whole overlap and an hour around it.
+TEST(CronPropertyTest, FallBackOverlapsAreNeverJumpedOver) {
+  RandomCron r(2027);
+  const std::vector<TimeZone> zones = Zones();
+  int checked = 0;
+  for (int i = 0; i < 3000 && checked < 400; ++i) {
+    const TimeZone& zone = zones[1 + i % (zones.size() - 1)];
+    // A fall-back transition of the zone after a random instant.
+    std::optional<TimeZone::Transition> tr =
+        zone.NextTransition(Instant::FromUnixSeconds(r.Uniform64(1420070400, 2051222400)));
+    for (int k = 0; k < 3 && tr && !(tr->to < tr->from); ++k) tr = zone.NextTransition(tr->at);
+    if (!tr || !(tr->to < tr->from)) continue;
+    // A random expression whose hour field is the repeated hour (most would never fire there).
+    std::vector<std::string> fields;
+    std::istringstream words(r.Expression());
+    for (std::string w; words >> w;) fields.push_back(w);
+    fields[fields.size() >= 6 ? 2 : 1] = std::to_string(tr->to.hour);
+    std::string text;
+    for (const std::string& f : fields) text += (text.empty() ? "" : " ") + f;
+    Result<CronExpr> e = CronExpr::Parse(text, CronOptions{zone, "job"});
+    ASSERT_TRUE(e.ok()) << text;
+    const Oracle oracle(*e);
+    const int64_t at = tr->at.unix_seconds();
+    const int64_t overlap = CivilSecondsSinceEpoch(tr->from) - CivilSecondsSinceEpoch(tr->to);
+    const int64_t lo = at - overlap - 3600, hi = at + overlap + 3600;  // the window scanned
+    ++checked;
+    // Next from the first pass: no oracle fire is skipped before it, within the window.
+    const int64_t t = at - r.Uniform64(1, overlap);
+    const std::optional<Instant> next = e->Next(Instant::FromUnixSeconds(t));
+    const std::string ctx = "\"" + text + "\" tz=" + zone.name();
+    const int64_t next_s = next ? next->unix_seconds() : hi + 1;
+    for (int64_t x = t + 1; x < std::min(next_s, hi); ++x) {
+      ASSERT_FALSE(oracle.Fires(x)) << ctx << " Next(" << Instant::FromUnixSeconds(t).ToRfc3339()
+                                    << ") = " << (next ? next->ToRfc3339() : "never") << " skips "
+                                    << Instant::FromUnixSeconds(x).ToRfc3339();
+    }
+    // Prev from the second pass: no oracle fire is skipped after it, within the window.
+    const int64_t u = at + r.Uniform64(0, overlap - 1);
+    const std::optional<Instant> prev = e->Prev(Instant::FromUnixSeconds(u));
+    const int64_t prev_s = prev ? prev->unix_seconds() : lo - 1;
+    for (int64_t x = u - 1; x > std::max(prev_s, lo); --x) {
+      ASSERT_FALSE(oracle.Fires(x)) << ctx << " Prev(" << Instant::FromUnixSeconds(u).ToRfc3339()
+                                    << ") = " << (prev ? prev->ToRfc3339() : "never") << " skips "
+                                    << Instant::FromUnixSeconds(x).ToRfc3339();
+    }
+  }
+  EXPECT_GE(checked, 300);
 }
 
 TEST(CronPropertyTest, EveryIsAlignedToTheEpochOnEveryNode) {
