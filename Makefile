@@ -26,7 +26,7 @@ test-asan:
 
 # TSan: the unit and conformance tests (the multi-process integration tests run in test/test-asan).
 test-tsan:
-	@$(MAKE) --no-print-directory test PRESET=tsan CTEST_ARGS='-LE "integration|e2e"' 
+	@$(MAKE) --no-print-directory test PRESET=tsan CTEST_ARGS='-LE "integration|e2e|lint"' 
 
 run: build
 	@scripts/run.sh $(GNOMON)
