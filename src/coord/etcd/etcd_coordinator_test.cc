@@ -200,7 +200,7 @@ TEST(EtcdCoordinatorTest, FailsOverToTheNextEndpoint) {
   SKIP_WITHOUT_ETCD();
   FakeClock clock;
   EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
-  const int dead = FreePort();  // nothing listens there
+  const int dead = FreeLoopbackPort();  // nothing listens there
   o.endpoints = {{"127.0.0.1", dead}, {"127.0.0.1", SharedServer()->client_port()}};
   auto c = OpenOrFail(o);
   ASSERT_NE(c, nullptr);
@@ -214,7 +214,7 @@ TEST(EtcdCoordinatorTest, FailsOverToTheNextEndpoint) {
 TEST(EtcdCoordinatorTest, UnreachableClusterIsUnavailableWithoutBlocking) {
   SKIP_WITHOUT_ETCD();
   EtcdOptions o;
-  o.endpoints = {{"127.0.0.1", FreePort()}, {"127.0.0.1", FreePort()}};
+  o.endpoints = {{"127.0.0.1", FreeLoopbackPort()}, {"127.0.0.1", FreeLoopbackPort()}};
   o.password = "secret-pw";
   o.user = "u";
   const Duration start = SystemClock::Get().SteadyNow();
@@ -419,7 +419,7 @@ TEST(EtcdClockTest, OpenCalibratesToTheMembersClockQuickly) {
 // program, ignores libfaketime, so the member's clock is skewed on the wire).
 class SkewedProxy {
  public:
-  SkewedProxy(int etcd_port, int64_t skew_ms) : port_(FreePort()), skew_ms_(skew_ms) {
+  SkewedProxy(int etcd_port, int64_t skew_ms) : port_(FreeLoopbackPort()), skew_ms_(skew_ms) {
     server_.Post(".*", [this, etcd_port](const httplib::Request& req, httplib::Response& res) {
       httplib::Client up("127.0.0.1", etcd_port);
       httplib::Result r = up.Post(req.path, req.body, "application/json");

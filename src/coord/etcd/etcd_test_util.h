@@ -22,6 +22,7 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/coord/etcd/etcd_client.h"
+#include "src/testing/free_port.h"
 
 extern char** environ;
 
@@ -39,20 +40,6 @@ inline void RealWait(Duration d) {
   SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
 }
 
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  GNOMON_CHECK(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  GNOMON_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  GNOMON_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // TLS of an etcd member's client URL: its certificate and key, and for --client-cert-auth the CA
 // that signs client certificates.
 struct EtcdMemberTls {
@@ -66,8 +53,8 @@ class EtcdMember {
  public:
   EtcdMember(std::string name, std::filesystem::path dir)
       : name_(std::move(name)), dir_(std::move(dir)) {
-    client_port_ = FreePort();
-    peer_port_ = FreePort();
+    client_port_ = FreeLoopbackPort();
+    peer_port_ = FreeLoopbackPort();
   }
   ~EtcdMember() { Kill(); }
 

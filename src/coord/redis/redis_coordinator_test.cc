@@ -22,6 +22,7 @@
 
 #include "gnomon/redis_queue.h"
 #include "src/coord/coordinator_conformance.h"
+#include "src/testing/free_port.h"
 
 extern char** environ;
 
@@ -48,20 +49,6 @@ void RealWait(Duration d) {
   std::condition_variable cv;
   std::unique_lock<std::mutex> lock(mu);
   SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  GNOMON_CHECK(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  GNOMON_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  GNOMON_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // A raw hiredis connection for poking at the server from outside the coordinator.
@@ -144,7 +131,7 @@ class RedisServer {
     std::string pattern = std::filesystem::temp_directory_path() / "gnomon-redis-XXXXXX";
     GNOMON_CHECK(mkdtemp(pattern.data()) != nullptr);
     dir_ = pattern;
-    port_ = FreePort();
+    port_ = FreeLoopbackPort();
   }
   ~RedisServer() {
     Kill();
@@ -941,7 +928,7 @@ TEST(RedisCoordinatorTest, RejectsBadOptionsAndUnreachableServers) {
   o.fire_retention = seconds(5);
   EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
   o = RedisOptions{};
-  o.port = FreePort();  // nothing listens there
+  o.port = FreeLoopbackPort();  // nothing listens there
   EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kUnavailable);
 }
 

@@ -277,12 +277,7 @@ Status RedisSocket::Handshake(Duration deadline) {
     errno = 0;
     const int rc = SSL_do_handshake(ssl_);
     if (rc == 1) return Status::Ok();
-    const int code = SSL_get_error(ssl_, rc);
-    short events = 0;
-    if (code == SSL_ERROR_WANT_READ) events = POLLIN;
-    if (code == SSL_ERROR_WANT_WRITE) events = POLLOUT;
-    if (events == 0) return TlsFailed(TlsFailure(code));
-    Result<bool> ready = WaitFor(fd_, events, deadline);
+    Result<bool> ready = AwaitTls(rc, deadline);
     if (!ready.ok()) return ready.status();
     if (!*ready) return UnavailableError("TLS: handshake timed out");
   }
@@ -291,6 +286,15 @@ Status RedisSocket::Handshake(Duration deadline) {
 int RedisSocket::OnCertificateRequest(SSL* ssl, X509**, EVP_PKEY**) {
   static_cast<RedisSocket*>(SSL_get_app_data(ssl))->certificate_requested_ = true;
   return 0;  // no certificate
+}
+
+Result<bool> RedisSocket::AwaitTls(int rc, Duration deadline) const {
+  const int code = SSL_get_error(ssl_, rc);
+  short events = 0;
+  if (code == SSL_ERROR_WANT_READ) events = POLLIN;
+  if (code == SSL_ERROR_WANT_WRITE) events = POLLOUT;
+  if (events == 0) return TlsFailed(TlsFailure(code));
+  return WaitFor(fd_, events, deadline);
 }
 
 Status RedisSocket::TlsFailed(std::string why) const {
@@ -329,12 +333,7 @@ Status RedisSocket::Write(std::string_view data) {
     size_t written = 0;
     const int rc = SSL_write_ex(ssl_, data.data(), data.size(), &written);
     if (rc == 1) return Status::Ok();
-    const int code = SSL_get_error(ssl_, rc);
-    short events = 0;
-    if (code == SSL_ERROR_WANT_READ) events = POLLIN;
-    if (code == SSL_ERROR_WANT_WRITE) events = POLLOUT;
-    if (events == 0) return TlsFailed(TlsFailure(code));
-    Result<bool> ready = WaitFor(fd_, events, SteadyNow() + io_timeout_);
+    Result<bool> ready = AwaitTls(rc, SteadyNow() + io_timeout_);
     if (!ready.ok()) return ready.status();
     if (!*ready) return UnavailableError(TimedOut(io_timeout_));
   }
@@ -382,12 +381,7 @@ Result<size_t> RedisSocket::TlsRead(char* buf, size_t size, Duration wait) {
       answered_ = true;
       return got;
     }
-    const int code = SSL_get_error(ssl_, rc);
-    short events = 0;
-    if (code == SSL_ERROR_WANT_READ) events = POLLIN;
-    if (code == SSL_ERROR_WANT_WRITE) events = POLLOUT;
-    if (events == 0) return TlsFailed(TlsFailure(code));
-    Result<bool> ready = WaitFor(fd_, events, deadline);
+    Result<bool> ready = AwaitTls(rc, deadline);
     if (!ready.ok()) return ready.status();
     if (!*ready) return size_t{0};
   }

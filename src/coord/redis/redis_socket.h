@@ -92,6 +92,9 @@ class RedisSocket {
   Result<size_t> TlsRead(char* buf, size_t size, Duration wait);
   // Unavailable(`why`), with a hint when the server may have refused the client certificate.
   Status TlsFailed(std::string why) const;
+  // After an SSL call on ssl_ returned `rc` (not 1): waits until the socket is ready for what TLS
+  // wants (true) or `deadline` passes (false); the TLS failure when it wants nothing to wait for.
+  Result<bool> AwaitTls(int rc, Duration deadline) const;
   static int OnCertificateRequest(ssl_st* ssl, x509_st** cert, evp_pkey_st** key);
 
   const int fd_;

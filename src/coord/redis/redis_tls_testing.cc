@@ -38,20 +38,6 @@ void WriteFile(const std::string& path, const std::string& text) { std::ofstream
 
 bool HaveRedisTlsTools() { return access(kRedisServer, X_OK) == 0 && HaveOpenssl(); }
 
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  GNOMON_CHECK(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  GNOMON_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  GNOMON_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 void RealWait(Duration d) {
   std::mutex mu;
   std::condition_variable cv;

@@ -13,15 +13,13 @@
 
 #include "gnomon/redis_coordinator.h"
 #include "gnomon/time.h"
+#include "src/testing/free_port.h"
 #include "src/testing/test_certificates.h"
 
 namespace gnomon::testing {
 
 // Whether /usr/bin/redis-server and /usr/bin/openssl are there (tests skip without them).
 bool HaveRedisTlsTools();
-
-// A free TCP port on 127.0.0.1 (bound then released).
-int FreeLoopbackPort();
 
 // Waits `d` of real time (a server starting or dying).
 void RealWait(Duration d);
