@@ -187,7 +187,9 @@ class SafeRunsTest(unittest.TestCase):
         os.chmod(self.dir, 0o755)  # the run_as user may enter it, not read the 0600 files
         self.addCleanup(self.tmp.cleanup)
 
-    def team_config(self, extra=""):
+    @staticmethod
+    def tokens():
+        """A cluster admin, and an admin and a reader of the namespace "team."."""
         return """
 [[token]]
 name = "root-admin"
@@ -203,13 +205,17 @@ name = "team-read"
 token = "%s"
 role = "read"
 namespaces = ["team."]
+""" % (OTHER_TOKEN, TEAM_ADMIN, TEAM_READ)
+
+    def team_config(self, extra=""):
+        return self.tokens() + """
 [[policy]]
 allow_root = false
 [[policy]]
 namespace = "team."
 run_as = "nobody"
 %s
-""" % (OTHER_TOKEN, TEAM_ADMIN, TEAM_READ, extra)
+""" % extra
 
     def start_redis_with_password(self):
         port = free_port()
@@ -259,16 +265,7 @@ run_as = "nobody"
     def test_http_jobs_and_webhooks_follow_the_egress_rule_of_their_policy(self):
         receiver = Receiver(self)
         target = "http://localhost:%d" % receiver.port  # a name: judged when connecting
-        d = Daemon(self, """
-[[token]]
-name = "root-admin"
-token = "%s"
-role = "admin"
-[[token]]
-name = "team-admin"
-token = "%s"
-role = "admin"
-namespaces = ["team."]
+        d = Daemon(self, self.tokens() + """
 [[policy]]
 egress_deny = ["127.0.0.0/8", "::1/128"]
 [[policy]]
@@ -283,7 +280,7 @@ http = { url = "%s/file" }
 name = "local"
 url = "%s/alert"
 events = ["run_failed"]
-""" % (OTHER_TOKEN, TEAM_ADMIN, target, target)).wait_healthy()
+""" % (target, target)).wait_healthy()
         # An address outside the namespace's allow list is refused when defined.
         status, body = d.call("POST", "/api/v1/jobs", TEAM_ADMIN, {
             "id": "team.direct", "schedule": "@yearly", "http": {"url": "http://10.0.0.1/"}})
