@@ -417,6 +417,7 @@ env = { SETTLE_MODE = "strict", B = "2" }
 kill_grace = "15s"
 history_keep = 50
 history_max_age = "30d"
+params = { month = "prev", n = 3, ratio = 0.5, dry = true, at = 2026-11-01, list = [1, "a"], o = { x = 1 } }
 
 [[job]]
 id = "argv-job"
@@ -452,6 +453,9 @@ http = { url = "http://127.0.0.1:9000/settle", method = "POST", headers = { X-Te
   EXPECT_EQ(j.kill_grace, seconds(15));
   EXPECT_EQ(j.history_keep, 50);
   EXPECT_EQ(j.history_max_age, hours(24 * 30));
+  EXPECT_EQ(j.params,
+            R"({"at":"2026-11-01","dry":true,"list":[1,"a"],"month":"prev","n":3,"o":{"x":1},)"
+            R"("ratio":0.5})");
   EXPECT_EQ(j.source, "jobs.toml:2");
   EXPECT_TRUE(j.read_only);
   EXPECT_FALSE(j.in_process);
@@ -459,7 +463,8 @@ http = { url = "http://127.0.0.1:9000/settle", method = "POST", headers = { X-Te
   const JobSpec& a = (*jobs)[1];
   EXPECT_THAT(a.argv, ElementsAre("/opt/settle", "--month=prev"));
   EXPECT_EQ(a.command, "");
-  EXPECT_EQ(a.source, "jobs.toml:23");
+  EXPECT_EQ(a.source, "jobs.toml:24");
+  EXPECT_EQ(a.params, "");
   // Built-in defaults for keys that are absent.
   EXPECT_EQ(a.timezone, "UTC");
   EXPECT_EQ(a.timeout, Duration(0));
@@ -541,6 +546,12 @@ TEST(JobsFileTest, WrongTypesNameTheKey) {
   EXPECT_EQ(
       ErrorOf(Jobs("[[job]]\nid = \"a\"\nschedule = \"@daily\"\nhttp = { method = \"GET\" }\n")),
       "jobs.toml:4: job \"a\": http.url: is required");
+  EXPECT_EQ(err("params = \"month=prev\""),
+            "jobs.toml:5: job \"a\": params: expected a table, got string");
+  EXPECT_EQ(err("params = { x = inf }"),
+            "jobs.toml:5: job \"a\": params.x: JSON has no nan or inf");
+  EXPECT_EQ(err("params = { x = \"" + std::string(kMaxParamsBytes, 'x') + "\" }"),
+            "jobs.toml:5: job \"a\": params: 16392 bytes is larger than 16 KiB");
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = 7\nschedule = \"@daily\"\n")),
             "jobs.toml:2: job #1: id: expected a string, got integer");
   EXPECT_EQ(ErrorOf(Jobs("job = [1]\n")),

@@ -8,6 +8,7 @@
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
+#include "src/net/http_url.h"
 #include "src/server/admin_token.h"
 #include "src/server/auth.h"
 #include "src/server/job_json.h"
@@ -26,6 +27,7 @@ struct JobArgs {
   std::string id;
   std::string file;
   std::string outcome;
+  std::vector<std::string> params;  // trigger: key=value / key:=json
   int limit = 20;
   bool json = false;
 };
@@ -35,16 +37,6 @@ struct Reply {
   int exit_code = kExitOk;
   nlohmann::json body;
 };
-
-// The host of an http(s):// URL ("" when it is not one).
-std::string HostOfUrl(std::string_view url) {
-  const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) return "";
-  std::string_view rest = url.substr(sep + 3);
-  rest = rest.substr(0, rest.find('/'));
-  if (!rest.empty() && rest.front() == '[') return std::string(rest.substr(1, rest.find(']') - 1));
-  return std::string(rest.substr(0, rest.find(':')));
-}
 
 // The token to send: --token/GNOMON_TOKEN, else --token-file/GNOMON_TOKEN_FILE, else, for a
 // server on this host only, the admin token a local `gnomon serve` generated in its data
@@ -59,7 +51,8 @@ Result<std::string> TokenFor(const JobArgs& a) {
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
     return t;
   }
-  if (!a.client_cert.empty() || !server::IsLoopbackHost(HostOfUrl(a.server))) return std::string();
+  Result<net::HttpUrl> url = net::ParseHttpUrl(a.server);
+  if (!a.client_cert.empty() || !url.ok() || !server::IsLoopbackHost(url->host)) return {""};
   Result<server::AdminToken> admin = server::ReadAdminToken(a.data_dir);
   if (admin.ok()) return admin->secret;
   if (admin.status().code() == StatusCode::kNotFound) return std::string();
@@ -216,15 +209,22 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
     *exit_code = Call(*a, "DELETE", "/api/v1/jobs/" + a->id).exit_code;
   });
   for (const char* action : {"pause", "resume", "trigger"}) {
-    with_id(action, action == std::string("trigger") ? "Fire the job now"
-                                                     : "Pause or resume the job cluster-wide")
-        ->callback([a, exit_code, action] {
-          Reply r = Call(*a, "POST", "/api/v1/jobs/" + a->id + "/" + action, "{}");
-          if (r.exit_code == kExitOk && r.body.contains("run_id")) {
-            std::cout << r.body["run_id"].get<std::string>() << "\n";
-          }
-          *exit_code = r.exit_code;
-        });
+    const bool trigger = action == std::string("trigger");
+    CLI::App* c = with_id(action, trigger ? "Fire the job now" : "Pause or resume the job");
+    if (trigger) c->add_option("--param", a->params, "A parameter: key=text or key:=json");
+    c->callback([a, exit_code, action] {
+      Result<std::string> params = server::ParamsFromArgs(a->params);
+      if (!params.ok()) {
+        std::cerr << "gnomon job " << action << ": " << params.status().message() << "\n";
+        return void(*exit_code = kExitUsage);
+      }
+      Reply r = Call(*a, "POST", "/api/v1/jobs/" + a->id + "/" + action,
+                     params->empty() ? "{}" : "{\"params\":" + *params + "}");
+      if (r.exit_code == kExitOk && r.body.contains("run_id")) {
+        std::cout << r.body["run_id"].get<std::string>() << "\n";
+      }
+      *exit_code = r.exit_code;
+    });
   }
   CLI::App* runs = job->add_subcommand("runs", "Recent runs, newest first");
   runs->add_option("ID", a->id, "Only this job");

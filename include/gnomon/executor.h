@@ -30,7 +30,10 @@ struct RunContext {
   std::optional<Instant> deadline;        // wall-clock instant the timeout fires, if any
   std::optional<std::string> checkpoint;  // last saved value when the attempt started
   std::string traceparent;                // W3C trace context "00-<trace>-<span>-01"
-  std::stop_token stop;                   // requested on cancellation
+  // The run's parameters: the job's default params merged with those of the trigger or re-run,
+  // as a compact JSON object ("{}" when there are none).
+  std::string params = "{}";
+  std::stop_token stop;  // requested on cancellation
 
   // Saves a checkpoint value (fenced in the backend). Set by the scheduler; may be empty in
   // tests. Thread-safe.
@@ -63,7 +66,7 @@ class Executor {
 // message. Must watch ctx.stop and return when it is requested.
 using Handler = std::function<Status(const RunContext& ctx)>;
 
-// The environment variables of PRODUCT.md for `ctx` (GNOMON_JOB_ID ... GNOMON_TRACEPARENT);
+// The environment variables of PRODUCT.md for `ctx` (GNOMON_JOB_ID ... GNOMON_PARAMS);
 // GNOMON_DEADLINE and GNOMON_CHECKPOINT are empty strings when unset.
 std::vector<std::pair<std::string, std::string>> RunEnvironment(const RunContext& ctx);
 

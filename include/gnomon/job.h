@@ -58,6 +58,10 @@ struct JobSpec {
   int max_consecutive_failures = 0;  // 0 = off; else auto-pause
   bool enabled = true;               // false = defined but never scheduled
   std::string description;
+  // Default parameters: a JSON object as compact text ("" = none), at most kMaxParamsBytes. A
+  // trigger or re-run may pass parameters merged over these (MergeParams); a run sees the result
+  // (RunContext::params, GNOMON_PARAMS).
+  std::string params;
   std::map<std::string, std::string> env;                 // extra environment (process jobs)
   Duration kill_grace = std::chrono::seconds(10);         // SIGTERM -> SIGKILL delay
   int history_keep = 100;                                 // history: last N records per job
@@ -89,6 +93,14 @@ struct JobSpec {
 
 // Largest retry backoff (the doubling is capped here).
 inline constexpr Duration kMaxRetryBackoff = std::chrono::minutes(10);
+
+// Largest parameters object (JSON text) a job or a run may carry.
+inline constexpr size_t kMaxParamsBytes = 16 * 1024;
+
+// Parameters of a run: `overrides` (a JSON object as text; "" = none) merged key by key over the
+// job's `defaults` (the same), as compact JSON text ("" when both are empty). InvalidArgument
+// naming what is wrong: not JSON, not an object, or larger than kMaxParamsBytes once merged.
+Result<std::string> MergeParams(std::string_view defaults, std::string_view overrides);
 
 // Checks every field; the error names the field ("job \"x\": retries: -1 is out of range 0-100").
 // Also parses the schedule in its zone.
@@ -149,6 +161,7 @@ struct RunRecord {
   std::string error;
   std::string output;       // the last kMaxOutputBytes of stdout+stderr / response body
   std::string skip_reason;  // "overlap", "misfire", "paused", "disabled"
+  std::string params;       // the run's parameters (JSON object text; "" = none)
 };
 
 }  // namespace gnomon

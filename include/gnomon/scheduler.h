@@ -119,8 +119,9 @@ class Scheduler {
   Status Pause(const std::string& job_id, const std::string& reason = "api");
   Status Resume(const std::string& job_id);
   // Fires the job now (a fire at the current instant, ms precision), through a normal claim.
-  // Returns the run id.
-  Result<std::string> TriggerNow(const std::string& job_id);
+  // `params` (a JSON object as text; "" = none) is merged over the job's default params for this
+  // fire (MergeParams; InvalidArgument when it is not an object or too large). Returns the run id.
+  Result<std::string> TriggerNow(const std::string& job_id, const std::string& params = "");
 
   // Queue workers: runs a claim handed over by a scheduling node (renew it first: `renew_sent` is
   // the monotonic time, SteadyNow() of the scheduler's clock, when that successful renew was

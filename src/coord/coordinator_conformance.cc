@@ -84,6 +84,7 @@ void ExpectSameRecord(const RunRecord& got, const RunRecord& want) {
   EXPECT_TRUE(got.output == want.output)
       << "output differs: " << got.output.size() << " vs " << want.output.size() << " bytes";
   EXPECT_EQ(got.skip_reason, want.skip_reason);
+  EXPECT_EQ(got.params, want.params);
 }
 
 // Claims `req` or fails the test; `var` is the claim.
@@ -595,6 +596,7 @@ TEST_P(CoordinatorConformanceTest, ReportedRecordsRoundTripExactly) {
   r.output.resize(kMaxOutputBytes);
   for (size_t i = 0; i < r.output.size(); ++i) r.output[i] = static_cast<char>((i * 7919) % 256);
   r.skip_reason = "";
+  r.params = R"({"month":"2026-11","note":"a \"quoted\" caf\u00e9 Ã©","n":[1,2.5,null]})";
   ASSERT_OK(coord_->Report(c, r, true));
   std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
   ASSERT_EQ(runs.size(), 1u);
@@ -612,6 +614,16 @@ TEST_P(CoordinatorConformanceTest, ReportedRecordsRoundTripExactly) {
   ASSERT_EQ(d_runs.size(), 1u);
   ExpectSameRecord(d_runs[0], s);
   EXPECT_FALSE(d_runs[0].exit_code.has_value());
+
+  // Parameters larger than a job may carry are refused, and the record keeps what it had.
+  CLAIM_OR_FAIL(e, *coord_, Req(Fire("round.trip_1", t0 - seconds(1)), "node-z"));
+  RunRecord big = RecordOf(e, RunOutcome::kSucceeded, t0, t0);
+  big.params = "{\"k\":\"" + std::string(kMaxParamsBytes, 'x') + "\"}";
+  EXPECT_EQ(coord_->Report(e, big, true).code(), StatusCode::kInvalidArgument);
+  std::vector<RunRecord> e_runs = RunsOf(*coord_, e.fire.RunId());
+  ASSERT_EQ(e_runs.size(), 1u);
+  EXPECT_EQ(e_runs[0].outcome, RunOutcome::kRunning);
+  EXPECT_EQ(e_runs[0].params, "");
 }
 
 TEST_P(CoordinatorConformanceTest, ReportKeepsTheLastOutputBytes) {

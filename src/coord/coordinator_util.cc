@@ -73,6 +73,9 @@ Status ValidateReport(const Claim& claim, const RunRecord& record, bool final) {
   if (final && record.outcome == RunOutcome::kRunning) {
     return InvalidArgumentError("report for " + run_id + ": a final record cannot be running");
   }
+  if (record.params.size() > kMaxParamsBytes) {
+    return InvalidArgumentError("report for " + run_id + ": params larger than 16 KiB");
+  }
   return Status::Ok();
 }
 

@@ -85,6 +85,8 @@ std::string RunJson(const RunContext& ctx) {
   }
   json += ",\"traceparent\":";
   AppendJsonString(json, ctx.traceparent);
+  // A compact JSON object (RunContext::params), sent as it is.
+  json += ",\"params\":" + (ctx.params.empty() ? std::string("{}") : ctx.params);
   json += "}";
   return json;
 }
@@ -168,6 +170,9 @@ ExecResult HttpExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
       {"X-Gnomon-Checkpoint",
        ctx.checkpoint && IsHeaderValue(*ctx.checkpoint) ? *ctx.checkpoint : std::string()},
       {"traceparent", ctx.traceparent},
+      // A GET has no body: its parameters travel in this header (compact JSON; JSON escapes
+      // control bytes, so it is always a valid header value).
+      {"X-Gnomon-Params", method == "POST" ? std::string() : ctx.params},
   };
   // Unset values are left out (an empty header is legal HTTP, but some servers drop it anyway).
   // Values that cannot be header values are never sent.

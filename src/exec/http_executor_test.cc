@@ -188,7 +188,10 @@ TEST_F(HttpExecutorTest, ServerReceivesRunHeadersAndJsonBody) {
                       {"deadline", "2026-11-29T21:31:00.250Z"},
                       {"checkpoint", "cp-7"},
                       {"traceparent", exec_testing::kTraceparent},
+                      {"params", {{"month", "2026-11"}, {"dry_run", true}}},
                   }));
+  // A POST carries its parameters in the body only.
+  EXPECT_EQ(s.headers.count("x-gnomon-params"), 0u);
 }
 
 TEST_F(HttpExecutorTest, GetSendsHeadersWithoutBody) {
@@ -207,6 +210,10 @@ TEST_F(HttpExecutorTest, GetSendsHeadersWithoutBody) {
   EXPECT_EQ(all[0].headers.count("x-gnomon-deadline"), 0u);
   EXPECT_EQ(all[0].headers.count("x-gnomon-checkpoint"), 0u);
   EXPECT_EQ(all[0].headers.count("x-gnomon-fencing-token"), 1u);
+  // A GET has no body: the parameters travel in a header.
+  ASSERT_EQ(all[0].headers.count("x-gnomon-params"), 1u);
+  EXPECT_EQ(nlohmann::json::parse(all[0].headers.find("x-gnomon-params")->second),
+            nlohmann::json({{"month", "2026-11"}, {"dry_run", true}}));
 }
 
 TEST_F(HttpExecutorTest, NullDeadlineAndCheckpointInTheBody) {
@@ -218,6 +225,9 @@ TEST_F(HttpExecutorTest, NullDeadlineAndCheckpointInTheBody) {
   const nlohmann::json body = nlohmann::json::parse(seen().at(0).body);
   EXPECT_TRUE(body.at("deadline").is_null());
   EXPECT_TRUE(body.at("checkpoint").is_null());
+  ctx.params = "{}";
+  ASSERT_EQ(executor.Execute(HttpJob("/ok"), ctx).outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(nlohmann::json::parse(seen().at(1).body).at("params"), nlohmann::json::object());
 }
 
 TEST_F(HttpExecutorTest, KeepsTheLast64KiBOfTheBody) {

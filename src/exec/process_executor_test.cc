@@ -147,6 +147,7 @@ TEST_F(ProcessExecutorTest, ChildSeesParentJobAndRunEnvironment) {
                                    "GNOMON_DEADLINE=2026-11-29T21:31:00.250Z",
                                    "GNOMON_CHECKPOINT=cp-7",
                                    std::string("GNOMON_TRACEPARENT=") + exec_testing::kTraceparent,
+                                   R"(GNOMON_PARAMS={"month":"2026-11","dry_run":true})",
                                    "JOB_VAR=job value",
                                    "GNOMON_EXEC_TEST_PARENT=job",
                                }));

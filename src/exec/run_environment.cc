@@ -20,6 +20,7 @@ std::vector<std::pair<std::string, std::string>> RunEnvironment(const RunContext
       {"GNOMON_DEADLINE", ctx.deadline ? ctx.deadline->ToRfc3339() : std::string()},
       {"GNOMON_CHECKPOINT", ctx.checkpoint.value_or(std::string())},
       {"GNOMON_TRACEPARENT", ctx.traceparent},
+      {"GNOMON_PARAMS", ctx.params},
   };
 }
 

@@ -30,6 +30,7 @@ TEST(RunEnvironmentTest, HasEveryVariableOfTheProduct) {
       {"GNOMON_DEADLINE", "2026-11-29T21:31:00.250Z"},
       {"GNOMON_CHECKPOINT", "cp-7"},
       {"GNOMON_TRACEPARENT", exec_testing::kTraceparent},
+      {"GNOMON_PARAMS", R"({"month":"2026-11","dry_run":true})"},
   };
   EXPECT_EQ(env, expected);
 }
@@ -41,7 +42,11 @@ TEST(RunEnvironmentTest, UnsetDeadlineAndCheckpointAreEmpty) {
   const auto env = AsMap(ctx);
   EXPECT_EQ(env.at("GNOMON_DEADLINE"), "");
   EXPECT_EQ(env.at("GNOMON_CHECKPOINT"), "");
-  EXPECT_EQ(env.size(), 11u);
+  EXPECT_EQ(env.size(), 12u);
+}
+
+TEST(RunEnvironmentTest, ARunWithoutParametersSeesAnEmptyObject) {
+  EXPECT_EQ(AsMap(RunContext{}).at("GNOMON_PARAMS"), "{}");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ inline RunContext FullContext() {
   ctx.deadline = Instant::FromUnixMillis(1795987860250);  // 2026-11-29T21:31:00.250Z
   ctx.checkpoint = "cp-7";
   ctx.traceparent = kTraceparent;
+  ctx.params = R"({"month":"2026-11","dry_run":true})";
   return ctx;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 #include "gnomon/cron.h"
 
@@ -209,6 +210,38 @@ std::string FireKey::RunId() const {
   return id;
 }
 
+namespace {
+
+// `text` as a JSON object; InvalidArgument naming what is wrong.
+Result<nlohmann::json> ParseParamsObject(std::string_view text) {
+  if (text.size() > kMaxParamsBytes) {
+    return InvalidArgumentError("params: " + std::to_string(text.size()) +
+                                " bytes is larger than 16 KiB");
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError("params: not valid JSON");
+  if (!j.is_object()) return InvalidArgumentError("params: must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+Result<std::string> MergeParams(std::string_view defaults, std::string_view overrides) {
+  if (overrides.empty()) return std::string(defaults);
+  Result<nlohmann::json> merged =
+      defaults.empty() ? nlohmann::json::object() : ParseParamsObject(defaults);
+  if (!merged.ok()) return merged.status();
+  Result<nlohmann::json> over = ParseParamsObject(overrides);
+  if (!over.ok()) return over.status();
+  for (auto& [key, value] : over->items()) (*merged)[key] = std::move(value);
+  std::string text = merged->dump();
+  if (text.size() > kMaxParamsBytes) {
+    return InvalidArgumentError("params: " + std::to_string(text.size()) +
+                                " bytes once merged with the job's defaults is larger than 16 KiB");
+  }
+  return text;
+}
+
 Status ValidateJobSpec(const JobSpec& job) {
   if (!IsValidJobId(job.id)) {
     return InvalidArgumentError("id: \"" + Shown(job.id) +
@@ -338,6 +371,11 @@ Status ValidateJobSpec(const JobSpec& job) {
   }
   if (env_bytes > 64 * 1024) return FieldError(job, "env", "larger than 64 KiB");
   if (job.description.size() > 4096) return FieldError(job, "description", "longer than 4096");
+  if (!job.params.empty()) {
+    if (Result<nlohmann::json> p = ParseParamsObject(job.params); !p.ok()) {
+      return FieldError(job, "params", std::string(p.status().message().substr(8)));
+    }
+  }
   return Status::Ok();
 }
 

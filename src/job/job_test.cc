@@ -172,6 +172,44 @@ TEST(ValidateJobSpecTest, DefinitionsThatCouldOnlyFailLaterAreRefused) {
   EXPECT_THAT(message(limits), ::testing::HasSubstr("process jobs"));
 }
 
+TEST(ParamsTest, OverridesAreMergedKeyByKeyOverTheDefaults) {
+  EXPECT_EQ(*MergeParams("", ""), "");
+  EXPECT_EQ(*MergeParams(R"({"a":1})", ""), R"({"a":1})");
+  EXPECT_EQ(*MergeParams("", R"({"b":"x"})"), R"({"b":"x"})");
+  // A key of the overrides replaces the default's whole value (no deep merge).
+  EXPECT_EQ(*MergeParams(R"({"a":1,"o":{"x":1,"y":2}})", R"({"o":{"y":3},"z":null})"),
+            R"({"a":1,"o":{"y":3},"z":null})");
+}
+
+TEST(ParamsTest, MergeRefusesWhatIsNotASmallObject) {
+  auto message = [](std::string_view defaults, std::string_view overrides) {
+    Result<std::string> r = MergeParams(defaults, overrides);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(message("", "[1]"), "params: must be a JSON object");
+  EXPECT_EQ(message("", "{\"a\":"), "params: not valid JSON");
+  EXPECT_EQ(message("", "\"text\""), "params: must be a JSON object");
+  const std::string half = "{\"a\":\"" + std::string(kMaxParamsBytes / 2 + 10, 'x') + "\"}";
+  const std::string other = "{\"b\":\"" + std::string(kMaxParamsBytes / 2 + 10, 'y') + "\"}";
+  EXPECT_EQ(*MergeParams(half, ""), half);
+  EXPECT_THAT(message(half, other), ::testing::HasSubstr("once merged with the job's defaults"));
+  EXPECT_THAT(message("", "{\"a\":\"" + std::string(kMaxParamsBytes, 'x') + "\"}"),
+              ::testing::HasSubstr("larger than 16 KiB"));
+}
+
+TEST(ParamsTest, ValidationNamesTheJobAndTheField) {
+  JobSpec job;
+  job.id = "p";
+  job.schedule = "* * * * *";
+  job.command = "true";
+  job.params = R"({"month":"2026-11"})";
+  EXPECT_TRUE(ValidateJobSpec(job).ok());
+  job.params = "[]";
+  EXPECT_EQ(ValidateJobSpec(job).message(), "job \"p\": params: must be a JSON object");
+  job.params = "{";
+  EXPECT_EQ(ValidateJobSpec(job).message(), "job \"p\": params: not valid JSON");
+}
+
 TEST(ByteSizeTest, ParsesUnitsAndRefusesGarbage) {
   EXPECT_EQ(*ParseByteSize("512"), 512);
   EXPECT_EQ(*ParseByteSize("64K"), 64 * 1024);

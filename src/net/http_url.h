@@ -1,5 +1,5 @@
-// Parsing of the http(s) URLs that gnomon's HTTP clients accept (internal to gnomon_net; the HTTP
-// executor, webhook alerts and OTLP span export validate their URLs with it).
+// Parsing of the http(s) URLs that gnomon's HTTP clients accept (the HTTP executor, webhook
+// alerts and OTLP span export validate their URLs with it; `gnomon job` reads its --server).
 #ifndef GNOMON_SRC_NET_HTTP_URL_H_
 #define GNOMON_SRC_NET_HTTP_URL_H_
 

@@ -1117,6 +1117,8 @@ class Scheduler::Impl {
       ctx.checkpoint = *cp;
     }
     ctx.traceparent = TraceParent();
+    if (!spec.params.empty()) ctx.params = spec.params;
+    rec.params = spec.params;
     ctx.stop = run.stop.get_token();
     ctx.save_checkpoint = [this, &run](const std::string& value) {
       return coord_.SaveCheckpoint(CurrentClaim(run), value);
@@ -1596,14 +1598,29 @@ class Scheduler::Impl {
     return Status::Ok();
   }
 
-  Result<std::string> TriggerNow(const std::string& id) {
+  Result<std::string> TriggerNow(const std::string& id, const std::string& params) {
     SpecPtr spec = Spec(id);
     if (!spec) return NotFoundError("job \"" + id + "\" is not defined");
+    if (!params.empty()) {
+      // The fire runs a copy of the definition that carries the merged parameters.
+      Result<std::string> merged = MergeParams(spec->params, params);
+      if (!merged.ok()) return merged.status();
+      auto with_params = std::make_shared<JobSpec>(*spec);
+      with_params->params = std::move(*merged);
+      spec = std::move(with_params);
+    }
+    std::shared_ptr<const CronExpr> expr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
+      if (auto it = jobs_.find(id); it != jobs_.end()) expr = it->second.expr;
     }
-    const Instant now = Now();
+    Instant now = Now();
+    // A trigger is a fire of its own: at an instant of the schedule it would be that scheduled
+    // fire (the same run id, claimed once), so it takes the millisecond before (schedules have
+    // whole seconds: no other scheduled instant is there; a later one would be claimed ahead).
+    const Duration ms(1);
+    if (expr && expr->Next(now - ms) == now) now = now - ms;
     SubmitShards(spec, now);
     return FireKey{id, now, 0, spec->shards}.RunId();
   }
@@ -1808,7 +1825,9 @@ Status Scheduler::Pause(const std::string& id, const std::string& reason) {
   return impl_->Pause(id, reason);
 }
 Status Scheduler::Resume(const std::string& id) { return impl_->Resume(id); }
-Result<std::string> Scheduler::TriggerNow(const std::string& id) { return impl_->TriggerNow(id); }
+Result<std::string> Scheduler::TriggerNow(const std::string& id, const std::string& params) {
+  return impl_->TriggerNow(id, params);
+}
 Status Scheduler::Start() { return impl_->Start(); }
 void Scheduler::Stop() { impl_->Stop(); }
 std::vector<JobView> Scheduler::Jobs() const { return impl_->Jobs(); }

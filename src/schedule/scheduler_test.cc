@@ -969,6 +969,31 @@ TEST_F(SchedulerTest, PauseResumeAndTriggerNow) {
   n.scheduler->Stop();
 }
 
+// A trigger's parameters are merged over the job's defaults for that fire only: the run sees
+// them and its record keeps them; a scheduled fire sees the defaults.
+TEST_F(SchedulerTest, TriggerParamsAreMergedOverTheDefaultsForThatFire) {
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("params", "0 * * * * *");
+  j.params = R"({"month":"prev","dry_run":false})";
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  clock_.Advance(milliseconds(5));
+  Result<std::string> run = n.scheduler->TriggerNow("params", R"({"dry_run":true,"who":"ops"})");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 1));
+  EXPECT_EQ(exec_.attempts()[0].params, R"({"dry_run":true,"month":"prev","who":"ops"})");
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 2));
+  EXPECT_EQ(exec_.attempts()[1].params, j.params);
+  EXPECT_EQ(n.scheduler->TriggerNow("params", "[1]").status().code(), StatusCode::kInvalidArgument);
+  n.scheduler->Stop();
+  std::map<std::string, std::string> params_of;
+  for (const RunRecord& r : History(coord_, "params")) params_of[r.run_id] = r.params;
+  EXPECT_EQ(params_of.at(*run), R"({"dry_run":true,"month":"prev","who":"ops"})");
+  EXPECT_EQ(params_of.at(exec_.attempts()[1].run_id), j.params);
+  EXPECT_EQ(params_of.size(), 2u);
+}
+
 TEST_F(SchedulerTest, ShardsFireSeparately) {
   Node n("a", coord_, exec_, clock_);
   JobSpec j = Job("sharded", "0 * * * * *");

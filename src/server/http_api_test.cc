@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -501,8 +502,65 @@ TEST_F(HttpApiTest, DeepJsonRejected) {
   EXPECT_THAT(Body(r)["error"]["message"].get<std::string>(), HasSubstr("nested deeper"));
 }
 
+// A trigger's {"params": {...}} reach the run and its record; bad ones are a 400 naming them,
+// and nothing fires.
+TEST_F(HttpApiTest, TriggerWithParamsShowsThemOnTheRun) {
+  StartWithTokens();
+  // The clock stands on an instant of cfg's schedule: that fire runs first (without parameters),
+  // and the trigger is a fire of its own.
+  const std::string scheduled_id = "cfg@" + std::to_string(clock_.Now().unix_millis());
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, scheduled_id));
+  auto t = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate),
+                         R"({"params":{"month":"2026-11","dry_run":true}})", "application/json");
+  ASSERT_EQ(t->status, 202) << t->body;
+  const std::string run_id = Body(t)["run_id"];
+  EXPECT_EQ(run_id, "cfg@" + std::to_string(clock_.Now().unix_millis() - 1));
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, run_id));
+  auto run = client_->Get("/api/v1/runs/" + run_id, Auth(kRead));
+  ASSERT_EQ(run->status, 200) << run->body;
+  EXPECT_EQ(Body(run)["attempts"][0]["params"], json({{"month", "2026-11"}, {"dry_run", true}}));
+  auto list = client_->Get("/api/v1/runs?job=cfg", Auth(kRead));
+  std::map<std::string, json> listed;
+  const json list_body = Body(list);
+  for (const json& r : list_body["runs"]) listed[r["run_id"]] = r["params"];
+  EXPECT_EQ(listed[run_id], json({{"month", "2026-11"}, {"dry_run", true}}));
+
+  for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"params":[1]})", "params: expected an object, got array"},
+           {R"({"params":"x"})", "params: expected an object, got string"},
+           {R"({"parms":{}})", "body: unknown key \"parms\" (expected params)"},
+           {R"([1])", "body: expected a JSON object, got array"},
+           {R"({"params":{"a":)", "invalid JSON"},
+           {R"({"params":{"k":")" + std::string(kMaxParamsBytes, 'x') + R"("}})",
+            "params: 16392 bytes is larger than 16 KiB"}}) {
+    auto bad = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), body, "application/json");
+    EXPECT_EQ(bad->status, 400) << body.substr(0, 40);
+    EXPECT_THAT(Body(bad)["error"]["message"].get<std::string>(), HasSubstr(want))
+        << body.substr(0, 40);
+  }
+  clock_.Advance(std::chrono::seconds(1));
+  // Apart from the scheduled fire, only the trigger's run is listed.
+  auto runs = client_->Get("/api/v1/runs?job=cfg", Auth(kRead));
+  std::vector<std::string> triggered;
+  const json runs_body = Body(runs);
+  for (const json& r : runs_body["runs"]) {
+    if (r["run_id"] != scheduled_id) triggered.push_back(r["run_id"]);
+  }
+  EXPECT_EQ(triggered, std::vector<std::string>{run_id}) << "a refused trigger fired nothing";
+  // Without a body, or with an empty object, the run has no parameters.
+  auto plain = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "");
+  ASSERT_EQ(plain->status, 202) << plain->body;
+  const std::string plain_id = Body(plain)["run_id"];
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, plain_id));
+  auto plain_run = client_->Get("/api/v1/runs/" + plain_id, Auth(kRead));
+  EXPECT_EQ(Body(plain_run)["attempts"][0]["params"], json::object());
+}
+
 TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
   StartWithTokens();
+  // The clock starts on an instant of cfg's schedule: that fire runs, then three triggers.
+  const std::string scheduled_id = "cfg@" + std::to_string(clock_.Now().unix_millis());
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, scheduled_id));
   std::vector<std::string> run_ids;
   for (int i = 0; i < 3; ++i) {
     auto t = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "");
@@ -510,9 +568,11 @@ TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
     run_ids.push_back(Body(t)["run_id"]);
     // Announced once reported: the next trigger must not find this run still open (overlap =
     // skip would refuse it).
-    ASSERT_TRUE(events_.Await(SchedulerEvent::Kind::kRunFinished, i + 1));
+    ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, run_ids.back()));
     clock_.Advance(std::chrono::seconds(1));
   }
+  // The first trigger, at the scheduled instant, took the millisecond before it.
+  EXPECT_EQ(run_ids[0], "cfg@" + std::to_string(clock_.Now().unix_millis() - 3001));
   auto page1 = client_->Get("/api/v1/runs?job=cfg&limit=2", Auth(kRead));
   ASSERT_EQ(page1->status, 200) << page1->body;
   json p1 = Body(page1);
@@ -524,8 +584,9 @@ TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
                        httplib::detail::encode_query_param(p1["next_cursor"].get<std::string>()),
                    Auth(kRead));
   json p2 = Body(page2);
-  ASSERT_EQ(p2["runs"].size(), 1u) << page2->body;
-  EXPECT_EQ(p2["runs"][0]["run_id"], run_ids[0]);
+  ASSERT_EQ(p2["runs"].size(), 2u) << page2->body;
+  EXPECT_EQ(p2["runs"][0]["run_id"], scheduled_id);
+  EXPECT_EQ(p2["runs"][1]["run_id"], run_ids[0]);
   EXPECT_EQ(p2["next_cursor"], "");
 
   auto run = client_->Get("/api/v1/runs/" + run_ids[0], Auth(kRead));
@@ -552,11 +613,11 @@ TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
 
   auto metrics = client_->Get("/metrics", Auth(kRead));
   ASSERT_EQ(metrics->status, 200);
-  EXPECT_THAT(metrics->body, HasSubstr("gnomon_fires_total{job=\"cfg\",outcome=\"succeeded\"} 3"));
-  EXPECT_THAT(metrics->body, HasSubstr("gnomon_claims_total{result=\"claimed\"} 3"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_fires_total{job=\"cfg\",outcome=\"succeeded\"} 4"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_claims_total{result=\"claimed\"} 4"));
   EXPECT_THAT(metrics->body, HasSubstr("gnomon_jobs 1"));
   EXPECT_THAT(metrics->body, HasSubstr("gnomon_build_info{version=\"9.9.9\"} 1"));
-  EXPECT_THAT(metrics->body, HasSubstr("gnomon_run_duration_seconds_count{job=\"cfg\"} 3"));
+  EXPECT_THAT(metrics->body, HasSubstr("gnomon_run_duration_seconds_count{job=\"cfg\"} 4"));
 }
 
 TEST_F(HttpApiTest, NodesAndCronPreview) {
@@ -733,6 +794,10 @@ json ReferenceRunJson(const RunRecord& r, bool with_output) {
   j["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
   j["error"] = r.error;
   j["skip_reason"] = r.skip_reason;
+  // Parameters that are a JSON object are shown as that object; anything else (what no writer
+  // stores: a corrupt backend) as none.
+  const json params = json::parse(r.params, nullptr, false);
+  j["params"] = params.is_object() ? params : json::object();
   if (with_output) j["output"] = r.output;
   return j;
 }
@@ -851,6 +916,12 @@ TEST(RunJsonTest, RunMatchesTheJsonTreeRendering) {
     RunRecord r = base;
     r.outcome = o;
     r.exit_code = 0;
+    records.push_back(r);
+  }
+  for (const char* params : {R"({"month":"2026-11","n":[1,2.5],"o":{"x":null}})", "[1]", "{",
+                             "{\"a\":1} trailing", "\"text\""}) {
+    RunRecord r = base;
+    r.params = params;
     records.push_back(r);
   }
   for (const RunRecord& r : records) {

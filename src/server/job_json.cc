@@ -101,6 +101,18 @@ Status GetStringMap(const json& v, std::string_view field,
   return Status::Ok();
 }
 
+// `params`: an object, kept as compact text ("" for an empty one).
+Status SetParams(const json& v, JobSpec& job) {
+  if (!v.is_object()) return WrongType("params", "an object", v);
+  std::string text = v.empty() ? std::string() : DumpJson(v);
+  if (text.size() > kMaxParamsBytes) {
+    return InvalidArgumentError("params: " + std::to_string(text.size()) +
+                                " bytes is larger than 16 KiB");
+  }
+  job.params = std::move(text);
+  return Status::Ok();
+}
+
 template <typename E>
 Status GetEnum(const json& v, std::string_view field, Result<E> (*parse)(std::string_view),
                E* out) {
@@ -164,6 +176,7 @@ const JobKey kJobKeys[] = {
     {"max_consecutive_failures", [](const json& v, JobSpec& j) { return GetInt(v, "max_consecutive_failures", &j.max_consecutive_failures); }},
     {"enabled", [](const json& v, JobSpec& j) { return GetBool(v, "enabled", &j.enabled); }},
     {"description", [](const json& v, JobSpec& j) { return GetString(v, "description", &j.description); }},
+    {"params", SetParams},
     {"env", [](const json& v, JobSpec& j) { return GetStringMap(v, "env", &j.env); }},
     {"kill_grace", [](const json& v, JobSpec& j) { return GetDuration(v, "kill_grace", &j.kill_grace); }},
     {"history_keep", [](const json& v, JobSpec& j) { return GetInt(v, "history_keep", &j.history_keep); }},
@@ -291,6 +304,9 @@ json JobSpecToJson(const JobSpec& job) {
   j["max_consecutive_failures"] = job.max_consecutive_failures;
   j["enabled"] = job.enabled;
   j["description"] = job.description;
+  // Validated definitions hold a JSON object; anything else (never stored) shows as none.
+  j["params"] = job.params.empty() ? json::object() : json::parse(job.params, nullptr, false);
+  if (!j["params"].is_object()) j["params"] = json::object();
   j["env"] = json(job.env);
   j["kill_grace"] = FormatDuration(job.kill_grace);
   j["history_keep"] = job.history_keep;
@@ -345,6 +361,31 @@ Status RestoreSecrets(JobSpec* spec, const JobSpec& stored) {
 
 std::string DumpJson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<std::string> ParamsFromArgs(const std::vector<std::string>& args) {
+  json params = json::object();
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0 || (eq == 1 && arg[0] == ':')) {
+      return InvalidArgumentError("--param \"" + Shown(arg) +
+                                  "\": expected key=value or key:=json");
+    }
+    const bool raw = arg[eq - 1] == ':';
+    const std::string key = arg.substr(0, raw ? eq - 1 : eq);
+    const std::string text = arg.substr(eq + 1);
+    if (!raw) {
+      params[key] = text;
+      continue;
+    }
+    Result<json> value = ParseJsonBody(text);
+    if (!value.ok()) {
+      return InvalidArgumentError("--param " + Shown(key) + ": " + value.status().message());
+    }
+    params[key] = std::move(*value);
+  }
+  if (params.empty()) return std::string();
+  return MergeParams("", DumpJson(params));
 }
 
 }  // namespace gnomon::server

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gnomon/job.h"
 #include "gnomon/status.h"
@@ -52,6 +53,11 @@ nlohmann::json RedactSecrets(nlohmann::json definition);
 // key in `stored` (write-only secrets: a client that was shown placeholders sends them back).
 // InvalidArgument naming the key ("env.DB_PASSWORD: ...") when `stored` has no such value.
 Status RestoreSecrets(JobSpec* spec, const JobSpec& stored);
+
+// Parameters given on a command line (`gnomon job trigger ID --param k=v`): each argument is
+// `key=text` (a string value) or `key:=json` (any JSON value: `n:=3`, `dry:=true`). The result is
+// a compact JSON object ("" for none). InvalidArgument naming the argument that is wrong.
+Result<std::string> ParamsFromArgs(const std::vector<std::string>& args);
 
 // Serialises `j` compactly; invalid UTF-8 in strings (e.g. run output) is replaced with U+FFFD
 // instead of throwing.

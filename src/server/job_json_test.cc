@@ -17,7 +17,7 @@ TEST(JobJsonTest, RoundTripsEveryKey) {
     "retry_backoff": "10s", "overlap": "allow", "misfire": "all", "catchup_window": "2h",
     "on_lost": "rerun", "shards": 3, "max_consecutive_failures": 4, "enabled": false,
     "description": "d", "env": {"A": "1"}, "kill_grace": "5s", "history_keep": 7,
-    "history_max_age": "1d"})");
+    "history_max_age": "1d", "params": {"month": "prev", "n": [1, 2.5]}})");
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   Result<JobSpec> spec = JobSpecFromJson(*j);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
@@ -27,6 +27,7 @@ TEST(JobJsonTest, RoundTripsEveryKey) {
   EXPECT_EQ(spec->on_lost, LostPolicy::kRerun);
   EXPECT_FALSE(spec->enabled);
   EXPECT_EQ(spec->env.at("A"), "1");
+  EXPECT_EQ(spec->params, R"({"month":"prev","n":[1,2.5]})");
   Result<JobSpec> again = JobSpecFromJson(JobSpecToJson(*spec));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(JobSpecToJson(*again), JobSpecToJson(*spec));
@@ -73,6 +74,31 @@ TEST(JobJsonTest, WrongTypesNameTheField) {
   EXPECT_THAT(JobSpecFromJson(nlohmann::json{{"shards", 99999999999LL}}).status().message(),
               HasSubstr("shards: 99999999999 is out of range"));
   EXPECT_FALSE(JobSpecFromJson(nlohmann::json::array()).ok());
+}
+
+TEST(JobJsonTest, ParamsAreAnObjectOfAtMost16KiB) {
+  EXPECT_THAT(JobSpecFromJson(nlohmann::json{{"params", "x=1"}}).status().message(),
+              HasSubstr("params: expected an object, got string"));
+  EXPECT_THAT(
+      JobSpecFromJson(nlohmann::json{{"params", {{"k", std::string(kMaxParamsBytes, 'x')}}}})
+          .status()
+          .message(),
+      HasSubstr("params: 16392 bytes is larger than 16 KiB"));
+  // An empty object is no parameters; none show as an empty object.
+  Result<JobSpec> empty = JobSpecFromJson(nlohmann::json{{"params", nlohmann::json::object()}});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->params, "");
+  EXPECT_EQ(JobSpecToJson(*empty).at("params"), nlohmann::json::object());
+}
+
+TEST(JobJsonTest, ParamsFromCommandLineArguments) {
+  EXPECT_EQ(*ParamsFromArgs({}), "");
+  EXPECT_EQ(*ParamsFromArgs({"month=2026-11", "n:=3", "dry:=true", "eq=a=b", "o:={\"x\":[1]}"}),
+            R"({"dry":true,"eq":"a=b","month":"2026-11","n":3,"o":{"x":[1]}})");
+  EXPECT_THAT(ParamsFromArgs({"novalue"}).status().message(),
+              HasSubstr("--param \"novalue\": expected key=value or key:=json"));
+  EXPECT_THAT(ParamsFromArgs({"=x"}).status().message(), HasSubstr("expected key=value"));
+  EXPECT_THAT(ParamsFromArgs({"n:=tru"}).status().message(), HasSubstr("--param n:"));
 }
 
 TEST(JobJsonTest, DuplicateKeysRejected) {

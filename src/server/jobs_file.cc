@@ -1,6 +1,9 @@
 #include "src/server/jobs_file.h"
 
+#include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "src/server/api_util.h"
 #include "src/server/toml_reader.h"
@@ -29,6 +32,53 @@ Status SetHttp(const Reporter& r, const toml::node& n, JobSpec& job) {
   }
   if (!has_url) return r.Fail(n, "http.url: is required");
   job.http = std::move(http);
+  return Status::Ok();
+}
+
+// A TOML value as JSON (`params`): tables are objects, arrays arrays; dates and times are their
+// RFC 3339 text; a float that JSON cannot hold (nan, inf) is an error.
+Result<nlohmann::json> TomlToJson(const Reporter& r, const toml::node& n, const std::string& at) {
+  if (const auto* t = n.as_table()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : Ordered(*t)) {
+      Result<nlohmann::json> e = TomlToJson(r, *v, at + "." + std::string(k->str()));
+      if (!e.ok()) return e.status();
+      out[std::string(k->str())] = std::move(*e);
+    }
+    return out;
+  }
+  if (const auto* a = n.as_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < a->size(); ++i) {
+      Result<nlohmann::json> e = TomlToJson(r, *a->get(i), at + "[" + std::to_string(i) + "]");
+      if (!e.ok()) return e.status();
+      out.push_back(std::move(*e));
+    }
+    return out;
+  }
+  if (const auto* v = n.as_string()) return nlohmann::json(v->get());
+  if (const auto* v = n.as_integer()) return nlohmann::json(v->get());
+  if (const auto* v = n.as_boolean()) return nlohmann::json(v->get());
+  if (const auto* v = n.as_floating_point()) {
+    if (!std::isfinite(v->get())) return r.Fail(n, at + ": JSON has no nan or inf");
+    return nlohmann::json(v->get());
+  }
+  std::ostringstream text;
+  if (const auto* v = n.as_date()) text << v->get();
+  if (const auto* v = n.as_time()) text << v->get();
+  if (const auto* v = n.as_date_time()) text << v->get();
+  return nlohmann::json(text.str());
+}
+
+Status SetParams(const Reporter& r, const toml::node& n, JobSpec& job) {
+  if (n.as_table() == nullptr) return r.WrongType(n, "params", "a table");
+  Result<nlohmann::json> j = TomlToJson(r, n, "params");
+  if (!j.ok()) return j.status();
+  std::string text = j->empty() ? std::string() : j->dump();
+  if (text.size() > kMaxParamsBytes) {
+    return r.Fail(n, "params: " + std::to_string(text.size()) + " bytes is larger than 16 KiB");
+  }
+  job.params = std::move(text);
   return Status::Ok();
 }
 
@@ -68,6 +118,7 @@ const JobKey kJobKeys[] = {
     {"max_consecutive_failures", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "max_consecutive_failures", &j.max_consecutive_failures); }},
     {"enabled", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetBool(r, n, "enabled", &j.enabled); }},
     {"description", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "description", &j.description); }},
+    {"params", SetParams},
     {"env", [](const Reporter& r, const toml::node& n, JobSpec& j) { return MergeStringMap(r, n, "env", &j.env); }},
     {"kill_grace", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "kill_grace", &j.kill_grace); }},
     {"history_keep", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "history_keep", &j.history_keep); }},

@@ -153,15 +153,42 @@ Response JobsHandler::Action(Call& call, const std::string& id) {
     ~Invalidate() { jobs.Invalidate(); }
   } invalidate{jobs_};
   if (action == "trigger") {
+    // An optional body {"params": {...}}: merged over the job's default params for this fire.
+    std::string params;
+    if (!call.req.body.empty()) {
+      Result<json> parsed = ParseJsonBody(call.req.body, options_.max_json_depth);
+      if (!parsed.ok()) return Error(400, "invalid_argument", parsed.status().message());
+      if (!parsed->is_object()) {
+        return Error(400, "invalid_argument",
+                     std::string("body: expected a JSON object, got ") + parsed->type_name());
+      }
+      for (const auto& [key, value] : parsed->items()) {
+        if (key != "params") {
+          return Error(400, "invalid_argument",
+                       "body: unknown key \"" + key.substr(0, 64) + "\" (expected params)", key);
+        }
+        if (!value.is_object()) {
+          return Error(400, "invalid_argument",
+                       std::string("params: expected an object, got ") + value.type_name(),
+                       "params");
+        }
+        if (!value.empty()) params = DumpJson(value);
+      }
+      if (Result<std::string> merged = MergeParams(local->spec.params, params); !merged.ok()) {
+        return Error(400, "invalid_argument", merged.status().message(), "params");
+      }
+    }
     if (Status q = quotas_.Get()->CheckTrigger(id); !q.ok()) {
       if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);
       Response r = Error(429, "quota_exceeded", q.message());
       r.headers.emplace_back("Retry-After", "5");
       return r;
     }
-    Result<std::string> run = scheduler_.TriggerNow(id);
+    Result<std::string> run = scheduler_.TriggerNow(id, params);
     if (!run.ok()) return FromStatus(run.status());
-    call.after = DumpJson(json{{"run_id", *run}});
+    json after{{"run_id", *run}};
+    if (!params.empty()) after["params"] = json::parse(params);
+    call.after = DumpJson(after);
     Response r = Json(202, {{"run_id", *run}, {"job_id", id}});
     std::string loc = "/api/v1/runs/";
     for (char c : *run) loc += c == '#' ? std::string("%23") : std::string(1, c);

@@ -148,6 +148,14 @@ void AppendRunJson(std::string& out, const RunRecord& r, bool with_output) {
     out += ",\"output\":";
     AppendJsonString(out, r.output);
   }
+  // The record's parameters come from the backend: sent as they are only when they are a JSON
+  // object (what every writer stores), else as none.
+  out += ",\"params\":";
+  if (!r.params.empty() && r.params.front() == '{' && json::accept(r.params)) {
+    out += r.params;
+  } else {
+    out += "{}";
+  }
   out += ",\"run_id\":";
   AppendJsonString(out, r.run_id);
   out += ",\"scheduled_at\":";

@@ -2,7 +2,9 @@
 // with a temporary SQLite backend and an admin token, and the system Chromium driven by
 // playwright-core (never a downloaded browser).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync,
+} from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -89,6 +91,9 @@ export async function startServer({ tokens = true, config: extra = [] } = {}) {
         await exited;
         clearTimeout(timer);
       }
+      // The server's log outlives its directory, for the reading of a failed run.
+      mkdirSync(resultsDir, { recursive: true });
+      copyFileSync(logPath, path.join(resultsDir, `serve-${port}.log`));
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -753,7 +753,9 @@ class ServeHttpApi(unittest.TestCase):
         p = self.serve("cli", port, config)
         jobs = os.path.join(self.dir, "add.toml")
         with open(jobs, "w") as f:
-            f.write('[[job]]\nid = "cli-job"\nschedule = "0 0 1 1 *"\ncommand = "echo from-the-cli"\n')
+            f.write('[[job]]\nid = "cli-job"\nschedule = "0 0 1 1 *"\n'
+                    'command = "echo from-the-cli; echo P=$GNOMON_PARAMS"\n'
+                    'params = { month = "prev", team = "fin" }\n')
         base = [GNOMON, "job", "--server", "http://127.0.0.1:%d" % port]
         env = dict(os.environ, GNOMON_TOKEN="ops-secret-0123456789")
         def job(*args, expect=0):
@@ -766,6 +768,20 @@ class ServeHttpApi(unittest.TestCase):
         run_id = job("trigger", "cli-job").strip()
         self.assertTrue(run_id.startswith("cli-job@"), run_id)
         wait_for(lambda: "succeeded" in job("runs", "cli-job"), 30, "the triggered run")
+        # Parameters: merged over the job's defaults; the run sees them in GNOMON_PARAMS.
+        params_run = job("trigger", "cli-job", "--param", "month=2026-11", "--param", "n:=3").strip()
+        def run_of(run_id):
+            status, body = self.request(port, "GET", "/api/v1/runs/" + run_id,
+                                        token="ops-secret-0123456789")
+            self.assertEqual(status, 200, body)
+            return body["attempts"][-1]
+        wait_for(lambda: run_of(params_run)["outcome"] == "succeeded", 30, "the run with params")
+        want = {"month": "2026-11", "n": 3, "team": "fin"}
+        self.assertEqual(run_of(params_run)["params"], want)
+        self.assertIn("P=" + json.dumps(want, separators=(",", ":")), run_of(params_run)["output"])
+        self.assertEqual(run_of(run_id)["params"], {"month": "prev", "team": "fin"})
+        job("trigger", "cli-job", "--param", "novalue", expect=2)
+        job("trigger", "cli-job", "--param", "n:=not-json", expect=2)
         job("pause", "cli-job")
         self.assertIn("paused", job("ls"))
         job("show", "nope", expect=2)

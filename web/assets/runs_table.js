@@ -35,6 +35,9 @@ export function createRunsTable({ showJob = false, label = 'Runs' } = {}) {
         ['Exit code', attempt.exit_code ?? '—'],
       ];
       if (attempt.shard_count > 1) facts.push(['Shard', `${attempt.shard + 1} of ${attempt.shard_count}`]);
+      if (attempt.params && Object.keys(attempt.params).length) {
+        facts.push(['Parameters', mono(JSON.stringify(attempt.params), { class: 'wrap' })]);
+      }
       clear(cell,
         h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
         attempt.error ? notice('error', attempt.error) : null,

@@ -5,6 +5,7 @@
 #ifndef GNOMON_TESTING_RECORDING_EXECUTOR_H_
 #define GNOMON_TESTING_RECORDING_EXECUTOR_H_
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -31,6 +32,7 @@ struct RecordedAttempt {
   std::optional<std::string> checkpoint;
   std::string traceparent;
   bool stopped = false;  // the stop token was requested before the attempt returned
+  std::string params;
 };
 
 class RecordingExecutor final : public Executor {
@@ -57,7 +59,7 @@ class RecordingExecutor final : public Executor {
       attempts_.push_back(RecordedAttempt{ctx.job_id, ctx.run_id, ctx.node_id, ctx.scheduled_at,
                                           ctx.fencing_token, ctx.attempt, ctx.shard_index,
                                           ctx.shard_count, ctx.deadline, ctx.checkpoint,
-                                          ctx.traceparent, ctx.stop.stop_requested()});
+                                          ctx.traceparent, ctx.stop.stop_requested(), ctx.params});
     }
     cv_.notify_all();
     return r;
@@ -146,6 +148,16 @@ class RecordingObserver final : public Observer {
         if (e.kind == kind && (detail.empty() || e.detail == detail)) ++c;
       }
       return c >= n;
+    });
+  }
+  // Waits (real time, at most `timeout`) for an event of `kind` about run `run_id`.
+  bool AwaitRun(SchedulerEvent::Kind kind, std::string_view run_id,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      return std::any_of(events_.begin(), events_.end(), [&](const SchedulerEvent& e) {
+        return e.kind == kind && e.run_id == run_id;
+      });
     });
   }
 

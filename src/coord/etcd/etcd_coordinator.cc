@@ -232,6 +232,7 @@ std::string Encode(const RunRecord& r) {
          {"output", coord::Base64Encode(r.output)},
          {"skip", r.skip_reason}};
   if (r.exit_code) j["exit"] = *r.exit_code;
+  if (!r.params.empty()) j["params"] = r.params;
   return j.dump();
 }
 
@@ -258,6 +259,7 @@ Result<RunRecord> DecodeRecord(const std::string& text) {
   r.error = std::move(*err);
   r.output = std::move(*output);
   r.skip_reason = j.value("skip", "");
+  r.params = j.value("params", "");
   if (j.contains("exit")) r.exit_code = j["exit"].get<int>();
   return r;
 }

@@ -125,6 +125,7 @@ Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fiel
   r.error = text("err");
   r.output = text("output");
   r.skip_reason = text("skip");
+  r.params = text("params");
   return r;
 }
 
@@ -541,6 +542,8 @@ Result<std::vector<std::string>> RedisCoordinator::ReportArgs(const gnomon::Clai
                            Ms(record.started_at), "fin", Ms(record.finished_at), "out",
                            std::string(ToString(record.outcome)), "err", record.error, "output",
                            coord::TruncateOutput(record.output), "skip", record.skip_reason});
+  // params only when there are any (most runs have none: fewer bytes for the script).
+  if (!record.params.empty()) args.insert(args.end(), {"params", record.params});
   // exit comes last and only when known: the script removes a stored one otherwise.
   if (record.exit_code) args.insert(args.end(), {"exit", std::to_string(*record.exit_code)});
   return args;

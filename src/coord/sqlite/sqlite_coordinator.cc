@@ -113,10 +113,16 @@ CREATE INDEX audit_by_class ON audit ((status >= 400), seq);
 PRAGMA user_version = 3;
 )sql";
 
+// Schema version 4 keeps each run's parameters (JSON object text; '' = none).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE runs ADD COLUMN params BLOB NOT NULL DEFAULT '';
+PRAGMA user_version = 4;
+)sql";
+
 // The columns of a history record, in the order ReadRun expects.
 #define GNOMON_RUN_COLUMNS                                                              \
   "run_id, job_id, scheduled_ms, shard, shard_count, attempt, fencing_token, node_id, " \
-  "started_ms, finished_ms, outcome, exit_code, error, output, skip_reason"
+  "started_ms, finished_ms, outcome, exit_code, error, output, skip_reason, params"
 
 Result<RunRecord> ReadRun(const Statement& row) {
   RunRecord r;
@@ -139,6 +145,7 @@ Result<RunRecord> ReadRun(const Statement& row) {
   r.error = row.Bytes(12);
   r.output = row.Bytes(13);
   r.skip_reason = row.Bytes(14);
+  r.params = row.Bytes(15);
   return r;
 }
 
@@ -185,13 +192,14 @@ class SqliteCoordinator::Db {
                                        std::to_string(v) + " is newer than this gnomon's (" +
                                        std::to_string(kSchemaVersion) + ")");
       }
-      if (v < 0 || v > 2) {
+      if (v < 0 || v > 3) {
         return InternalError("sqlite " + conn_->path() + ": unknown schema version " +
                              std::to_string(v));
       }
       if (v < 1) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV1));
       if (v < 2) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV2));
-      return conn_->Exec(kSchemaV3);
+      if (v < 3) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV3));
+      return conn_->Exec(kSchemaV4);
     });
   }
 
@@ -247,7 +255,7 @@ class SqliteCoordinator::Db {
   Status PutRun(const RunRecord& r) {
     Result<Statement> s = conn_->Prepare(
         "INSERT OR REPLACE INTO runs (" GNOMON_RUN_COLUMNS
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     if (!s.ok()) return s.status();
     s->BindText(1, r.run_id)
         .BindText(2, r.job_id)
@@ -263,7 +271,8 @@ class SqliteCoordinator::Db {
         .Bind(12, r.exit_code ? std::optional<int64_t>(*r.exit_code) : std::nullopt)
         .BindBlob(13, r.error)
         .BindBlob(14, coord::TruncateOutput(r.output))
-        .BindBlob(15, r.skip_reason);
+        .BindBlob(15, r.skip_reason)
+        .BindBlob(16, r.params);
     return s->Run();
   }
 

@@ -219,7 +219,9 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion1File) {
   }
   {
     RawDb raw(path);
-    ASSERT_EQ(raw.Exec("DROP TABLE audit; PRAGMA user_version = 1"), SQLITE_OK);
+    ASSERT_EQ(raw.Exec("DROP TABLE audit; ALTER TABLE runs DROP COLUMN params; "
+                       "PRAGMA user_version = 1"),
+              SQLITE_OK);
   }
   auto c = MustOpen(path, clock);
   ASSERT_NE(c, nullptr);
@@ -247,13 +249,57 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion2File) {
   }
   {
     RawDb raw(path);
-    ASSERT_EQ(raw.Exec("DROP INDEX audit_by_class; PRAGMA user_version = 2"), SQLITE_OK);
+    ASSERT_EQ(raw.Exec("DROP INDEX audit_by_class; ALTER TABLE runs DROP COLUMN params; "
+                       "PRAGMA user_version = 2"),
+              SQLITE_OK);
   }
   auto c = MustOpen(path, clock);
   ASSERT_NE(c, nullptr);
   RawDb raw(path);
-  EXPECT_EQ(raw.QueryText("PRAGMA user_version"), "3");
+  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
+            std::to_string(SqliteCoordinator::kSchemaVersion));
   EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
+}
+
+// A version-3 file (runs without parameters) is upgraded in place: its records read back with
+// no parameters, and new records keep theirs.
+TEST(SqliteCoordinatorTest, OpenUpgradesAVersion3File) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  const FireKey old_fire{"upgraded", clock.Now() - std::chrono::seconds(5)};
+  {
+    auto c = MustOpen(path, clock);
+    ASSERT_NE(c, nullptr);
+    Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = old_fire, .node_id = "n"});
+    ASSERT_TRUE(out.ok() && out->claim);
+  }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("ALTER TABLE runs DROP COLUMN params; PRAGMA user_version = 3"), SQLITE_OK);
+  }
+  auto c = MustOpen(path, clock);
+  ASSERT_NE(c, nullptr);
+  RawDb raw(path);
+  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
+            std::to_string(SqliteCoordinator::kSchemaVersion));
+  Result<std::vector<RunRecord>> old_runs = c->GetRun(old_fire.RunId());
+  ASSERT_TRUE(old_runs.ok());
+  ASSERT_EQ(old_runs->size(), 1u);
+  EXPECT_EQ((*old_runs)[0].params, "");
+
+  const FireKey new_fire{"upgraded", clock.Now()};
+  // (The old fire's lease is live: overlap = allow.)
+  Result<ClaimOutcome> out =
+      c->Claim(ClaimRequest{.fire = new_fire, .node_id = "n", .overlap = OverlapPolicy::kAllow});
+  ASSERT_TRUE(out.ok() && out->claim);
+  RunRecord r = coord::NewRecord(new_fire, 1, out->claim->fencing_token, "n", clock.Now(),
+                                 RunOutcome::kSucceeded);
+  r.params = R"({"month":"2026-11"})";
+  ASSERT_TRUE(c->Report(*out->claim, r, true).ok());
+  Result<std::vector<RunRecord>> new_runs = c->GetRun(new_fire.RunId());
+  ASSERT_TRUE(new_runs.ok());
+  ASSERT_EQ(new_runs->size(), 1u);
+  EXPECT_EQ((*new_runs)[0].params, r.params);
 }
 
 TEST(SqliteCoordinatorTest, OpenRefusesANewerSchema) {

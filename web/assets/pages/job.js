@@ -30,9 +30,68 @@ function definition(job) {
     ['Breaker', spec.max_consecutive_failures ? `pause after ${spec.max_consecutive_failures} failures` : 'off'],
     ['History', `last ${spec.history_keep}, at most ${spec.history_max_age}`],
     spec.env && Object.keys(spec.env).length ? ['Environment', mono(Object.keys(spec.env).join(', '))] : null,
+    spec.params && Object.keys(spec.params).length
+      ? ['Parameters', mono(JSON.stringify(spec.params), { class: 'wrap' })] : null,
     ['Source', job.read_only ? `config file (${job.source})` : `API, version ${job.version}`],
   ].filter(Boolean);
   return h('dl', { class: 'definition' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+// "Trigger with parameters": a JSON object merged over the job's default params for one fire.
+// A problem (not JSON, not an object, or the API's 400) is shown next to the field.
+function paramsForm(id, onDone) {
+  const field = h('textarea', {
+    id: 'trigger-params', class: 'input mono params-input', rows: '4', spellcheck: 'false',
+    'aria-describedby': 'trigger-params-help trigger-params-error',
+  }, '{}');
+  const error = h('p', { id: 'trigger-params-error', class: 'field-error', role: 'alert' });
+  const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Trigger with these parameters');
+  const fail = (message) => {
+    field.setAttribute('aria-invalid', 'true');
+    error.textContent = message;
+    field.focus();
+  };
+  const form = h('form', {
+    class: 'params-form', 'aria-labelledby': 'params-title',
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      let params;
+      try {
+        params = JSON.parse(field.value.trim() || '{}');
+      } catch (e) {
+        fail(`params: not valid JSON (${e.message})`);
+        return;
+      }
+      if (params === null || typeof params !== 'object' || Array.isArray(params)) {
+        fail('params: must be a JSON object, e.g. {"month": "2026-11"}');
+        return;
+      }
+      field.removeAttribute('aria-invalid');
+      error.textContent = '';
+      submit.disabled = true;
+      try {
+        const { run_id: runId } = await api(`/jobs/${enc(id)}/trigger`, { method: 'POST', body: { params } });
+        toast(`Triggered ${runId}`, 'success');
+        onDone(runId);
+      } catch (e) {
+        if (e.status === 400) fail(e.message);
+        else if (e.status !== 401) toast(e.message, 'error');
+      } finally {
+        submit.disabled = false;
+      }
+    },
+  },
+  h('h2', { id: 'params-title' }, 'Trigger with parameters'),
+  h('label', { for: 'trigger-params', class: 'label' }, 'Parameters (JSON object)'),
+  field,
+  h('p', { class: 'hint', id: 'trigger-params-help' },
+    'Merged over the job\'s default parameters for this fire; the run sees them as ',
+    h('code', {}, 'GNOMON_PARAMS'), ' (HTTP jobs: in the body). At most 16 KiB.'),
+  error,
+  h('div', { class: 'form-actions' }, submit));
+  return { form, prefill: (params) => {
+    if (!field.dataset.touched) field.value = JSON.stringify(params || {}, null, 2);
+  }, field };
 }
 
 export async function render(root, ctx) {
@@ -44,6 +103,8 @@ export async function render(root, ctx) {
   const chartBox = h('div', { class: 'chart-box' });
   const runsStatus = h('div');
   const table = createRunsTable({ label: `Recent runs of ${id}` });
+  const params = paramsForm(id, () => refreshRuns());
+  params.field.addEventListener('input', () => { params.field.dataset.touched = '1'; });
   let job = null;
 
   function header() {
@@ -101,6 +162,7 @@ export async function render(root, ctx) {
     job = await api(`/jobs/${enc(id)}`);
     header();
     clear(defBox, definition(job));
+    params.prefill(job.spec.params);
   }
 
   async function refreshFires() {
@@ -138,6 +200,7 @@ export async function render(root, ctx) {
         h('h2', { id: 'def-title' }, 'Definition'), defBox),
       h('section', { class: 'card', 'aria-labelledby': 'fires-title' },
         h('h2', { id: 'fires-title' }, 'Next 10 fires'), firesBox)),
+    h('section', { class: 'card section' }, params.form),
     h('section', { class: 'section', 'aria-labelledby': 'runs-title' },
       h('div', { class: 'section-head' }, h('h2', { id: 'runs-title' }, 'Recent runs'),
         h('a', { href: `#/runs?job=${enc(id)}`, class: 'small' }, 'All runs of this job')),
