@@ -1,10 +1,11 @@
-// `gnomon job ls|show|add|rm|pause|resume|trigger|runs`: a client of a daemon's HTTP API
+// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|runs`: a client of a daemon's HTTP API
 // (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or failed (5xx);
 // 2 the request was refused as invalid (4xx) or the command line is wrong.
 #include <httplib.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
@@ -64,8 +65,7 @@ Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
   Reply out;
   if (a.client_cert.empty() != a.client_key.empty()) {
     std::cerr << "gnomon job: --cert and --key go together\n";
-    out.exit_code = kExitUsage;
-    return out;
+    return Reply{kExitUsage, {}};
   }
   Result<std::string> token = TokenFor(a);
   if (!token.ok()) {
@@ -86,8 +86,7 @@ Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
                                              : client.Post(path, headers, body, "application/json");
     if (!r) {
       std::cerr << "gnomon job: " << a.server << ": " << httplib::to_string(r.error()) << "\n";
-      out.exit_code = kExitFailure;
-      return out;
+      return Reply{kExitFailure, {}};
     }
     if (!r->body.empty()) out.body = nlohmann::json::parse(r->body, nullptr, false);
     if (r->status >= 400) {
@@ -226,6 +225,12 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
       *exit_code = r.exit_code;
     });
   }
+  CLI::App* cancel = job->add_subcommand("cancel", "Cancel a running run (its lease is revoked)");
+  cancel->add_option("RUN_ID", a->id, "Run id, as `gnomon job runs` shows it")->required();
+  cancel->callback([a, exit_code] {
+    const std::string id = httplib::detail::encode_query_param(a->id);  // '#' of shards
+    *exit_code = Call(*a, "POST", "/api/v1/runs/" + id + "/cancel").exit_code;
+  });
   CLI::App* runs = job->add_subcommand("runs", "Recent runs, newest first");
   runs->add_option("ID", a->id, "Only this job");
   runs->add_option("--outcome", a->outcome,

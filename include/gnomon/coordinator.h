@@ -190,6 +190,16 @@ class Coordinator {
   virtual Status RecordSkipped(const FireKey& fire, const std::string& node_id,
                                const std::string& reason) = 0;
 
+  // Operator cancel (POST /api/v1/runs/{run_id}/cancel): ends a fire that is running or waiting
+  // for its retry, in one step: its lease is revoked (the holder's next fenced write fails with
+  // LeaseLost, as with overlap = replace), the fire is closed (no retry, no lost-run rerun) and
+  // its current attempt's record ends `cancelled` with `reason` as its error (an attempt that
+  // had already failed keeps its outcome; its error says the retry was cancelled). JobsVersion
+  // changes, so every node's state poll renews its leases at once and the holder stops the run.
+  // The fire's shard_count is not needed. NotFound when the fire has no record;
+  // FailedPrecondition when it already ended (nothing changes).
+  virtual Status CancelFire(const FireKey& fire, const std::string& reason) = 0;
+
   // Whether each fire has a record (claimed, running, done or skipped): one answer per fire, in
   // order. Sharded ownership uses it to take over, in one call, the fires whose owner did not
   // claim them. The default asks GetRun per fire (a pruned fire's answer may then be false,

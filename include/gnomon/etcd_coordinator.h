@@ -194,6 +194,7 @@ class EtcdCoordinator final : public Coordinator {
                                                    Duration ttl) override;
   Status RecordSkipped(const FireKey& fire, const std::string& node_id,
                        const std::string& reason) override;
+  Status CancelFire(const FireKey& fire, const std::string& reason) override;
   // Reads the fires' markers (P fire/...) in one txn per 100 fires.
   Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
 

@@ -214,6 +214,7 @@ class RedisCoordinator final : public Coordinator {
                                                    Duration ttl) override;
   Status RecordSkipped(const FireKey& fire, const std::string& node_id,
                        const std::string& reason) override;
+  Status CancelFire(const FireKey& fire, const std::string& reason) override;
 
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;

@@ -54,8 +54,10 @@ struct SchedulerOptions {
   Duration shutdown_grace = std::chrono::seconds(30);
   // Heartbeat, lost-run scan and history pruning period. Default 5 s.
   Duration housekeeping_interval = std::chrono::seconds(5);
-  // How often the backend's JobsVersion is polled; when it changed, pause states are re-read, so
-  // a pause or resume on one node reaches every node within this. Default 500 ms.
+  // How often the backend's JobsVersion is polled; when it changed, pause states are re-read and
+  // every lease held here is renewed at once, so a pause or resume on one node reaches every
+  // node, and an operator's cancel (Coordinator::CancelFire) the run's holder, within this (and a
+  // renewal). Default 500 ms.
   Duration state_poll_interval = std::chrono::milliseconds(500);
   // Sharded ownership (docs/architecture.md): every node ranks the live nodes (heartbeats, read
   // every housekeeping pass) for each job shard by rendezvous hashing. The top-ranked node claims

@@ -832,6 +832,87 @@ TEST_P(CoordinatorConformanceTest, ResolveLostFailClosesTheFire) {
   EXPECT_EQ(coord_->Claim(Req(c.fire, "n"))->result, R::kAlreadyClaimed);
 }
 
+// --- CancelFire ------------------------------------------------------------------------------
+
+TEST_P(CoordinatorConformanceTest, CancelRevokesTheLeaseAndRecordsWhoCancelled) {
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("cancel.me", t0, 1, 2), "holder"));
+  const int64_t version = Version(*coord_);
+  clock_.Advance(seconds(3));
+  FireKey by_id = c.fire;
+  by_id.shard_count = 2;
+  ASSERT_OK(coord_->CancelFire(by_id, "cancelled by ops"));
+  EXPECT_GT(Version(*coord_), version) << "every node's state poll must see the cancel";
+  std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].outcome, RunOutcome::kCancelled);
+  EXPECT_EQ(runs[0].error, "cancelled by ops");
+  EXPECT_EQ(runs[0].finished_at, clock_.Now());
+  EXPECT_EQ(runs[0].node_id, "holder");
+  EXPECT_EQ(runs[0].fencing_token, c.fencing_token);
+  // The holder is fenced off: no renewal, no next attempt, no report over the cancel.
+  EXPECT_CODE(coord_->Renew(c, kTtl), StatusCode::kLeaseLost);
+  EXPECT_EQ(coord_->NextAttempt(c, kTtl).status().code(), StatusCode::kLeaseLost);
+  EXPECT_CODE(coord_->Report(c, RecordOf(c, RunOutcome::kSucceeded, t0, clock_.Now()), true),
+              StatusCode::kLeaseLost);
+  EXPECT_EQ(RunsOf(*coord_, c.fire.RunId())[0].outcome, RunOutcome::kCancelled);
+  // Not a lost run, and not claimed again.
+  clock_.Advance(kTtl + seconds(5));
+  EXPECT_TRUE(coord_->ListExpired(10)->empty());
+  EXPECT_EQ(coord_->Claim(Req(c.fire, "other"))->result, R::kAlreadyClaimed);
+  // Twice: the run already ended, and nothing changes.
+  EXPECT_CODE(coord_->CancelFire(by_id, "cancelled by someone else"),
+              StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RunsOf(*coord_, c.fire.RunId())[0].error, "cancelled by ops");
+  EXPECT_CODE(coord_->CancelFire(Fire("cancel.me", t0 - seconds(60)), "x"), StatusCode::kNotFound);
+  EXPECT_CODE(coord_->CancelFire(Fire("no-such-job", t0), "x"), StatusCode::kNotFound);
+}
+
+TEST_P(CoordinatorConformanceTest, CancelOfAFinishedFireChangesNothing) {
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("cancel.done", t0), "holder"));
+  RunRecord r = RecordOf(c, RunOutcome::kSucceeded, t0, t0 + seconds(1));
+  ASSERT_OK(coord_->Report(c, r, true));
+  const int64_t version = Version(*coord_);
+  EXPECT_CODE(coord_->CancelFire(c.fire, "cancelled by ops"), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Version(*coord_), version);
+  std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
+  ASSERT_EQ(runs.size(), 1u);
+  ExpectSameRecord(runs[0], r);
+}
+
+// Cancels sent to several nodes at once: the backend lets one through, the others find the run
+// ended; the record names the one that won.
+TEST_P(CoordinatorConformanceTest, ConcurrentCancelsHaveOneWinner) {
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("cancel.race", clock_.Now()), "holder"));
+  std::vector<StatusCode> codes(kThreads, StatusCode::kInternal);
+  RunConcurrently([&](int t) {
+    codes[t] = coord_->CancelFire(c.fire, "cancelled by op-" + std::to_string(t)).code();
+  });
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), StatusCode::kOk), 1);
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), StatusCode::kFailedPrecondition), kThreads - 1);
+  const int winner =
+      static_cast<int>(std::find(codes.begin(), codes.end(), StatusCode::kOk) - codes.begin());
+  std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].error, "cancelled by op-" + std::to_string(winner));
+}
+
+// A fire waiting for its retry: the failed attempt keeps its outcome, no retry can start.
+TEST_P(CoordinatorConformanceTest, CancelBetweenAttemptsStopsTheRetry) {
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("cancel.retry", t0), "holder"));
+  RunRecord failed = RecordOf(c, RunOutcome::kFailed, t0, t0 + seconds(1));
+  failed.error = "exit status 1";
+  ASSERT_OK(coord_->Report(c, failed, false));
+  ASSERT_OK(coord_->CancelFire(c.fire, "cancelled by ops"));
+  EXPECT_EQ(coord_->NextAttempt(c, kTtl).status().code(), StatusCode::kLeaseLost);
+  std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].outcome, RunOutcome::kFailed);
+  EXPECT_EQ(runs[0].error, "exit status 1; retry cancelled by ops");
+}
+
 TEST_P(CoordinatorConformanceTest, ResolveLostRerunStartsTheNextAttempt) {
   const Instant t0 = clock_.Now();
   CLAIM_OR_FAIL(c, *coord_, Req(Fire("j", t0), "vanished"));

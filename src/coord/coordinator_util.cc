@@ -89,6 +89,24 @@ std::string TruncateOutput(std::string output) {
   return output;
 }
 
+void CancelRecord(RunRecord& record, const std::string& reason, Instant now) {
+  if (record.outcome == RunOutcome::kRunning) {
+    record.outcome = RunOutcome::kCancelled;
+    record.finished_at = now;
+    record.error = reason;
+  } else {
+    record.error += (record.error.empty() ? "retry " : "; retry ") + reason;
+  }
+}
+
+Status NoSuchFire(const FireKey& fire) {
+  return NotFoundError("run " + fire.RunId() + " has no record");
+}
+
+Status FireEnded(const FireKey& fire) {
+  return FailedPreconditionError("run " + fire.RunId() + " already ended");
+}
+
 FailureEffect FailureEffectOf(RunOutcome outcome) {
   switch (outcome) {
     case RunOutcome::kSucceeded:

@@ -61,6 +61,15 @@ ClaimOutcome MakeOutcome(ClaimOutcome::Result result, Instant backend_now);
 RunRecord NewRecord(const FireKey& fire, int attempt, int64_t fencing_token,
                     const std::string& node_id, Instant started_at, RunOutcome outcome);
 
+// Coordinator::CancelFire's change to the record of the fire's current attempt: a running one
+// ends `cancelled` at `now` with `reason` as its error; one that already ended (the fire waits
+// for its retry) keeps its outcome, and its error says the retry was cancelled.
+void CancelRecord(RunRecord& record, const std::string& reason, Instant now);
+
+// Coordinator::CancelFire's answers for a fire that cannot be cancelled.
+Status NoSuchFire(const FireKey& fire);
+Status FireEnded(const FireKey& fire);
+
 }  // namespace gnomon::coord
 
 #endif  // GNOMON_SRC_COORD_COORDINATOR_UTIL_H_

@@ -1416,6 +1416,15 @@ class Scheduler::Impl {
     Result<int64_t> version = coord_.JobsVersion();
     if (!version.ok() || *version == jobs_version_) return;
     jobs_version_ = *version;
+    {
+      // The change may be an operator's cancel (Coordinator::CancelFire), which revoked a lease:
+      // every lease held here is renewed now, so the holder of a revoked one learns it (LeaseLost
+      // stops its run) within a state poll and a renewal instead of at its next renewal.
+      std::lock_guard<std::mutex> lock(wd_mu_);
+      const Duration now = clock_.SteadyNow();
+      for (auto& [key, run] : active_) run->next_renew = std::min(run->next_renew, now);
+      WakeWatchdogLocked();
+    }
     std::vector<std::string> ids;
     {
       std::lock_guard<std::mutex> lock(mu_);

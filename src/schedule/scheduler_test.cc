@@ -429,6 +429,39 @@ TEST_F(SchedulerTest, OverlapReplaceCancelsTheRunningOne) {
   EXPECT_EQ(history[1].outcome, RunOutcome::kSucceeded);
 }
 
+// An operator's cancel (CancelFire, from any node's API) reaches the holder through the state
+// poll: its run is stopped within one poll interval, long before the next renewal, and the
+// cancelled fire is not retried.
+TEST_F(SchedulerTest, ACancelInTheBackendStopsTheRunWithinAStatePoll) {
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  Node n("a", coord_, exec_, clock_);
+  JobSpec j = Job("cancelled", "0 * * * * *");
+  j.retries = 3;
+  j.retry_backoff = seconds(1);
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  const FireKey fire{"cancelled", kStart + seconds(60)};
+  ASSERT_TRUE(coord_.CancelFire(fire, "cancelled by ops").ok());
+  // One state poll (500 ms of fake time), far below the renewal period (10 s).
+  clock_.Advance(milliseconds(500));
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  EXPECT_TRUE(exec_.attempts()[0].stopped);
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 1));
+  // No retry follows, however long we wait.
+  clock_.Advance(seconds(30));
+  n.scheduler->Stop();
+  EXPECT_EQ(exec_.attempts().size(), 1u);
+  const auto history = History(coord_, "cancelled");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kCancelled);
+  EXPECT_EQ(history[0].error, "cancelled by ops");
+}
+
 TEST_F(SchedulerTest, TimeoutCancelsTheRun) {
   exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
     exec_.WaitForStopOrRelease(ctx);

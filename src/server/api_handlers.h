@@ -90,9 +90,9 @@ class AuditHandler final : public ApiHandler {
   AuditLog& audit_;
 };
 
-// GET /api/v1/runs (the history, newest first, paged) and GET /api/v1/runs/{run_id} (the attempts
-// of one fire, with output). A caller limited to namespaces sees its jobs' runs only; its cursors
-// never name a job outside them (see runs_handler.cc).
+// GET /api/v1/runs (the history, newest first, paged), GET /api/v1/runs/{run_id} (the attempts
+// of one fire, with output) and POST /api/v1/runs/{run_id}/cancel. A caller limited to namespaces
+// sees its jobs' runs only; its cursors never name a job outside them (see runs_handler.cc).
 class RunsHandler final : public ApiHandler {
  public:
   // `scan_budget`: records read to fill one page for a caller limited to namespaces.
@@ -103,6 +103,10 @@ class RunsHandler final : public ApiHandler {
  private:
   Response List(Call& call);
   Response Get(Call& call);
+  // POST /api/v1/runs/{run_id}/cancel (operate): Coordinator::CancelFire, audited.
+  Response Cancel(Call& call);
+  // A 400 for a malformed run id in the path, a 403 for one outside the caller's namespaces.
+  std::optional<Response> CheckRunId(Call& call);
   Coordinator& coordinator_;
   const int scan_budget_;
 };

@@ -162,6 +162,7 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       {{"api", "v1", "jobs", "*", "trigger"}, {"POST"}, needs(TokenRole::kOperate), &jobs_handler_},
       {{"api", "v1", "runs"}, {"GET"}, needs(TokenRole::kRead), &runs_},
       {{"api", "v1", "runs", "*"}, {"GET"}, needs(TokenRole::kRead), &runs_},
+      {{"api", "v1", "runs", "*", "cancel"}, {"POST"}, needs(TokenRole::kOperate), &runs_},
       {{"api", "v1", "nodes"}, {"GET"}, needs(TokenRole::kRead), &nodes_},
       {{"api", "v1", "cron", "preview"}, {"GET"}, needs(TokenRole::kRead), &cron_},
       {{"api", "v1", "audit"}, {"GET"}, needs(TokenRole::kAdmin), &audit_handler_},

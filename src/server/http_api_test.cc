@@ -556,6 +556,61 @@ TEST_F(HttpApiTest, TriggerWithParamsShowsThemOnTheRun) {
   EXPECT_EQ(Body(plain_run)["attempts"][0]["params"], json::object());
 }
 
+// POST /runs/{id}/cancel: the backend records who cancelled, the holder stops the run at its
+// next state poll; a run that ended is a 409; read tokens and other namespaces are refused.
+TEST_F(HttpApiTest, CancelStopsARunningRunAndRecordsWho) {
+  StartWithTokens();
+  const std::string scheduled_id = "cfg@" + std::to_string(clock_.Now().unix_millis());
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, scheduled_id));
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  auto t = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "");
+  ASSERT_EQ(t->status, 202) << t->body;
+  const std::string run_id = Body(t)["run_id"];
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunStarted, run_id));
+  const std::string path = "/api/v1/runs/" + run_id + "/cancel";
+
+  EXPECT_EQ(client_->Post(path, Auth(kRead), "", "")->status, 403) << "read may not cancel";
+  EXPECT_EQ(client_->Post(path, Auth(kBilling), "", "")->status, 403) << "another namespace";
+  auto c = client_->Post(path, Auth(kOperate), "", "");
+  ASSERT_EQ(c->status, 200) << c->body;
+  EXPECT_EQ(Body(c)["attempts"][0]["outcome"], "cancelled");
+  EXPECT_EQ(Body(c)["attempts"][0]["error"], "cancelled by ops");
+  // The holder learns it at its next state poll and stops the run.
+  clock_.Advance(std::chrono::milliseconds(500));
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, run_id));
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  EXPECT_TRUE(exec_.attempts().back().stopped);
+  auto run = client_->Get("/api/v1/runs/" + run_id, Auth(kRead));
+  ASSERT_EQ(Body(run)["attempts"].size(), 1u) << run->body;
+  EXPECT_EQ(Body(run)["attempts"][0]["outcome"], "cancelled");
+  EXPECT_EQ(Body(run)["attempts"][0]["error"], "cancelled by ops");
+
+  auto again = client_->Post(path, Auth(kOperate), "", "");
+  EXPECT_EQ(again->status, 409) << again->body;
+  EXPECT_THAT(Body(again)["error"]["message"].get<std::string>(), HasSubstr("already ended"));
+  EXPECT_EQ(client_->Post("/api/v1/runs/cfg@1/cancel", Auth(kOperate), "", "")->status, 404);
+  EXPECT_EQ(client_->Post("/api/v1/runs/nonsense/cancel", Auth(kOperate), "", "")->status, 400);
+  EXPECT_EQ(client_->Get(path, Auth(kOperate))->status, 405);
+
+  Result<std::vector<AuditRecord>> audit = coord_.ListAudit(100, 0);
+  ASSERT_TRUE(audit.ok());
+  std::vector<int> cancels;  // the statuses of the audited cancels
+  for (const AuditRecord& a : *audit) {
+    if (a.action != "cancel") continue;
+    cancels.push_back(a.status);
+    EXPECT_EQ(a.target, "cfg");
+    if (a.status == 200) {
+      EXPECT_THAT(a.after_json, HasSubstr(run_id));
+    }
+  }
+  std::sort(cancels.begin(), cancels.end());
+  // The done one and the refused second one (404 and 400 name no job of the caller's).
+  EXPECT_EQ(cancels, (std::vector<int>{200, 404, 409}));
+}
+
 TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
   StartWithTokens();
   // The clock starts on an instant of cfg's schedule: that fire runs, then three triggers.

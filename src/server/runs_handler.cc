@@ -1,4 +1,5 @@
-// GET /api/v1/runs and GET /api/v1/runs/{run_id} (RunsHandler, src/server/api_handlers.h).
+// GET /api/v1/runs, GET /api/v1/runs/{run_id} and POST /api/v1/runs/{run_id}/cancel
+// (RunsHandler, src/server/api_handlers.h).
 //
 // A caller limited to namespaces and listing all its runs (no `job`) gets its page filled from as
 // many backend pages as it takes, up to HttpApiOptions::runs_scan_budget records; its next_cursor
@@ -10,13 +11,17 @@
 //   lie between two of its namespaces), so the next page continues where this one stopped,
 //   without gaps, repeats or other namespaces' ids.
 #include <climits>
+#include <nlohmann/json.hpp>
 
 #include "src/coord/coordinator_util.h"
 #include "src/server/api_handlers.h"
 #include "src/server/api_util.h"
+#include "src/server/job_json.h"
 #include "src/server/run_json.h"
 
 namespace gnomon::server {
+
+using nlohmann::json;
 
 namespace {
 
@@ -68,7 +73,47 @@ std::string NextCursorAfter(const RunRecord& last, const Principal& who) {
 }  // namespace
 
 Response RunsHandler::Handle(Call& call) {
-  return call.segments.size() == 3 ? List(call) : Get(call);
+  if (call.segments.size() == 3) return List(call);
+  return call.segments.size() == 5 ? Cancel(call) : Get(call);
+}
+
+std::optional<Response> RunsHandler::CheckRunId(Call& call) {
+  const std::string& run_id = call.segments[3];
+  const size_t at = run_id.find('@');
+  if (run_id.size() > kMaxRunIdLength || at == std::string::npos ||
+      !IsValidJobId(run_id.substr(0, at))) {
+    return Error(400, "invalid_argument",
+                 "run_id: \"" + Shown(run_id) + "\" is not <job>@<unix ms>[#shard]", "run_id");
+  }
+  if (!call.who.Allows(run_id.substr(0, at))) {
+    return OutsideNamespaces(call, "the run's job is outside the token's namespaces");
+  }
+  return std::nullopt;
+}
+
+Response RunsHandler::Cancel(Call& call) {
+  if (std::optional<Response> bad = CheckRunId(call)) return *bad;
+  const std::string& run_id = call.segments[3];
+  call.action = "cancel";
+  call.target = run_id.substr(0, run_id.find('@'));
+  Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
+  if (!attempts.ok()) return FromStatus(attempts.status());
+  if (attempts->empty()) return Error(404, "not_found", "run " + run_id + " has no record");
+  const RunRecord& last = attempts->back();
+  call.before = DumpJson(json{{"run_id", run_id}, {"outcome", ToString(last.outcome)}});
+  const FireKey fire{last.job_id, last.scheduled_at, last.shard, last.shard_count};
+  // The backend revokes the lease, closes the fire and records who cancelled it in one step; the
+  // holder stops the run at its next state poll (Coordinator::CancelFire).
+  if (Status s = coordinator_.CancelFire(fire, "cancelled by " + call.who.name); !s.ok()) {
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      return Error(409, "conflict",
+                   "run " + run_id + " already ended (" + std::string(ToString(last.outcome)) +
+                       "): there is nothing to cancel");
+    }
+    return FromStatus(s);
+  }
+  call.after = DumpJson(json{{"run_id", run_id}, {"outcome", "cancelled"}});
+  return Get(call);
 }
 
 Response RunsHandler::List(Call& call) {
@@ -168,16 +213,9 @@ Response RunsHandler::List(Call& call) {
 }
 
 Response RunsHandler::Get(Call& call) {
+  if (std::optional<Response> bad = CheckRunId(call)) return *bad;
   const std::string& run_id = call.segments[3];
   const size_t at = run_id.find('@');
-  if (run_id.size() > kMaxRunIdLength || at == std::string::npos ||
-      !IsValidJobId(run_id.substr(0, at))) {
-    return Error(400, "invalid_argument",
-                 "run_id: \"" + Shown(run_id) + "\" is not <job>@<unix ms>[#shard]", "run_id");
-  }
-  if (!call.who.Allows(run_id.substr(0, at))) {
-    return OutsideNamespaces(call, "the run's job is outside the token's namespaces");
-  }
   Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
   if (!attempts.ok()) return FromStatus(attempts.status());
   // {"attempts", "job_id", "run_id"}: keys sorted.

@@ -174,6 +174,34 @@ describe('dashboard with bearer tokens', () => {
     assert.deepEqual((await res.json()).attempts[0].params, { month: '2026-11', dry_run: true });
   });
 
+  test('cancels a running run', async () => {
+    const headers = { Authorization: `Bearer ${ADMIN_TOKEN}`, 'Content-Type': 'application/json' };
+    const created = await fetch(`${server.url}/api/v1/jobs`, {
+      method: 'POST', headers, body: JSON.stringify({ id: 'e2e-long', schedule: '@yearly', command: 'sleep 120' }),
+    });
+    assert.equal(created.status, 201);
+    await page.goto(`${server.url}/#/jobs/e2e-long`);
+    const answered = page.waitForResponse((r) => r.url().endsWith('/api/v1/jobs/e2e-long/trigger'));
+    await page.getByRole('button', { name: 'Trigger e2e-long now' }).click();
+    const longRun = (await (await answered).json()).run_id;
+    const row = page.locator(`tr[data-run="${longRun}"]`).first();
+    await waitFor('the long run to be running',
+      async () => (await row.getAttribute('data-outcome')) === 'running', STEP_TIMEOUT);
+    page.once('dialog', (dialog) => dialog.accept());
+    await row.getByRole('button', { name: `Cancel ${longRun}` }).click();
+    await waitFor('the long run to show cancelled',
+      async () => (await row.getAttribute('data-outcome')) === 'cancelled', STEP_TIMEOUT);
+    const run = await (await fetch(`${server.url}/api/v1/runs/${encodeURIComponent(longRun)}`, { headers })).json();
+    assert.equal(run.attempts[0].error, 'cancelled by e2e-admin');
+    // The holder stops the process: the node reports nothing running (its next heartbeat).
+    await waitFor('the node to stop the cancelled run', async () => {
+      const { nodes } = await (await fetch(`${server.url}/api/v1/nodes`, { headers })).json();
+      return nodes.length === 1 && nodes[0].running === 0;
+    }, STEP_TIMEOUT);
+    await page.goto(`${server.url}/#/jobs/${JOB}`);
+    await waitForText(page, 'h1', new RegExp(`^${JOB}$`));
+  });
+
   test('pauses the job', async () => {
     await page.getByRole('button', { name: `Pause ${JOB}` }).click();
     await waitForText(page, '.state-line .badge', /paused/);

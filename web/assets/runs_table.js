@@ -3,12 +3,13 @@
 import { api, enc } from './api.js';
 import {
   clear, emptyRow, formatDuration, h, jobLink, mono, notice, outcomeBadge, relative, runDuration,
-  formatInstant,
+  formatInstant, toast,
 } from './ui.js';
 
 const key = (run) => `${run.run_id}/${run.attempt}`;
 
-export function createRunsTable({ showJob = false, label = 'Runs' } = {}) {
+// `onChange`: called after an action on a run (cancel), to refresh the list.
+export function createRunsTable({ showJob = false, label = 'Runs', onChange } = {}) {
   const tbody = h('tbody');
   const expanded = new Set();
   const details = new Map(); // key -> attempt record with output
@@ -50,6 +51,28 @@ export function createRunsTable({ showJob = false, label = 'Runs' } = {}) {
     return h('tr', { class: 'detail-row', id }, cell);
   }
 
+  // Cancel of a running run (operate): asks first; the backend records who cancelled it.
+  function cancelButton(run) {
+    const button = h('button', {
+      type: 'button', class: 'btn btn-danger btn-small', 'aria-label': `Cancel ${run.run_id}`,
+      onclick: async () => {
+        // eslint-disable-next-line no-alert
+        if (!window.confirm(`Cancel ${run.run_id}? Its run is stopped and no retry follows.`)) return;
+        button.disabled = true;
+        try {
+          await api(`/runs/${enc(run.run_id)}/cancel`, { method: 'POST' });
+          toast(`${run.run_id} cancelled`, 'success');
+          details.delete(key(run));
+          if (onChange) onChange();
+        } catch (e) {
+          if (e.status !== 401) toast(e.message, 'error');
+          button.disabled = false;
+        }
+      },
+    }, 'Cancel');
+    return button;
+  }
+
   function rows(run, index) {
     const k = key(run);
     const id = `run-detail-${index}`;
@@ -83,7 +106,7 @@ export function createRunsTable({ showJob = false, label = 'Runs' } = {}) {
       h('td', { class: 'num hide-sm', 'data-label': 'Attempt' }, run.attempt),
       h('td', { class: 'num mono hide-sm', 'data-label': 'Fencing' }, run.fencing_token),
       h('td', { class: 'num', 'data-label': 'Duration' }, formatDuration(runDuration(run))),
-      h('td', { class: 'cell-actions' }, toggle));
+      h('td', { class: 'cell-actions' }, run.outcome === 'running' ? cancelButton(run) : null, toggle));
     return open ? [main, detailRow(run, id)] : [main];
   }
 

@@ -31,6 +31,9 @@ class ForwardingCoordinator : public Coordinator {
                        const std::string& reason) override {
     return t_.RecordSkipped(fire, node_id, reason);
   }
+  Status CancelFire(const FireKey& fire, const std::string& reason) override {
+    return t_.CancelFire(fire, reason);
+  }
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override {
     return t_.SaveCheckpoint(claim, value);
   }

@@ -1118,6 +1118,37 @@ class EtcdCoordinator::Impl {
     return out;
   }
 
+  Status CancelFire(const FireKey& key, const std::string& reason) {
+    GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(key));
+    const std::string fk = FireMarkerKey(key);
+    const std::string ok = OpenKey(key);
+    for (int round = 0; round < kMaxRounds; ++round) {
+      Snapshot s;
+      GNOMON_RETURN_IF_ERROR(Read(s, {fk, ok}));
+      if (!s.Has(fk)) return coord::NoSuchFire(key);
+      if (!s.Has(ok)) return coord::FireEnded(key);
+      FireRec f = DecodeFire(s.Value(ok));
+      FireKey fire = key;
+      fire.shard_count = f.sc;
+      GNOMON_RETURN_IF_ERROR(Read(s, {RunKey(fire, f.att)}));
+      const Instant now = Now();
+      Writes w;
+      if (const Kv* kv = s.Find(RunKey(fire, f.att))) {
+        Result<RunRecord> r = DecodeRecord(*kv);
+        if (r.ok()) {
+          coord::CancelRecord(*r, reason, now);
+          PutRecord(w, *r);
+        }
+      }
+      CloseFire(w, fire);
+      w.Put(JobsVersionKey(), fire.job_id);
+      Result<Committed> c = Commit(s, w);
+      if (!c.ok()) return c.status();
+      if (c->succeeded) return Status::Ok();
+    }
+    return Contention("cancel " + key.RunId());
+  }
+
   Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) {
     if (!IsValidJobId(job_id)) return InvalidArgumentError("set paused: invalid job id");
     const std::string sk = StateKey(job_id);
@@ -1841,6 +1872,9 @@ Result<std::optional<std::string>> EtcdCoordinator::LoadCheckpoint(const FireKey
 }
 Result<JobState> EtcdCoordinator::GetJobState(const std::string& job_id) {
   return Guarded([&] { return impl_->GetJobState(job_id); });
+}
+Status EtcdCoordinator::CancelFire(const FireKey& fire, const std::string& reason) {
+  return Guarded([&] { return impl_->CancelFire(fire, reason); });
 }
 Status EtcdCoordinator::SetPaused(const std::string& job_id, bool paused,
                                   const std::string& reason) {

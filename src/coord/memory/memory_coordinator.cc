@@ -165,6 +165,21 @@ Status MemoryCoordinator::Report(const gnomon::Claim& claim, const RunRecord& re
   return Status::Ok();
 }
 
+Status MemoryCoordinator::CancelFire(const FireKey& key, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fires_.find(IdOf(key));
+  if (it == fires_.end()) return coord::NoSuchFire(key);
+  Fire& fire = it->second;
+  if (!fire.open) return coord::FireEnded(key);
+  if (auto run = runs_.find(RunKeyOf(fire.key, fire.attempt)); run != runs_.end()) {
+    coord::CancelRecord(run->second, reason, clock_.Now());
+  }
+  fire.open = false;
+  ++jobs_version_;
+  jobs_changed_.notify_all();
+  return Status::Ok();
+}
+
 Result<std::vector<ExpiredFire>> MemoryCoordinator::ListExpired(int limit) {
   Result<int> page = coord::PageLimit(limit);
   if (!page.ok()) return page.status();

@@ -735,6 +735,19 @@ Result<std::vector<JobState>> RedisCoordinator::GetJobStates(
   return out;
 }
 
+Status RedisCoordinator::CancelFire(const FireKey& fire, const std::string& reason) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
+  std::vector<std::string> args = CommonArgs();
+  args.insert(args.end(), {fire.job_id, Ms(fire.scheduled_at), std::to_string(fire.shard), reason});
+  Result<RedisReply> r = conn_->Eval(scripts::kCancelFire, {JobBase(fire.job_id), base_}, args);
+  if (!r.ok()) return r.status();
+  if (!IsArray(*r, 1)) return Malformed("cancel");
+  if (Word(*r) == "NOTFOUND") return coord::NoSuchFire(fire);
+  if (Word(*r) == "PRECOND") return coord::FireEnded(fire);
+  if (Word(*r) != "OK") return Malformed("cancel");
+  return Status::Ok();
+}
+
 Status RedisCoordinator::SetPaused(const std::string& job_id, bool paused,
                                    const std::string& reason) {
   if (!IsValidJobId(job_id)) return InvalidArgumentError("set paused: invalid job id");

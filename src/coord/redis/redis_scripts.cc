@@ -507,6 +507,28 @@ bump_jobs_version()
 return {'OK'}
 )lua";
 
+// ARGV[5..]: job, ms, shard, reason. -> OK | NOTFOUND | PRECOND (the fire ended). The record
+// change is coord::CancelRecord's: a running attempt ends cancelled; one that already ended (the
+// fire waits for its retry) keeps its outcome and its error says the retry was cancelled.
+constexpr const char* kCancelFireBody = R"lua(
+local fid = ARGV[6] .. ':' .. ARGV[7]
+local f = redis.call('HMGET', JB .. ':fire:' .. fid, 'att', 'open')
+if not f[1] then return {'NOTFOUND'} end
+if f[2] ~= '1' then return {'PRECOND'} end
+local rk = JB .. ':run:' .. fid .. ':' .. f[1]
+local r = redis.call('HMGET', rk, 'out', 'err')
+if r[1] == 'running' then
+  redis.call('HSET', rk, 'out', 'cancelled', 'fin', NOW_S, 'err', ARGV[8])
+elseif r[1] then
+  local err = r[2] or ''
+  if err == '' then err = 'retry ' .. ARGV[8] else err = err .. '; retry ' .. ARGV[8] end
+  redis.call('HSET', rk, 'err', err)
+end
+close_fire(JB, ARGV[5], fid)
+bump_jobs_version()
+return {'OK'}
+)lua";
+
 // ARGV[5..]: keep_last, max_age_ms. -> OK
 constexpr const char* kPruneBody = R"lua(
 local keep, cutoff = ARGV[5] + 0, NOW - ARGV[6]
@@ -704,6 +726,9 @@ std::string Source(Id id) {
       break;
     case kPrune:
       body = kPruneBody;
+      break;
+    case kCancelFire:
+      body = kCancelFireBody;
       break;
     case kListRuns:
       body = kListRunsBody;

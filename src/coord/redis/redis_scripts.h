@@ -37,6 +37,7 @@ enum Id {
   kFiresRecorded,
   kClaimMany,
   kGetJobStates,
+  kCancelFire,
   kCount,
 };
 

@@ -693,6 +693,39 @@ Status SqliteCoordinator::RecordSkipped(const FireKey& fire, const std::string& 
   });
 }
 
+Status SqliteCoordinator::CancelFire(const FireKey& fire, const std::string& reason) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
+  std::lock_guard<std::mutex> lock(mu_);
+  return db_->conn().Transaction([&]() -> Status {
+    Result<std::optional<FireRow>> row = db_->LoadFire(fire);
+    if (!row.ok()) return row.status();
+    if (!row->has_value()) return coord::NoSuchFire(fire);
+    if (!(*row)->open) return coord::FireEnded(fire);
+    std::optional<RunRecord> current;
+    {
+      Result<Statement> s = db_->conn().Prepare(
+          "SELECT " GNOMON_RUN_COLUMNS
+          " FROM runs WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3 AND attempt = ?4");
+      if (!s.ok()) return s.status();
+      BindFire(*s, fire);
+      s->Bind(4, int64_t{(*row)->attempt});
+      Result<bool> found = s->Step();
+      if (!found.ok()) return found.status();
+      if (*found) {
+        Result<RunRecord> r = ReadRun(*s);
+        if (!r.ok()) return r.status();
+        current = std::move(*r);
+      }
+    }
+    if (current) {
+      coord::CancelRecord(*current, reason, clock_.Now());
+      GNOMON_RETURN_IF_ERROR(db_->PutRun(*current));
+    }
+    GNOMON_RETURN_IF_ERROR(db_->CloseFire(fire));
+    return db_->BumpJobsVersion().status();
+  });
+}
+
 // --- Checkpoints -----------------------------------------------------------------------------
 
 Status SqliteCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) {

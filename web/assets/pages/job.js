@@ -102,7 +102,7 @@ export async function render(root, ctx) {
   const firesBox = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const chartBox = h('div', { class: 'chart-box' });
   const runsStatus = h('div');
-  const table = createRunsTable({ label: `Recent runs of ${id}` });
+  const table = createRunsTable({ label: `Recent runs of ${id}`, onChange: () => refreshRuns() });
   const params = paramsForm(id, () => refreshRuns());
   params.field.addEventListener('input', () => { params.field.dataset.touched = '1'; });
   let job = null;

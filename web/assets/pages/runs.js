@@ -23,7 +23,7 @@ export async function render(root, ctx) {
       },
     }, text)));
   const status = h('div');
-  const table = createRunsTable({ showJob: true, label: 'Runs' });
+  const table = createRunsTable({ showJob: true, label: 'Runs', onChange: () => reload() });
   const more = h('button', { type: 'button', class: 'btn', hidden: true }, 'Load more');
   let runs = [];
   let cursor = '';
