@@ -1,6 +1,6 @@
-// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|runs`: a client of a daemon's HTTP API
-// (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or failed (5xx);
-// 2 the request was refused as invalid (4xx) or the command line is wrong.
+// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|rerun|runs`: a client of a daemon's HTTP
+// API (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or failed (5xx); 2
+// the request was refused as invalid (4xx) or the command line is wrong.
 #include <httplib.h>
 
 #include <iostream>
@@ -187,15 +187,12 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   job->add_option("--key", a->client_key,
                   "https with mutual TLS: the certificate's PEM key (or GNOMON_CLIENT_KEY)")
       ->envname("GNOMON_CLIENT_KEY");
-  auto with_id = [&](const char* name, const char* help) {
-    CLI::App* c = job->add_subcommand(name, help);
-    c->add_option("ID", a->id, "Job id")->required();
-    return c;
-  };
   CLI::App* ls = job->add_subcommand("ls", "List jobs");
   ls->add_flag("--json", a->json, "Print the API's JSON");
   ls->callback([a, exit_code] { *exit_code = Ls(*a); });
-  with_id("show", "Show one job (JSON)")->callback([a, exit_code] {
+  CLI::App* show = job->add_subcommand("show", "Show one job (JSON)");
+  show->add_option("ID", a->id, "Job id")->required();
+  show->callback([a, exit_code] {
     Reply r = Call(*a, "GET", "/api/v1/jobs/" + a->id);
     if (r.exit_code == kExitOk) std::cout << r.body.dump(2) << "\n";
     *exit_code = r.exit_code;
@@ -204,33 +201,37 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   add->add_option("FILE", a->file, "Jobs file ([[job]] tables, the keys of PRODUCT.md)")
       ->required();
   add->callback([a, exit_code] { *exit_code = Add(*a); });
-  with_id("rm", "Delete a job created through the API")->callback([a, exit_code] {
-    *exit_code = Call(*a, "DELETE", "/api/v1/jobs/" + a->id).exit_code;
-  });
-  for (const char* action : {"pause", "resume", "trigger"}) {
-    const bool trigger = action == std::string("trigger");
-    CLI::App* c = with_id(action, trigger ? "Fire the job now" : "Pause or resume the job");
-    if (trigger) c->add_option("--param", a->params, "A parameter: key=text or key:=json");
-    c->callback([a, exit_code, action] {
+  CLI::App* rm = job->add_subcommand("rm", "Delete a job created through the API");
+  rm->add_option("ID", a->id, "Job id")->required();
+  rm->callback(
+      [a, exit_code] { *exit_code = Call(*a, "DELETE", "/api/v1/jobs/" + a->id).exit_code; });
+  // POST verbs: on a job (pause, resume, trigger) or on a run (cancel, rerun).
+  using Verb = std::pair<std::string, const char*>;
+  for (const auto& [verb, help] :
+       {Verb{"pause", "Pause the job cluster-wide"}, Verb{"resume", "Resume the job"},
+        Verb{"trigger", "Fire it now"}, Verb{"cancel", "Cancel a running run (revoke its lease)"},
+        Verb{"rerun", "Run a run that ended again (next attempt)"}}) {
+    const bool on_run = verb == "cancel" || verb == "rerun";
+    CLI::App* c = job->add_subcommand(verb, help);
+    c->add_option(on_run ? "RUN_ID" : "ID", a->id, on_run ? "Run id" : "Job id")->required();
+    if (verb == "trigger" || verb == "rerun") c->add_option("--param", a->params, "k=v, k:=json");
+    c->callback([a, exit_code, verb, on_run] {
       Result<std::string> params = server::ParamsFromArgs(a->params);
       if (!params.ok()) {
-        std::cerr << "gnomon job " << action << ": " << params.status().message() << "\n";
+        std::cerr << "gnomon job " << verb << ": " << params.status().message() << "\n";
         return void(*exit_code = kExitUsage);
       }
-      Reply r = Call(*a, "POST", "/api/v1/jobs/" + a->id + "/" + action,
+      // A run id's '#' (shards) must be escaped in the path.
+      const std::string target =
+          on_run ? "runs/" + httplib::detail::encode_query_param(a->id) : "jobs/" + a->id;
+      Reply r = Call(*a, "POST", "/api/v1/" + target + "/" + verb,
                      params->empty() ? "{}" : "{\"params\":" + *params + "}");
-      if (r.exit_code == kExitOk && r.body.contains("run_id")) {
+      if (r.exit_code == kExitOk && verb != "cancel" && r.body.contains("run_id")) {
         std::cout << r.body["run_id"].get<std::string>() << "\n";
       }
       *exit_code = r.exit_code;
     });
   }
-  CLI::App* cancel = job->add_subcommand("cancel", "Cancel a running run (its lease is revoked)");
-  cancel->add_option("RUN_ID", a->id, "Run id, as `gnomon job runs` shows it")->required();
-  cancel->callback([a, exit_code] {
-    const std::string id = httplib::detail::encode_query_param(a->id);  // '#' of shards
-    *exit_code = Call(*a, "POST", "/api/v1/runs/" + id + "/cancel").exit_code;
-  });
   CLI::App* runs = job->add_subcommand("runs", "Recent runs, newest first");
   runs->add_option("ID", a->id, "Only this job");
   runs->add_option("--outcome", a->outcome,

@@ -39,6 +39,8 @@ struct Claim {
   int64_t fencing_token = 0;
   std::string node_id;
   Instant lease_expires_at;  // backend clock
+  // Why this attempt runs when not by schedule (RerunFire: "rerun by ops"); its records carry it.
+  std::string cause;
 };
 
 // One report of ReportMany: the arguments of Report, pointing into the caller's data for the
@@ -199,6 +201,16 @@ class Coordinator {
   // The fire's shard_count is not needed. NotFound when the fire has no record;
   // FailedPrecondition when it already ended (nothing changes).
   virtual Status CancelFire(const FireKey& fire, const std::string& reason) = 0;
+
+  // Operator re-run (POST /api/v1/runs/{run_id}/rerun): a fire that ended (succeeded, failed,
+  // cancelled, lost or skipped) runs again as its next attempt, claimed by `node_id` like a
+  // retry: attempt = its last + 1, a new fencing token above every earlier one of the job, a
+  // running record carrying `cause` (<= 256 bytes; Claim::cause too). The claim is then held like
+  // any other (renew, report; lost if its holder vanishes). The fire's shard_count is not needed.
+  // NotFound when the fire has no record (kept as long as its history); FailedPrecondition while
+  // it runs or waits for a retry (nothing changes).
+  virtual Result<gnomon::Claim> RerunFire(const FireKey& fire, const std::string& node_id,
+                                          Duration ttl, const std::string& cause) = 0;
 
   // Whether each fire has a record (claimed, running, done or skipped): one answer per fire, in
   // order. Sharded ownership uses it to take over, in one call, the fires whose owner did not

@@ -195,6 +195,8 @@ class EtcdCoordinator final : public Coordinator {
   Status RecordSkipped(const FireKey& fire, const std::string& node_id,
                        const std::string& reason) override;
   Status CancelFire(const FireKey& fire, const std::string& reason) override;
+  Result<gnomon::Claim> RerunFire(const FireKey& fire, const std::string& node_id, Duration ttl,
+                                  const std::string& cause) override;
   // Reads the fires' markers (P fire/...) in one txn per 100 fires.
   Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
 

@@ -94,6 +94,9 @@ struct JobSpec {
 // Largest retry backoff (the doubling is capped here).
 inline constexpr Duration kMaxRetryBackoff = std::chrono::minutes(10);
 
+// Longest RunRecord::cause.
+inline constexpr size_t kMaxCauseBytes = 256;
+
 // Largest parameters object (JSON text) a job or a run may carry.
 inline constexpr size_t kMaxParamsBytes = 16 * 1024;
 
@@ -162,6 +165,7 @@ struct RunRecord {
   std::string output;       // the last kMaxOutputBytes of stdout+stderr / response body
   std::string skip_reason;  // "overlap", "misfire", "paused", "disabled"
   std::string params;       // the run's parameters (JSON object text; "" = none)
+  std::string cause;        // why the attempt ran when not by schedule ("rerun by ops"), <= 256
 };
 
 }  // namespace gnomon

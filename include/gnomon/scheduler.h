@@ -124,6 +124,12 @@ class Scheduler {
   // `params` (a JSON object as text; "" = none) is merged over the job's default params for this
   // fire (MergeParams; InvalidArgument when it is not an object or too large). Returns the run id.
   Result<std::string> TriggerNow(const std::string& job_id, const std::string& params = "");
+  // Runs `fire`, which ended, again as its next attempt on this node (Coordinator::RerunFire: a
+  // new, higher fencing token; the same run id), with the job's current definition, `params`
+  // merged over its default params as for TriggerNow and `cause` in its records ("rerun by ops").
+  // Returns the attempt number. NotFound when the job is not defined here or the fire has no
+  // record; FailedPrecondition while the fire runs, or when the scheduler is not running.
+  Result<int> Rerun(const FireKey& fire, const std::string& params, const std::string& cause);
 
   // Queue workers: runs a claim handed over by a scheduling node (renew it first: `renew_sent` is
   // the monotonic time, SteadyNow() of the scheduler's clock, when that successful renew was

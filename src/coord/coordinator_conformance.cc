@@ -85,6 +85,7 @@ void ExpectSameRecord(const RunRecord& got, const RunRecord& want) {
       << "output differs: " << got.output.size() << " vs " << want.output.size() << " bytes";
   EXPECT_EQ(got.skip_reason, want.skip_reason);
   EXPECT_EQ(got.params, want.params);
+  EXPECT_EQ(got.cause, want.cause);
 }
 
 // Claims `req` or fails the test; `var` is the claim.
@@ -597,6 +598,7 @@ TEST_P(CoordinatorConformanceTest, ReportedRecordsRoundTripExactly) {
   for (size_t i = 0; i < r.output.size(); ++i) r.output[i] = static_cast<char>((i * 7919) % 256);
   r.skip_reason = "";
   r.params = R"({"month":"2026-11","note":"a \"quoted\" caf\u00e9 Ã©","n":[1,2.5,null]})";
+  r.cause = "rerun by ops \"quoted\"";
   ASSERT_OK(coord_->Report(c, r, true));
   std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
   ASSERT_EQ(runs.size(), 1u);
@@ -896,6 +898,101 @@ TEST_P(CoordinatorConformanceTest, ConcurrentCancelsHaveOneWinner) {
   std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].error, "cancelled by op-" + std::to_string(winner));
+}
+
+// --- RerunFire -------------------------------------------------------------------------------
+
+TEST_P(CoordinatorConformanceTest, RerunStartsTheNextAttemptOfAnEndedFire) {
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("rerun.me", t0, 1, 2), "gone-node"));
+  ASSERT_OK(coord_->Report(c, RecordOf(c, RunOutcome::kFailed, t0, t0 + seconds(1)), true));
+  clock_.Advance(seconds(5));
+  FireKey by_id = c.fire;
+  Result<Claim> r = coord_->RerunFire(by_id, "node-r", kTtl, "rerun by ops");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempt, 2);
+  EXPECT_GT(r->fencing_token, c.fencing_token);
+  EXPECT_EQ(r->node_id, "node-r");
+  EXPECT_EQ(r->cause, "rerun by ops");
+  EXPECT_EQ(r->fire.shard_count, 2);
+  std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].outcome, RunOutcome::kFailed);
+  EXPECT_EQ(runs[1].attempt, 2);
+  EXPECT_EQ(runs[1].outcome, RunOutcome::kRunning);
+  EXPECT_EQ(runs[1].fencing_token, r->fencing_token);
+  EXPECT_EQ(runs[1].node_id, "node-r");
+  EXPECT_EQ(runs[1].cause, "rerun by ops");
+  // Held like any claim; the old one stays fenced off; no second rerun while it runs.
+  ASSERT_OK(coord_->Renew(*r, kTtl));
+  EXPECT_CODE(coord_->Renew(c, kTtl), StatusCode::kLeaseLost);
+  EXPECT_EQ(coord_->RerunFire(by_id, "node-s", kTtl, "").status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coord_->Claim(Req(c.fire, "other"))->result, R::kAlreadyClaimed);
+  RunRecord done = RecordOf(*r, RunOutcome::kSucceeded, clock_.Now(), clock_.Now());
+  done.cause = r->cause;
+  ASSERT_OK(coord_->Report(*r, done, true));
+  ExpectSameRecord(RunsOf(*coord_, c.fire.RunId())[1], done);
+  // And again: attempt 3.
+  Result<Claim> again = coord_->RerunFire(by_id, "node-r", kTtl, "rerun by ops");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->attempt, 3);
+  EXPECT_GT(again->fencing_token, r->fencing_token);
+}
+
+TEST_P(CoordinatorConformanceTest, RerunOfASkippedFireRunsIt) {
+  const FireKey fire = Fire("rerun.skipped", clock_.Now() - minutes(5));
+  ASSERT_OK(coord_->RecordSkipped(fire, "n", "misfire"));
+  Result<Claim> r = coord_->RerunFire(fire, "node-r", kTtl, "rerun by ops");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempt, 2);
+  EXPECT_GT(r->fencing_token, 0);
+  std::vector<RunRecord> runs = RunsOf(*coord_, fire.RunId());
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].outcome, RunOutcome::kSkipped);
+  EXPECT_EQ(runs[1].outcome, RunOutcome::kRunning);
+}
+
+TEST_P(CoordinatorConformanceTest, RerunRefusesUnknownAndRunningFires) {
+  EXPECT_EQ(coord_->RerunFire(Fire("rerun.none", clock_.Now()), "n", kTtl, "").status().code(),
+            StatusCode::kNotFound);
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("rerun.busy", clock_.Now()), "holder"));
+  EXPECT_EQ(coord_->RerunFire(c.fire, "n", kTtl, "").status().code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_OK(coord_->Renew(c, kTtl));  // a refused rerun changes nothing
+  EXPECT_EQ(coord_->RerunFire(c.fire, "", kTtl, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(coord_->RerunFire(c.fire, "n", kTtl, std::string(300, 'x')).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A rerun whose node vanishes is a lost run like any other.
+TEST_P(CoordinatorConformanceTest, ARerunWhoseNodeVanishesIsResolvedAsLost) {
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("rerun.lost", clock_.Now()), "first"));
+  ASSERT_OK(
+      coord_->Report(c, RecordOf(c, RunOutcome::kSucceeded, clock_.Now(), clock_.Now()), true));
+  Result<Claim> r = coord_->RerunFire(c.fire, "vanished", kTtl, "rerun by ops");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  clock_.Advance(kTtl + seconds(5));
+  Result<std::vector<ExpiredFire>> expired = coord_->ListExpired(10);
+  ASSERT_TRUE(expired.ok());
+  ASSERT_EQ(expired->size(), 1u);
+  EXPECT_EQ((*expired)[0].attempt, 2);
+  Result<std::optional<Claim>> resolved =
+      coord_->ResolveLost((*expired)[0], "resolver", LostPolicy::kFail, kTtl);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  EXPECT_EQ(RunsOf(*coord_, c.fire.RunId()).back().outcome, RunOutcome::kLost);
+}
+
+TEST_P(CoordinatorConformanceTest, ConcurrentRerunsHaveOneWinner) {
+  CLAIM_OR_FAIL(c, *coord_, Req(Fire("rerun.race", clock_.Now()), "first"));
+  ASSERT_OK(coord_->Report(c, RecordOf(c, RunOutcome::kFailed, clock_.Now(), clock_.Now()), true));
+  std::vector<StatusCode> codes(kThreads, StatusCode::kInternal);
+  RunConcurrently([&](int t) {
+    codes[t] = coord_->RerunFire(c.fire, "node-" + std::to_string(t), kTtl, "").status().code();
+  });
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), StatusCode::kOk), 1);
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), StatusCode::kFailedPrecondition), kThreads - 1);
+  EXPECT_EQ(RunsOf(*coord_, c.fire.RunId()).size(), 2u);
 }
 
 // A fire waiting for its retry: the failed attempt keeps its outcome, no retry can start.

@@ -76,6 +76,9 @@ Status ValidateReport(const Claim& claim, const RunRecord& record, bool final) {
   if (record.params.size() > kMaxParamsBytes) {
     return InvalidArgumentError("report for " + run_id + ": params larger than 16 KiB");
   }
+  if (record.cause.size() > kMaxCauseBytes) {
+    return InvalidArgumentError("report for " + run_id + ": cause longer than 256 bytes");
+  }
   return Status::Ok();
 }
 
@@ -101,6 +104,22 @@ void CancelRecord(RunRecord& record, const std::string& reason, Instant now) {
 
 Status NoSuchFire(const FireKey& fire) {
   return NotFoundError("run " + fire.RunId() + " has no record");
+}
+
+Status ValidateRerun(const FireKey& fire, const std::string& node_id, Duration ttl,
+                     const std::string& cause) {
+  GNOMON_RETURN_IF_ERROR(ValidateFireKey(fire));
+  GNOMON_RETURN_IF_ERROR(ValidateTtl(ttl, "rerun: ttl"));
+  if (node_id.empty()) return InvalidArgumentError("rerun: node_id is empty");
+  if (cause.size() > kMaxCauseBytes) {
+    return InvalidArgumentError("rerun: cause longer than 256 bytes");
+  }
+  return Status::Ok();
+}
+
+Status FireNotEnded(const FireKey& fire) {
+  return FailedPreconditionError("run " + fire.RunId() +
+                                 " has not ended (it runs or waits for its retry)");
 }
 
 Status FireEnded(const FireKey& fire) {

@@ -69,6 +69,10 @@ void CancelRecord(RunRecord& record, const std::string& reason, Instant now);
 // Coordinator::CancelFire's answers for a fire that cannot be cancelled.
 Status NoSuchFire(const FireKey& fire);
 Status FireEnded(const FireKey& fire);
+// Coordinator::RerunFire's argument checks, and its answer for a fire that has not ended.
+Status ValidateRerun(const FireKey& fire, const std::string& node_id, Duration ttl,
+                     const std::string& cause);
+Status FireNotEnded(const FireKey& fire);
 
 }  // namespace gnomon::coord
 

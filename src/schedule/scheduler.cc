@@ -957,6 +957,7 @@ class Scheduler::Impl {
         Emit(SchedulerEvent::Kind::kError, fire, "next attempt: " + next.status().ToString());
         break;
       }
+      next->cause = CurrentClaim(*run).cause;  // the retries of a rerun are the rerun's too
       {
         std::lock_guard<std::mutex> lock(wd_mu_);
         run->claim = *next;
@@ -1091,6 +1092,7 @@ class Scheduler::Impl {
     rec.fencing_token = claim.fencing_token;
     rec.node_id = options_.node_id;
     rec.started_at = Now();
+    rec.cause = claim.cause;
     return rec;
   }
 
@@ -1607,17 +1609,47 @@ class Scheduler::Impl {
     return Status::Ok();
   }
 
-  Result<std::string> TriggerNow(const std::string& id, const std::string& params) {
+  // The job's definition with `params` merged over its default params (a copy; the fire runs
+  // it), or as it is when there are none.
+  Result<SpecPtr> WithParams(const std::string& id, const std::string& params) const {
     SpecPtr spec = Spec(id);
     if (!spec) return NotFoundError("job \"" + id + "\" is not defined");
-    if (!params.empty()) {
-      // The fire runs a copy of the definition that carries the merged parameters.
-      Result<std::string> merged = MergeParams(spec->params, params);
-      if (!merged.ok()) return merged.status();
-      auto with_params = std::make_shared<JobSpec>(*spec);
-      with_params->params = std::move(*merged);
-      spec = std::move(with_params);
+    if (params.empty()) return spec;
+    Result<std::string> merged = MergeParams(spec->params, params);
+    if (!merged.ok()) return merged.status();
+    auto with_params = std::make_shared<JobSpec>(*spec);
+    with_params->params = std::move(*merged);
+    return SpecPtr(std::move(with_params));
+  }
+
+  Result<int> Rerun(const FireKey& fire, const std::string& params, const std::string& cause) {
+    Result<SpecPtr> spec = WithParams(fire.job_id, params);
+    if (!spec.ok()) return spec.status();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
     }
+    const Duration sent = clock_.SteadyNow();
+    Result<Claim> claim = coord_.RerunFire(fire, options_.node_id, options_.lease_ttl, cause);
+    if (!claim.ok()) return claim.status();
+    const int attempt = claim->attempt;
+    if (!pool_->Submit(
+            [this, spec = *spec, claim = *claim, sent] { RunFire(spec, claim.fire, claim, sent); },
+            kRunLane)) {
+      (void)coord_.Report(
+          *claim,
+          NotRunRecord(*claim, RunOutcome::kCancelled,
+                       std::string(ReasonText(StopReason::kShutdown)) + " before the run started"),
+          true);
+      return FailedPreconditionError("scheduler is stopping");
+    }
+    return attempt;
+  }
+
+  Result<std::string> TriggerNow(const std::string& id, const std::string& params) {
+    Result<SpecPtr> with_params = WithParams(id, params);
+    if (!with_params.ok()) return with_params.status();
+    SpecPtr spec = *with_params;
     std::shared_ptr<const CronExpr> expr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1834,6 +1866,10 @@ Status Scheduler::Pause(const std::string& id, const std::string& reason) {
   return impl_->Pause(id, reason);
 }
 Status Scheduler::Resume(const std::string& id) { return impl_->Resume(id); }
+Result<int> Scheduler::Rerun(const FireKey& fire, const std::string& params,
+                             const std::string& cause) {
+  return impl_->Rerun(fire, params, cause);
+}
 Result<std::string> Scheduler::TriggerNow(const std::string& id, const std::string& params) {
   return impl_->TriggerNow(id, params);
 }

@@ -91,13 +91,19 @@ class AuditHandler final : public ApiHandler {
 };
 
 // GET /api/v1/runs (the history, newest first, paged), GET /api/v1/runs/{run_id} (the attempts
-// of one fire, with output) and POST /api/v1/runs/{run_id}/cancel. A caller limited to namespaces
-// sees its jobs' runs only; its cursors never name a job outside them (see runs_handler.cc).
+// of one fire, with output), POST /api/v1/runs/{run_id}/cancel and /rerun. A caller limited to
+// namespaces sees its jobs' runs only; its cursors never name a job outside them (see
+// runs_handler.cc).
 class RunsHandler final : public ApiHandler {
  public:
   // `scan_budget`: records read to fill one page for a caller limited to namespaces.
-  RunsHandler(Coordinator& coordinator, int scan_budget)
-      : coordinator_(coordinator), scan_budget_(scan_budget) {}
+  RunsHandler(Scheduler& scheduler, Coordinator& coordinator, const Reloadable<Quotas>& quotas,
+              int scan_budget, int max_json_depth)
+      : scheduler_(scheduler),
+        coordinator_(coordinator),
+        quotas_(quotas),
+        scan_budget_(scan_budget),
+        max_json_depth_(max_json_depth) {}
   Response Handle(Call& call) override;
 
  private:
@@ -105,10 +111,17 @@ class RunsHandler final : public ApiHandler {
   Response Get(Call& call);
   // POST /api/v1/runs/{run_id}/cancel (operate): Coordinator::CancelFire, audited.
   Response Cancel(Call& call);
+  // POST /api/v1/runs/{run_id}/rerun (operate): Scheduler::Rerun on this node, audited.
+  Response Rerun(Call& call);
   // A 400 for a malformed run id in the path, a 403 for one outside the caller's namespaces.
   std::optional<Response> CheckRunId(Call& call);
+  // The fire of the run in the path (from its newest record), or the error answer.
+  Result<RunRecord> LastAttempt(const std::string& run_id);
+  Scheduler& scheduler_;
   Coordinator& coordinator_;
+  const Reloadable<Quotas>& quotas_;
   const int scan_budget_;
+  const int max_json_depth_;
 };
 
 // /api/v1/jobs: list, read, create, replace, delete (through the JobCatalog), and

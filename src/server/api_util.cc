@@ -135,4 +135,27 @@ json InstantOrNull(const std::optional<Instant>& t) {
   return t ? json(t->ToRfc3339()) : json(nullptr);
 }
 
+std::optional<Response> ParamsBody(const Request& req, int max_json_depth, std::string* params) {
+  params->clear();
+  if (req.body.empty()) return std::nullopt;
+  Result<nlohmann::json> parsed = ParseJsonBody(req.body, max_json_depth);
+  if (!parsed.ok()) return Error(400, "invalid_argument", parsed.status().message());
+  if (!parsed->is_object()) {
+    return Error(400, "invalid_argument",
+                 std::string("body: expected a JSON object, got ") + parsed->type_name());
+  }
+  for (const auto& [key, value] : parsed->items()) {
+    if (key != "params") {
+      return Error(400, "invalid_argument",
+                   "body: unknown key \"" + key.substr(0, 64) + "\" (expected params)", key);
+    }
+    if (!value.is_object()) {
+      return Error(400, "invalid_argument",
+                   std::string("params: expected an object, got ") + value.type_name(), "params");
+    }
+    if (!value.empty()) *params = DumpJson(value);
+  }
+  return std::nullopt;
+}
+
 }  // namespace gnomon::server

@@ -24,6 +24,10 @@ std::string Shown(std::string_view s, size_t max = 64);
 
 // {"error": {"code", "message"[, "field"]}} with `status`.
 Response Error(int status, std::string_view code, std::string message, std::string_view field = "");
+// The optional body {"params": {...}} of a trigger or a re-run: the parameters as compact JSON
+// ("" for none or an empty object) in *params, or the 400 that names what is wrong. The merge
+// over the job's defaults (and its size bound) is checked by the caller.
+std::optional<Response> ParamsBody(const Request& req, int max_json_depth, std::string* params);
 // The answer for a library Status (handlers map the context-specific codes first):
 // InvalidArgument 400, NotFound 404, AlreadyExists/FailedPrecondition 409, Unavailable 503,
 // DeadlineExceeded 504, anything else 500.

@@ -135,7 +135,7 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       cron_(options_.clock != nullptr ? *options_.clock : SystemClock::Get()),
       nodes_(coordinator),
       audit_handler_(catalog.audit()),
-      runs_(coordinator, options_.runs_scan_budget),
+      runs_(scheduler, coordinator, quotas_, options_.runs_scan_budget, options_.max_json_depth),
       jobs_handler_(scheduler, coordinator, catalog, jobs_, quotas_,
                     JobsHandler::Options{options_.job_defaults, options_.max_json_depth}) {
   GNOMON_CHECK(ValidateTokens(tokens_.Get()->tokens()).ok());
@@ -163,6 +163,7 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       {{"api", "v1", "runs"}, {"GET"}, needs(TokenRole::kRead), &runs_},
       {{"api", "v1", "runs", "*"}, {"GET"}, needs(TokenRole::kRead), &runs_},
       {{"api", "v1", "runs", "*", "cancel"}, {"POST"}, needs(TokenRole::kOperate), &runs_},
+      {{"api", "v1", "runs", "*", "rerun"}, {"POST"}, needs(TokenRole::kOperate), &runs_},
       {{"api", "v1", "nodes"}, {"GET"}, needs(TokenRole::kRead), &nodes_},
       {{"api", "v1", "cron", "preview"}, {"GET"}, needs(TokenRole::kRead), &cron_},
       {{"api", "v1", "audit"}, {"GET"}, needs(TokenRole::kAdmin), &audit_handler_},

@@ -611,6 +611,56 @@ TEST_F(HttpApiTest, CancelStopsARunningRunAndRecordsWho) {
   EXPECT_EQ(cancels, (std::vector<int>{200, 404, 409}));
 }
 
+// POST /runs/{id}/rerun: the ended fire runs again as its next attempt (same run id, higher
+// token), with the given parameters and who asked in its record; a running fire is a 409.
+TEST_F(HttpApiTest, RerunRunsAnEndedFireAgainAsItsNextAttempt) {
+  StartWithTokens();
+  const std::string run_id = "cfg@" + std::to_string(clock_.Now().unix_millis());
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, run_id));
+  const std::string path = "/api/v1/runs/" + run_id + "/rerun";
+  EXPECT_EQ(client_->Post(path, Auth(kRead), "", "")->status, 403);
+  EXPECT_EQ(client_->Post(path, Auth(kBilling), "", "")->status, 403);
+  EXPECT_EQ(client_->Post(path, Auth(kOperate), R"({"params":[1]})", "application/json")->status,
+            400);
+  auto r =
+      client_->Post(path, Auth(kOperate), R"({"params":{"month":"2026-10"}})", "application/json");
+  ASSERT_EQ(r->status, 202) << r->body;
+  EXPECT_EQ(Body(r)["attempt"], 2);
+  EXPECT_EQ(Body(r)["run_id"], run_id);
+  ASSERT_TRUE(events_.Await(SchedulerEvent::Kind::kRunFinished, 2));
+  auto run = client_->Get("/api/v1/runs/" + run_id, Auth(kRead));
+  const json attempts = Body(run)["attempts"];
+  ASSERT_EQ(attempts.size(), 2u) << run->body;
+  EXPECT_EQ(attempts[1]["attempt"], 2);
+  EXPECT_EQ(attempts[1]["outcome"], "succeeded");
+  EXPECT_EQ(attempts[1]["cause"], "rerun by ops");
+  EXPECT_EQ(attempts[1]["params"], json({{"month", "2026-10"}}));
+  // A rerun without parameters keeps the fire's own (its last attempt's).
+  ASSERT_EQ(client_->Post(path, Auth(kOperate), "", "")->status, 202);
+  ASSERT_TRUE(events_.Await(SchedulerEvent::Kind::kRunFinished, 3));
+  const json third = Body(client_->Get("/api/v1/runs/" + run_id, Auth(kRead)))["attempts"];
+  ASSERT_EQ(third.size(), 3u);
+  EXPECT_EQ(third[2]["params"], json({{"month", "2026-10"}}));
+  EXPECT_GT(attempts[1]["fencing_token"].get<int64_t>(),
+            attempts[0]["fencing_token"].get<int64_t>());
+  ASSERT_EQ(exec_.attempts().size(), 3u);
+  EXPECT_EQ(exec_.attempts()[1].attempt, 2);
+  EXPECT_EQ(exec_.attempts()[1].run_id, run_id);
+
+  // While a rerun runs, another is refused.
+  exec_.SetBehavior([this](const JobSpec&, const RunContext& ctx) {
+    exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{};
+  });
+  ASSERT_EQ(client_->Post(path, Auth(kOperate), "", "")->status, 202);
+  ASSERT_TRUE(exec_.AwaitStarted(4));
+  auto busy = client_->Post(path, Auth(kOperate), "", "");
+  EXPECT_EQ(busy->status, 409) << busy->body;
+  EXPECT_THAT(Body(busy)["error"]["message"].get<std::string>(), HasSubstr("cancel it first"));
+  exec_.Release();
+  EXPECT_EQ(client_->Post("/api/v1/runs/cfg@1/rerun", Auth(kOperate), "", "")->status, 404);
+}
+
 TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
   StartWithTokens();
   // The clock starts on an instant of cfg's schedule: that fire runs, then three triggers.
@@ -849,6 +899,7 @@ json ReferenceRunJson(const RunRecord& r, bool with_output) {
   j["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
   j["error"] = r.error;
   j["skip_reason"] = r.skip_reason;
+  j["cause"] = r.cause;
   // Parameters that are a JSON object are shown as that object; anything else (what no writer
   // stores: a corrupt backend) as none.
   const json params = json::parse(r.params, nullptr, false);
@@ -979,6 +1030,9 @@ TEST(RunJsonTest, RunMatchesTheJsonTreeRendering) {
     r.params = params;
     records.push_back(r);
   }
+  RunRecord rerun = base;
+  rerun.cause = "rerun by \"ops\"\n";
+  records.push_back(rerun);
   for (const RunRecord& r : records) {
     for (bool with_output : {false, true}) {
       std::string out;

@@ -155,28 +155,11 @@ Response JobsHandler::Action(Call& call, const std::string& id) {
   if (action == "trigger") {
     // An optional body {"params": {...}}: merged over the job's default params for this fire.
     std::string params;
-    if (!call.req.body.empty()) {
-      Result<json> parsed = ParseJsonBody(call.req.body, options_.max_json_depth);
-      if (!parsed.ok()) return Error(400, "invalid_argument", parsed.status().message());
-      if (!parsed->is_object()) {
-        return Error(400, "invalid_argument",
-                     std::string("body: expected a JSON object, got ") + parsed->type_name());
-      }
-      for (const auto& [key, value] : parsed->items()) {
-        if (key != "params") {
-          return Error(400, "invalid_argument",
-                       "body: unknown key \"" + key.substr(0, 64) + "\" (expected params)", key);
-        }
-        if (!value.is_object()) {
-          return Error(400, "invalid_argument",
-                       std::string("params: expected an object, got ") + value.type_name(),
-                       "params");
-        }
-        if (!value.empty()) params = DumpJson(value);
-      }
-      if (Result<std::string> merged = MergeParams(local->spec.params, params); !merged.ok()) {
-        return Error(400, "invalid_argument", merged.status().message(), "params");
-      }
+    if (std::optional<Response> bad = ParamsBody(call.req, options_.max_json_depth, &params)) {
+      return *bad;
+    }
+    if (Result<std::string> merged = MergeParams(local->spec.params, params); !merged.ok()) {
+      return Error(400, "invalid_argument", merged.status().message(), "params");
     }
     if (Status q = quotas_.Get()->CheckTrigger(id); !q.ok()) {
       if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);

@@ -122,6 +122,8 @@ void AppendRunJson(std::string& out, const RunRecord& r, bool with_output) {
   // Keys in sorted order, as nlohmann::json (a std::map) writes them.
   out += "{\"attempt\":";
   AppendInt(out, r.attempt);
+  out += ",\"cause\":";
+  AppendJsonString(out, r.cause);
   out += ",\"error\":";
   AppendJsonString(out, r.error);
   out += ",\"exit_code\":";

@@ -1,4 +1,4 @@
-// GET /api/v1/runs, GET /api/v1/runs/{run_id} and POST /api/v1/runs/{run_id}/cancel
+// GET /api/v1/runs, GET /api/v1/runs/{run_id}, POST /api/v1/runs/{run_id}/cancel and /rerun
 // (RunsHandler, src/server/api_handlers.h).
 //
 // A caller limited to namespaces and listing all its runs (no `job`) gets its page filled from as
@@ -74,7 +74,15 @@ std::string NextCursorAfter(const RunRecord& last, const Principal& who) {
 
 Response RunsHandler::Handle(Call& call) {
   if (call.segments.size() == 3) return List(call);
-  return call.segments.size() == 5 ? Cancel(call) : Get(call);
+  if (call.segments.size() == 4) return Get(call);
+  return call.segments[4] == "cancel" ? Cancel(call) : Rerun(call);
+}
+
+Result<RunRecord> RunsHandler::LastAttempt(const std::string& run_id) {
+  Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
+  if (!attempts.ok()) return attempts.status();
+  if (attempts->empty()) return NotFoundError("run " + run_id + " has no record");
+  return attempts->back();
 }
 
 std::optional<Response> RunsHandler::CheckRunId(Call& call) {
@@ -96,10 +104,9 @@ Response RunsHandler::Cancel(Call& call) {
   const std::string& run_id = call.segments[3];
   call.action = "cancel";
   call.target = run_id.substr(0, run_id.find('@'));
-  Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
-  if (!attempts.ok()) return FromStatus(attempts.status());
-  if (attempts->empty()) return Error(404, "not_found", "run " + run_id + " has no record");
-  const RunRecord& last = attempts->back();
+  Result<RunRecord> found = LastAttempt(run_id);
+  if (!found.ok()) return FromStatus(found.status());
+  const RunRecord& last = *found;
   call.before = DumpJson(json{{"run_id", run_id}, {"outcome", ToString(last.outcome)}});
   const FireKey fire{last.job_id, last.scheduled_at, last.shard, last.shard_count};
   // The backend revokes the lease, closes the fire and records who cancelled it in one step; the
@@ -209,6 +216,51 @@ Response RunsHandler::List(Call& call) {
     AppendRunJson(r.body, shown[i], false);
   }
   r.body += "]}";
+  return r;
+}
+
+Response RunsHandler::Rerun(Call& call) {
+  if (std::optional<Response> bad = CheckRunId(call)) return *bad;
+  const std::string& run_id = call.segments[3];
+  call.action = "rerun";
+  call.target = run_id.substr(0, run_id.find('@'));
+  std::string params;
+  if (std::optional<Response> bad = ParamsBody(call.req, max_json_depth_, &params)) return *bad;
+  Result<RunRecord> last = LastAttempt(run_id);
+  if (!last.ok()) return FromStatus(last.status());
+  call.before = DumpJson(json{{"run_id", run_id}, {"outcome", ToString(last->outcome)}});
+  // A rerun counts against the namespace's concurrent runs as a trigger does.
+  if (Status q = quotas_.Get()->CheckTrigger(last->job_id); !q.ok()) {
+    if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);
+    Response r = Error(429, "quota_exceeded", q.message());
+    r.headers.emplace_back("Retry-After", "5");
+    return r;
+  }
+  // The fire runs again with its own parameters (its last attempt's), the given ones over them.
+  Result<std::string> rerun_params = MergeParams(last->params, params);
+  if (!rerun_params.ok()) {
+    return Error(400, "invalid_argument", rerun_params.status().message(), "params");
+  }
+  const FireKey fire{last->job_id, last->scheduled_at, last->shard, last->shard_count};
+  Result<int> attempt = scheduler_.Rerun(fire, *rerun_params, "rerun by " + call.who.name);
+  if (!attempt.ok()) {
+    const Status& s = attempt.status();
+    if (s.code() == StatusCode::kInvalidArgument) {
+      return Error(400, "invalid_argument", s.message(), "params");
+    }
+    if (s.code() == StatusCode::kFailedPrecondition && last->outcome == RunOutcome::kRunning) {
+      return Error(409, "conflict", "run " + run_id + " is running: cancel it first");
+    }
+    if (s.code() == StatusCode::kFailedPrecondition) return Error(409, "conflict", s.message());
+    return FromStatus(s);
+  }
+  json after{{"run_id", run_id}, {"attempt", *attempt}};
+  if (!params.empty()) after["params"] = json::parse(params);
+  call.after = DumpJson(after);
+  Response r = Json(202, {{"run_id", run_id}, {"job_id", last->job_id}, {"attempt", *attempt}});
+  std::string loc = "/api/v1/runs/";
+  for (char c : run_id) loc += c == '#' ? std::string("%23") : std::string(1, c);
+  r.headers.emplace_back("Location", loc);
   return r;
 }
 

@@ -172,6 +172,22 @@ describe('dashboard with bearer tokens', () => {
       headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
     });
     assert.deepEqual((await res.json()).attempts[0].params, { month: '2026-11', dry_run: true });
+
+    // Re-run it with one parameter changed: the next attempt of the same run id.
+    page.once('dialog', (dialog) => dialog.accept('{"month": "2026-12"}'));
+    const rerun = page.waitForResponse((r) => r.url().includes(`/api/v1/runs/`) && r.url().endsWith('/rerun'));
+    await row.getByRole('button', { name: `Re-run ${paramsRun}` }).click();
+    assert.equal((await rerun).status(), 202);
+    const second = page.locator(`tr[data-run="${paramsRun}"][data-outcome="succeeded"]`);
+    await waitFor('the re-run to succeed', async () => (await second.count()) === 2, STEP_TIMEOUT);
+    const again = await (await fetch(`${server.url}/api/v1/runs/${encodeURIComponent(paramsRun)}`, {
+      headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+    })).json();
+    assert.equal(again.attempts.length, 2);
+    assert.equal(again.attempts[1].attempt, 2);
+    assert.equal(again.attempts[1].cause, 'rerun by e2e-admin');
+    assert.deepEqual(again.attempts[1].params, { month: '2026-12', dry_run: true });
+    assert.ok(again.attempts[1].fencing_token > again.attempts[0].fencing_token);
   });
 
   test('cancels a running run', async () => {

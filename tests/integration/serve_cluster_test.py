@@ -744,16 +744,22 @@ class ServeHttpApi(unittest.TestCase):
             self.assertNotIn(secret, log, "a token was logged")
 
 
-    def test_cancel_on_one_node_stops_the_run_another_node_holds(self):
+    def operated_pair(self, scheduler=""):
+        """Nodes a and b on one SQLite file, with tokens "ops" (operate) and "adm" (admin); the
+        tests run as root, and API jobs may too. Returns (a, port of a, b, port of b)."""
         config = os.path.join(self.dir, "gnomon.toml")
         with open(config, "w") as f:
-            f.write('[[token]]\nname = "ops"\ntoken = "ops-secret-0123456789"\nrole = "operate"\n\n'
-                    '[[token]]\nname = "adm"\ntoken = "adm-secret-0123456789"\nrole = "admin"\n'
-                    '\n[[policy]]\nallow_root = true\n')
+            f.write('[scheduler]\n%s\n[[token]]\nname = "ops"\ntoken = "%s"\nrole = "operate"\n\n'
+                    '[[token]]\nname = "adm"\ntoken = "%s"\nrole = "admin"\n'
+                    '\n[[policy]]\nallow_root = true\n' % (scheduler, self.OPS, self.ADM))
         pa, pb = free_port(), free_port()
-        a = self.serve("a", pa, config)
-        b = self.serve("b", pb, config)
-        ops, adm = "ops-secret-0123456789", "adm-secret-0123456789"
+        return self.serve("a", pa, config), pa, self.serve("b", pb, config), pb
+
+    OPS, ADM = "ops-secret-0123456789", "adm-secret-0123456789"
+
+    def test_cancel_on_one_node_stops_the_run_another_node_holds(self):
+        a, pa, b, pb = self.operated_pair()
+        ops, adm = self.OPS, self.ADM
         pid_file = os.path.join(self.dir, "long.pid")
         job = {"id": "long-job", "schedule": "0 0 1 1 *", "retries": 3, "retry_backoff": "100ms",
                "command": "echo $$ > %s; exec sleep 120" % pid_file}
@@ -800,6 +806,46 @@ class ServeHttpApi(unittest.TestCase):
         for p in (a, b):
             self.assertEqual(p.wait(timeout=30), 0)
 
+    def test_rerun_after_the_holder_was_killed(self):
+        # Short leases: the killed node's run is found lost within seconds.
+        a, pa, b, pb = self.operated_pair('lease_ttl = "2s"\nheartbeat_interval = "500ms"\n')
+        ops, adm = self.OPS, self.ADM
+        started = os.path.join(self.dir, "started")
+        # The first attempt hangs (its node is killed); a re-run prints what it sees.
+        job = {"id": "flaky-job", "schedule": "0 0 1 1 *",
+               "command": 'if [ "$GNOMON_ATTEMPT" = 1 ]; then touch %s; exec sleep 120; fi; '
+                          'echo "attempt=$GNOMON_ATTEMPT token=$GNOMON_FENCING_TOKEN '
+                          'params=$GNOMON_PARAMS"' % started}
+        self.assertEqual(self.request(pa, "POST", "/api/v1/jobs", job, adm)[0], 201)
+        wait_for(lambda: self.request(pb, "GET", "/api/v1/jobs/flaky-job", token=ops)[0] == 200,
+                 30, "node b to know the job")
+        status, body = self.request(pb, "POST", "/api/v1/jobs/flaky-job/trigger", {}, ops)
+        self.assertEqual(status, 202, body)
+        run_id = body["run_id"]
+        def attempts():
+            s, r = self.request(pa, "GET", "/api/v1/runs/" + run_id, token=ops)
+            return r["attempts"] if s == 200 else []
+        wait_for(lambda: os.path.exists(started), 30, "the first attempt to start on b")
+        self.assertEqual(self.request(pa, "POST", "/api/v1/runs/%s/rerun" % run_id, {}, ops)[0],
+                         409, "a running fire cannot be re-run")
+        b.kill()
+        b.wait()
+        wait_for(lambda: attempts() and attempts()[0]["outcome"] == "lost", 30,
+                 "node a to resolve the run of the killed node as lost")
+        status, body = self.request(pa, "POST", "/api/v1/runs/%s/rerun" % run_id,
+                                    {"params": {"why": "b died"}}, ops)
+        self.assertEqual(status, 202, body)
+        self.assertEqual(body["attempt"], 2)
+        wait_for(lambda: len(attempts()) == 2 and attempts()[1]["outcome"] == "succeeded", 30,
+                 "the re-run to succeed on a")
+        first, rerun = attempts()
+        self.assertEqual((rerun["node_id"], rerun["cause"]), ("a", "rerun by ops"))
+        self.assertGreater(rerun["fencing_token"], first["fencing_token"])
+        self.assertEqual(rerun["params"], {"why": "b died"})
+        self.assertIn("attempt=2 token=%d" % rerun["fencing_token"], rerun["output"])
+        a.send_signal(signal.SIGTERM)
+        self.assertEqual(a.wait(timeout=30), 0)
+
     def test_job_cli_against_a_daemon(self):
         config = os.path.join(self.dir, "gnomon.toml")
         with open(config, "w") as f:
@@ -837,6 +883,12 @@ class ServeHttpApi(unittest.TestCase):
         self.assertIn("P=" + json.dumps(want, separators=(",", ":")), run_of(params_run)["output"])
         self.assertEqual(run_of(run_id)["params"], {"month": "prev", "team": "fin"})
         job("cancel", params_run, expect=2)  # it ended: 409
+        self.assertEqual(job("rerun", params_run, "--param", "n:=4").strip(), params_run)
+        wait_for(lambda: len(self.request(port, "GET", "/api/v1/runs/" + params_run,
+                                          token="ops-secret-0123456789")[1]["attempts"]) == 2
+                 and run_of(params_run)["outcome"] == "succeeded", 30, "the re-run")
+        # The fire's own parameters, the given one over them.
+        self.assertEqual(run_of(params_run)["params"], {"month": "2026-11", "n": 4, "team": "fin"})
         job("cancel", "cli-job@1", expect=2)  # no such run: 404
         job("trigger", "cli-job", "--param", "novalue", expect=2)
         job("trigger", "cli-job", "--param", "n:=not-json", expect=2)

@@ -35,6 +35,7 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
         ['Finished', formatInstant(attempt.finished_at)],
         ['Exit code', attempt.exit_code ?? '—'],
       ];
+      if (attempt.cause) facts.push(['Cause', attempt.cause]);
       if (attempt.shard_count > 1) facts.push(['Shard', `${attempt.shard + 1} of ${attempt.shard_count}`]);
       if (attempt.params && Object.keys(attempt.params).length) {
         facts.push(['Parameters', mono(JSON.stringify(attempt.params), { class: 'wrap' })]);
@@ -73,6 +74,38 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
     return button;
   }
 
+  // Re-run of a run that ended (operate): its parameters can be changed first (a JSON object;
+  // empty keeps the run's own).
+  function rerunButton(run) {
+    const button = h('button', {
+      type: 'button', class: 'btn btn-small', 'aria-label': `Re-run ${run.run_id}`,
+      onclick: async () => {
+        // eslint-disable-next-line no-alert
+        const text = window.prompt(`Re-run ${run.run_id} as its next attempt. Parameters (a JSON object, merged over the run's own):`,
+          JSON.stringify(run.params || {}));
+        if (text === null) return;
+        let params;
+        try {
+          params = JSON.parse(text.trim() || '{}');
+        } catch (e) {
+          toast(`params: not valid JSON (${e.message})`, 'error');
+          return;
+        }
+        button.disabled = true;
+        try {
+          const { attempt } = await api(`/runs/${enc(run.run_id)}/rerun`, { method: 'POST', body: { params } });
+          toast(`${run.run_id}: attempt ${attempt} started`, 'success');
+          if (onChange) onChange();
+        } catch (e) {
+          if (e.status !== 401) toast(e.message, 'error');
+        } finally {
+          button.disabled = false;
+        }
+      },
+    }, 'Re-run');
+    return button;
+  }
+
   function rows(run, index) {
     const k = key(run);
     const id = `run-detail-${index}`;
@@ -106,7 +139,7 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
       h('td', { class: 'num hide-sm', 'data-label': 'Attempt' }, run.attempt),
       h('td', { class: 'num mono hide-sm', 'data-label': 'Fencing' }, run.fencing_token),
       h('td', { class: 'num', 'data-label': 'Duration' }, formatDuration(runDuration(run))),
-      h('td', { class: 'cell-actions' }, run.outcome === 'running' ? cancelButton(run) : null, toggle));
+      h('td', { class: 'cell-actions' }, run.outcome === 'running' ? cancelButton(run) : rerunButton(run), toggle));
     return open ? [main, detailRow(run, id)] : [main];
   }
 

@@ -34,6 +34,10 @@ class ForwardingCoordinator : public Coordinator {
   Status CancelFire(const FireKey& fire, const std::string& reason) override {
     return t_.CancelFire(fire, reason);
   }
+  Result<gnomon::Claim> RerunFire(const FireKey& fire, const std::string& node_id, Duration ttl,
+                                  const std::string& cause) override {
+    return t_.RerunFire(fire, node_id, ttl, cause);
+  }
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override {
     return t_.SaveCheckpoint(claim, value);
   }

@@ -45,6 +45,8 @@ class MemoryCoordinator final : public Coordinator {
   Status RecordSkipped(const FireKey& fire, const std::string& node_id,
                        const std::string& reason) override;
   Status CancelFire(const FireKey& fire, const std::string& reason) override;
+  Result<gnomon::Claim> RerunFire(const FireKey& fire, const std::string& node_id, Duration ttl,
+                                  const std::string& cause) override;
 
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;

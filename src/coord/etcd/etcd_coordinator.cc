@@ -233,6 +233,7 @@ std::string Encode(const RunRecord& r) {
          {"skip", r.skip_reason}};
   if (r.exit_code) j["exit"] = *r.exit_code;
   if (!r.params.empty()) j["params"] = r.params;
+  if (!r.cause.empty()) j["cause"] = r.cause;
   return j.dump();
 }
 
@@ -260,6 +261,7 @@ Result<RunRecord> DecodeRecord(const std::string& text) {
   r.output = std::move(*output);
   r.skip_reason = j.value("skip", "");
   r.params = j.value("params", "");
+  r.cause = j.value("cause", "");
   if (j.contains("exit")) r.exit_code = j["exit"].get<int>();
   return r;
 }
@@ -665,7 +667,8 @@ class EtcdCoordinator::Impl {
   // attached to the lease and a running record. The claim's token is the revision of the txn
   // that commits these writes: the caller sets it from the commit.
   gnomon::Claim StartAttempt(Writes& w, const FireKey& fire, int attempt, const std::string& node,
-                             Duration ttl, Instant now, const Lease& lease) const {
+                             Duration ttl, Instant now, const Lease& lease,
+                             const std::string& cause = "") const {
     FireRec f;
     f.sc = fire.shard_count;
     f.att = attempt;
@@ -675,8 +678,10 @@ class EtcdCoordinator::Impl {
     f.lttl = lease.ttl_s;
     w.Put(OpenKey(fire), Encode(f));
     w.Put(LiveKey(fire), node, lease.id);
-    PutRecord(w, coord::NewRecord(fire, attempt, 0, node, now, RunOutcome::kRunning));
-    return gnomon::Claim{fire, attempt, 0, node, now + ttl};
+    RunRecord running = coord::NewRecord(fire, attempt, 0, node, now, RunOutcome::kRunning);
+    running.cause = cause;
+    PutRecord(w, running);
+    return gnomon::Claim{fire, attempt, 0, node, now + ttl, cause};
   }
   // Closes a still-running record of `fire`'s attempt (read into `s`) with `outcome`.
   void FinishRunning(Writes& w, const Snapshot& s, const FireKey& fire, int attempt,
@@ -1147,6 +1152,44 @@ class EtcdCoordinator::Impl {
       if (c->succeeded) return Status::Ok();
     }
     return Contention("cancel " + key.RunId());
+  }
+
+  Result<gnomon::Claim> RerunFire(const FireKey& key, const std::string& node_id, Duration ttl,
+                                  const std::string& cause) {
+    GNOMON_RETURN_IF_ERROR(coord::ValidateRerun(key, node_id, ttl, cause));
+    const std::string fk = FireMarkerKey(key);
+    const std::string ok = OpenKey(key);
+    std::optional<Lease> lease;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      Snapshot s;
+      GNOMON_RETURN_IF_ERROR(Read(s, {fk, ok}));
+      if (!s.Has(fk)) return coord::NoSuchFire(key);
+      if (s.Has(ok)) return coord::FireNotEnded(key);
+      // The marker keeps the shard count (PutMarker).
+      FireRec marker = DecodeFire(s.Value(fk));
+      FireKey fire = key;
+      fire.shard_count = marker.sc;
+      // The fire's newest record names its last attempt (records sort newest attempt first).
+      const std::string prefix = RunKey(fire, 1).substr(0, RunKey(fire, 1).rfind(' ') + 1);
+      int last = 0;
+      GNOMON_RETURN_IF_ERROR(Scan(prefix, PrefixEnd(prefix), 1, false, [&](const Kv& kv) {
+        Result<RunRecord> r = DecodeRecord(kv);
+        if (r.ok()) last = r->attempt;
+        return false;
+      }));
+      if (last == 0) return coord::NoSuchFire(key);
+      Result<Lease> l = LeaseFor(lease, ttl);
+      if (!l.ok()) return l.status();
+      Writes w;
+      gnomon::Claim claim = StartAttempt(w, fire, last + 1, node_id, ttl, Now(), *l, cause);
+      Result<Committed> c = Commit(s, w, CountOps(fire.job_id));
+      if (!c.ok()) return c.status();
+      if (!c->succeeded) continue;
+      claim.fencing_token = c->revision;
+      TrimAfter(fire.job_id, *c);
+      return claim;
+    }
+    return Contention("rerun " + key.RunId());
   }
 
   Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) {
@@ -1875,6 +1918,10 @@ Result<JobState> EtcdCoordinator::GetJobState(const std::string& job_id) {
 }
 Status EtcdCoordinator::CancelFire(const FireKey& fire, const std::string& reason) {
   return Guarded([&] { return impl_->CancelFire(fire, reason); });
+}
+Result<gnomon::Claim> EtcdCoordinator::RerunFire(const FireKey& fire, const std::string& node_id,
+                                                 Duration ttl, const std::string& cause) {
+  return Guarded([&] { return impl_->RerunFire(fire, node_id, ttl, cause); });
 }
 Status EtcdCoordinator::SetPaused(const std::string& job_id, bool paused,
                                   const std::string& reason) {

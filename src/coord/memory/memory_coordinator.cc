@@ -180,6 +180,20 @@ Status MemoryCoordinator::CancelFire(const FireKey& key, const std::string& reas
   return Status::Ok();
 }
 
+Result<gnomon::Claim> MemoryCoordinator::RerunFire(const FireKey& key, const std::string& node_id,
+                                                   Duration ttl, const std::string& cause) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateRerun(key, node_id, ttl, cause));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fires_.find(IdOf(key));
+  if (it == fires_.end()) return coord::NoSuchFire(key);
+  Fire& fire = it->second;
+  if (fire.open) return coord::FireNotEnded(key);
+  gnomon::Claim claim = StartAttemptLocked(fire, fire.attempt + 1, node_id, ttl, clock_.Now());
+  runs_[RunKeyOf(fire.key, claim.attempt)].cause = cause;
+  claim.cause = cause;
+  return claim;
+}
+
 Result<std::vector<ExpiredFire>> MemoryCoordinator::ListExpired(int limit) {
   Result<int> page = coord::PageLimit(limit);
   if (!page.ok()) return page.status();

@@ -126,6 +126,7 @@ Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fiel
   r.output = text("output");
   r.skip_reason = text("skip");
   r.params = text("params");
+  r.cause = text("cause");
   return r;
 }
 
@@ -544,6 +545,7 @@ Result<std::vector<std::string>> RedisCoordinator::ReportArgs(const gnomon::Clai
                            coord::TruncateOutput(record.output), "skip", record.skip_reason});
   // params only when there are any (most runs have none: fewer bytes for the script).
   if (!record.params.empty()) args.insert(args.end(), {"params", record.params});
+  if (!record.cause.empty()) args.insert(args.end(), {"cause", record.cause});
   // exit comes last and only when known: the script removes a stored one otherwise.
   if (record.exit_code) args.insert(args.end(), {"exit", std::to_string(*record.exit_code)});
   return args;
@@ -746,6 +748,25 @@ Status RedisCoordinator::CancelFire(const FireKey& fire, const std::string& reas
   if (Word(*r) == "PRECOND") return coord::FireEnded(fire);
   if (Word(*r) != "OK") return Malformed("cancel");
   return Status::Ok();
+}
+
+Result<gnomon::Claim> RedisCoordinator::RerunFire(const FireKey& fire, const std::string& node_id,
+                                                  Duration ttl, const std::string& cause) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateRerun(fire, node_id, ttl, cause));
+  std::vector<std::string> args = CommonArgs();
+  args.insert(args.end(), {fire.job_id, Ms(fire.scheduled_at), std::to_string(fire.shard), Ms(ttl),
+                           node_id, cause});
+  Result<RedisReply> r = conn_->Eval(scripts::kRerunFire, {JobBase(fire.job_id), base_}, args);
+  if (!r.ok()) return r.status();
+  if (!IsArray(*r, 1)) return Malformed("rerun");
+  if (Word(*r) == "NOTFOUND") return coord::NoSuchFire(fire);
+  if (Word(*r) == "PRECOND") return coord::FireNotEnded(fire);
+  int64_t attempt = 0, token = 0, lease = 0;
+  if (Word(*r) != "OK" || !IntAt(*r, 1, attempt) || !IntAt(*r, 2, token) || !IntAt(*r, 3, lease)) {
+    return Malformed("rerun");
+  }
+  return gnomon::Claim{fire,    static_cast<int>(attempt),      token,
+                       node_id, Instant::FromUnixMillis(lease), cause};
 }
 
 Status RedisCoordinator::SetPaused(const std::string& job_id, bool paused,

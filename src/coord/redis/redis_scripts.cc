@@ -529,6 +529,26 @@ bump_jobs_version()
 return {'OK'}
 )lua";
 
+// ARGV[5..]: job, ms, shard, ttl ms, node, cause. -> OK attempt token lease | NOTFOUND | PRECOND
+// (the fire runs or waits for its retry). A closed marker has a TTL (close_fire): it goes.
+constexpr const char* kRerunFireBody = R"lua(
+local fid = ARGV[6] .. ':' .. ARGV[7]
+local fk = JB .. ':fire:' .. fid
+local f = redis.call('HMGET', fk, 'att', 'open', 'sc')
+if not f[1] then return {'NOTFOUND'} end
+if f[2] == '1' then return {'PRECOND'} end
+redis.call('PERSIST', fk)
+local att = f[1] + 1
+local att_s = S(att)
+local tok_s, lease_s = start_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0, f[3], att,
+                                     att_s, ARGV[9], ARGV[8],
+                                     next_counter(JB .. ':state', 'token'))
+if ARGV[10] ~= '' then
+  redis.call('HSET', JB .. ':run:' .. fid .. ':' .. att_s, 'cause', ARGV[10])
+end
+return {'OK', att_s, tok_s, lease_s}
+)lua";
+
 // ARGV[5..]: keep_last, max_age_ms. -> OK
 constexpr const char* kPruneBody = R"lua(
 local keep, cutoff = ARGV[5] + 0, NOW - ARGV[6]
@@ -729,6 +749,9 @@ std::string Source(Id id) {
       break;
     case kCancelFire:
       body = kCancelFireBody;
+      break;
+    case kRerunFire:
+      body = kRerunFireBody;
       break;
     case kListRuns:
       body = kListRunsBody;

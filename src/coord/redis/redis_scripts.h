@@ -38,6 +38,7 @@ enum Id {
   kClaimMany,
   kGetJobStates,
   kCancelFire,
+  kRerunFire,
   kCount,
 };
 

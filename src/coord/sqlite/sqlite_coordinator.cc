@@ -113,16 +113,17 @@ CREATE INDEX audit_by_class ON audit ((status >= 400), seq);
 PRAGMA user_version = 3;
 )sql";
 
-// Schema version 4 keeps each run's parameters (JSON object text; '' = none).
+// Schema version 4 keeps each run's parameters (JSON object text; '' = none) and cause.
 constexpr const char* kSchemaV4 = R"sql(
 ALTER TABLE runs ADD COLUMN params BLOB NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN cause BLOB NOT NULL DEFAULT '';
 PRAGMA user_version = 4;
 )sql";
 
 // The columns of a history record, in the order ReadRun expects.
 #define GNOMON_RUN_COLUMNS                                                              \
   "run_id, job_id, scheduled_ms, shard, shard_count, attempt, fencing_token, node_id, " \
-  "started_ms, finished_ms, outcome, exit_code, error, output, skip_reason, params"
+  "started_ms, finished_ms, outcome, exit_code, error, output, skip_reason, params, cause"
 
 Result<RunRecord> ReadRun(const Statement& row) {
   RunRecord r;
@@ -146,6 +147,7 @@ Result<RunRecord> ReadRun(const Statement& row) {
   r.output = row.Bytes(13);
   r.skip_reason = row.Bytes(14);
   r.params = row.Bytes(15);
+  r.cause = row.Bytes(16);
   return r;
 }
 
@@ -255,7 +257,7 @@ class SqliteCoordinator::Db {
   Status PutRun(const RunRecord& r) {
     Result<Statement> s = conn_->Prepare(
         "INSERT OR REPLACE INTO runs (" GNOMON_RUN_COLUMNS
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
     if (!s.ok()) return s.status();
     s->BindText(1, r.run_id)
         .BindText(2, r.job_id)
@@ -272,7 +274,8 @@ class SqliteCoordinator::Db {
         .BindBlob(13, r.error)
         .BindBlob(14, coord::TruncateOutput(r.output))
         .BindBlob(15, r.skip_reason)
-        .BindBlob(16, r.params);
+        .BindBlob(16, r.params)
+        .BindBlob(17, r.cause);
     return s->Run();
   }
 
@@ -724,6 +727,32 @@ Status SqliteCoordinator::CancelFire(const FireKey& fire, const std::string& rea
     GNOMON_RETURN_IF_ERROR(db_->CloseFire(fire));
     return db_->BumpJobsVersion().status();
   });
+}
+
+Result<gnomon::Claim> SqliteCoordinator::RerunFire(const FireKey& fire, const std::string& node_id,
+                                                   Duration ttl, const std::string& cause) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateRerun(fire, node_id, ttl, cause));
+  std::lock_guard<std::mutex> lock(mu_);
+  gnomon::Claim claim;
+  GNOMON_RETURN_IF_ERROR(db_->conn().Transaction([&]() -> Status {
+    Result<std::optional<FireRow>> row = db_->LoadFire(fire);
+    if (!row.ok()) return row.status();
+    if (!row->has_value()) return coord::NoSuchFire(fire);
+    if ((*row)->open) return coord::FireNotEnded(fire);
+    Result<gnomon::Claim> started =
+        db_->StartAttempt(StoredKey(fire, **row), (*row)->attempt + 1, node_id, ttl, clock_.Now());
+    if (!started.ok()) return started.status();
+    claim = std::move(*started);
+    claim.cause = cause;
+    Result<Statement> s = db_->conn().Prepare(
+        "UPDATE runs SET cause = ?5 WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3 AND "
+        "attempt = ?4");
+    if (!s.ok()) return s.status();
+    BindFire(*s, fire);
+    s->Bind(4, int64_t{claim.attempt}).BindBlob(5, cause);
+    return s->Run();
+  }));
+  return claim;
 }
 
 // --- Checkpoints -----------------------------------------------------------------------------

@@ -196,6 +196,17 @@ TEST(SqliteCoordinatorTest, ANewDatabaseIsCreatedOwnerOnly) {
   }
 }
 
+// Makes the file at `path` an older version with `downgrade` (SQL on the raw file), opens it
+// again and checks that it was upgraded to this build's version; null (and a failure) if not.
+std::unique_ptr<SqliteCoordinator> ReopenedAfter(const std::string& path, FakeClock& clock,
+                                                 const char* downgrade) {
+  EXPECT_EQ(RawDb(path).Exec(downgrade), SQLITE_OK) << downgrade;
+  std::unique_ptr<SqliteCoordinator> c = MustOpen(path, clock);
+  EXPECT_EQ(RawDb(path).QueryText("PRAGMA user_version"),
+            std::to_string(SqliteCoordinator::kSchemaVersion));
+  return c;
+}
+
 TEST(SqliteCoordinatorTest, OpenSetsWalAndTheSchemaVersion) {
   const std::string path = NewDbPath();
   FakeClock clock;
@@ -217,17 +228,10 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion1File) {
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(c->PutJob("kept", "{}", 0).ok());
   }
-  {
-    RawDb raw(path);
-    ASSERT_EQ(raw.Exec("DROP TABLE audit; ALTER TABLE runs DROP COLUMN params; "
-                       "PRAGMA user_version = 1"),
-              SQLITE_OK);
-  }
-  auto c = MustOpen(path, clock);
+  auto c = ReopenedAfter(path, clock,
+                         "DROP TABLE audit; ALTER TABLE runs DROP COLUMN params; "
+                         "ALTER TABLE runs DROP COLUMN cause; PRAGMA user_version = 1");
   ASSERT_NE(c, nullptr);
-  RawDb raw(path);
-  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
-            std::to_string(SqliteCoordinator::kSchemaVersion));
   EXPECT_EQ(c->ListJobs()->size(), 1u);
   AuditRecord r;
   r.who = "ops";
@@ -247,17 +251,11 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion2File) {
     r.status = 200;
     ASSERT_TRUE(c->AppendAudit(r, 10).ok());
   }
-  {
-    RawDb raw(path);
-    ASSERT_EQ(raw.Exec("DROP INDEX audit_by_class; ALTER TABLE runs DROP COLUMN params; "
-                       "PRAGMA user_version = 2"),
-              SQLITE_OK);
-  }
-  auto c = MustOpen(path, clock);
+  auto c = ReopenedAfter(path, clock,
+                         "DROP INDEX audit_by_class; ALTER TABLE runs DROP COLUMN params; ALTER "
+                         "TABLE runs DROP COLUMN cause; "
+                         "PRAGMA user_version = 2");
   ASSERT_NE(c, nullptr);
-  RawDb raw(path);
-  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
-            std::to_string(SqliteCoordinator::kSchemaVersion));
   EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
 }
 
@@ -273,15 +271,10 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion3File) {
     Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = old_fire, .node_id = "n"});
     ASSERT_TRUE(out.ok() && out->claim);
   }
-  {
-    RawDb raw(path);
-    ASSERT_EQ(raw.Exec("ALTER TABLE runs DROP COLUMN params; PRAGMA user_version = 3"), SQLITE_OK);
-  }
-  auto c = MustOpen(path, clock);
+  auto c = ReopenedAfter(path, clock,
+                         "ALTER TABLE runs DROP COLUMN params; ALTER TABLE runs DROP COLUMN cause; "
+                         "PRAGMA user_version = 3");
   ASSERT_NE(c, nullptr);
-  RawDb raw(path);
-  EXPECT_EQ(raw.QueryText("PRAGMA user_version"),
-            std::to_string(SqliteCoordinator::kSchemaVersion));
   Result<std::vector<RunRecord>> old_runs = c->GetRun(old_fire.RunId());
   ASSERT_TRUE(old_runs.ok());
   ASSERT_EQ(old_runs->size(), 1u);

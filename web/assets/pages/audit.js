@@ -5,7 +5,7 @@ import {
   clear, emptyRow, formatInstant, h, jobLink, notice, pageHeader, prettyJson, relative,
 } from '../ui.js';
 
-const ACTIONS = ['create', 'replace', 'delete', 'pause', 'resume', 'trigger', 'cancel'];
+const ACTIONS = ['create', 'replace', 'delete', 'pause', 'resume', 'trigger', 'cancel', 'rerun'];
 
 function statusCell(code) {
   const kind = code < 300 ? 'ok' : code < 500 ? 'warn' : 'bad';
@@ -68,7 +68,7 @@ export async function render(root, ctx) {
 
   action.addEventListener('change', draw);
   root.append(
-    pageHeader('Audit log', 'Every create, replace, delete, pause, resume, trigger and cancel, newest first.'),
+    pageHeader('Audit log', 'Every create, replace, delete, pause, resume, trigger, cancel and re-run, newest first.'),
     h('div', { class: 'toolbar' }, h('div', { class: 'filters' }, action), note),
     status,
     h('div', { class: 'card table-card' }, h('table', { class: 'table stack', 'aria-label': 'Audit log' },
