@@ -173,6 +173,7 @@ Status ParseApi(const std::string& file, const std::string& base_dir, const toml
       {"mutations_per_minute", &ApiSettings::mutations_per_minute, 0, 1000000},
       {"mutation_burst", &ApiSettings::mutation_burst, 1, 100000},
       {"handler_threads", &ApiSettings::handler_threads, 0, 1024},
+      {"max_backfill_fires", &ApiSettings::max_backfill_fires, 1, 1000000},
   };
   struct DurationKey {
     std::string_view name;

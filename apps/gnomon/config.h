@@ -72,6 +72,7 @@ struct ApiSettings {
   int mutations_per_minute = 600;                      // 0 = unlimited
   int mutation_burst = 60;                             // 1 - 100,000
   int handler_threads = 0;                             // 0 (2 x cores, >= 4) - 1024
+  int max_backfill_fires = 1000;                       // 1 - 1,000,000
   // TLS of the API listener: PEM files, resolved against the config file's folder.
   std::string tls_cert;
   std::string tls_key;

@@ -1,15 +1,13 @@
-// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|rerun|runs`: a client of a daemon's HTTP
-// API (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or failed (5xx); 2
-// the request was refused as invalid (4xx) or the command line is wrong.
+// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|rerun|backfill|runs`: a client of a
+// daemon's HTTP API (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or
+// failed (5xx); 2 the request was refused as invalid (4xx) or the command line is wrong.
 #include <httplib.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
-#include "src/net/http_url.h"
 #include "src/server/admin_token.h"
 #include "src/server/auth.h"
 #include "src/server/job_json.h"
@@ -29,6 +27,8 @@ struct JobArgs {
   std::string file;
   std::string outcome;
   std::vector<std::string> params;  // trigger: key=value / key:=json
+  std::string from, to;             // backfill: the window (RFC 3339)
+  int max_concurrent = 1;
   int limit = 20;
   bool json = false;
 };
@@ -39,27 +39,6 @@ struct Reply {
   nlohmann::json body;
 };
 
-// The token to send: --token/GNOMON_TOKEN, else --token-file/GNOMON_TOKEN_FILE, else, for a
-// server on this host only, the admin token a local `gnomon serve` generated in its data
-// directory (--data-dir/GNOMON_DATA_DIR, default ./gnomon-data). Never the local token to another
-// host, and never when a client certificate (--cert) says who is calling.
-Result<std::string> TokenFor(const JobArgs& a) {
-  if (!a.token.empty()) return a.token;
-  if (!a.token_file.empty()) {
-    Result<std::string> text = ReadConfigFile(a.token_file);
-    if (!text.ok()) return text.status();
-    std::string t = *text;
-    while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
-    return t;
-  }
-  Result<net::HttpUrl> url = net::ParseHttpUrl(a.server);
-  if (!a.client_cert.empty() || !url.ok() || !server::IsLoopbackHost(url->host)) return {""};
-  Result<server::AdminToken> admin = server::ReadAdminToken(a.data_dir);
-  if (admin.ok()) return admin->secret;
-  if (admin.status().code() == StatusCode::kNotFound) return std::string();
-  return admin.status();
-}
-
 Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
            const std::string& body = "") {
   Reply out;
@@ -67,7 +46,8 @@ Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
     std::cerr << "gnomon job: --cert and --key go together\n";
     return Reply{kExitUsage, {}};
   }
-  Result<std::string> token = TokenFor(a);
+  Result<std::string> token =
+      server::ClientToken(a.token, a.token_file, a.data_dir, a.server, !a.client_cert.empty());
   if (!token.ok()) {
     std::cerr << "gnomon job: " << token.status().message() << "\n";
     out.exit_code = kExitUsage;
@@ -210,11 +190,18 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   for (const auto& [verb, help] :
        {Verb{"pause", "Pause the job cluster-wide"}, Verb{"resume", "Resume the job"},
         Verb{"trigger", "Fire it now"}, Verb{"cancel", "Cancel a running run (revoke its lease)"},
-        Verb{"rerun", "Run a run that ended again (next attempt)"}}) {
+        Verb{"rerun", "Run a run that ended again (next attempt)"},
+        Verb{"backfill", "Run the fires of a past window that have no record"}}) {
     const bool on_run = verb == "cancel" || verb == "rerun";
     CLI::App* c = job->add_subcommand(verb, help);
     c->add_option(on_run ? "RUN_ID" : "ID", a->id, on_run ? "Run id" : "Job id")->required();
     if (verb == "trigger" || verb == "rerun") c->add_option("--param", a->params, "k=v, k:=json");
+    if (verb == "backfill") {
+      c->add_option("--from", a->from, "Start of the window, RFC 3339")->required();
+      c->add_option("--to", a->to, "End of the window (excluded), RFC 3339")->required();
+      c->add_option("--max-concurrent", a->max_concurrent, "Fires run at once")
+          ->capture_default_str();
+    }
     c->callback([a, exit_code, verb, on_run] {
       Result<std::string> params = server::ParamsFromArgs(a->params);
       if (!params.ok()) {
@@ -224,8 +211,14 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
       // A run id's '#' (shards) must be escaped in the path.
       const std::string target =
           on_run ? "runs/" + httplib::detail::encode_query_param(a->id) : "jobs/" + a->id;
+      const nlohmann::json window = {
+          {"from", a->from}, {"to", a->to}, {"max_concurrent", a->max_concurrent}};
       Reply r = Call(*a, "POST", "/api/v1/" + target + "/" + verb,
-                     params->empty() ? "{}" : "{\"params\":" + *params + "}");
+                     verb == "backfill" ? window.dump()
+                     : params->empty()  ? "{}"
+                                        : "{\"params\":" + *params + "}");
+      for (const auto& id : r.body.value("run_ids", nlohmann::json::array()))
+        std::cout << id.get<std::string>() << "\n";
       if (r.exit_code == kExitOk && verb != "cancel" && r.body.contains("run_id")) {
         std::cout << r.body["run_id"].get<std::string>() << "\n";
       }

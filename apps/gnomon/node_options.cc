@@ -79,6 +79,7 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   o.api.max_body_bytes = static_cast<size_t>(a.max_body_bytes);
   o.api.mutations_per_minute = a.mutations_per_minute;
   o.api.mutation_burst = a.mutation_burst;
+  o.api.max_backfill_fires = a.max_backfill_fires;
   o.api.job_defaults = config.defaults;
   o.http.probe_listen = a.probe_listen;
   o.http.tls_cert = a.tls_cert;

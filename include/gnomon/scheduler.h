@@ -92,6 +92,13 @@ struct SchedulerOptions {
   std::string version = "0.1.0";
 };
 
+// What Scheduler::Backfill found in its window.
+struct BackfillPlan {
+  int fires = 0;                     // fires of the schedule in the window (shards counted)
+  int recorded = 0;                  // of those, the ones that already had a record
+  std::vector<std::string> run_ids;  // the others, oldest first: these are being run
+};
+
 // A job as the scheduler sees it.
 struct JobView {
   JobSpec spec;
@@ -130,6 +137,16 @@ class Scheduler {
   // Returns the attempt number. NotFound when the job is not defined here or the fire has no
   // record; FailedPrecondition while the fire runs, or when the scheduler is not running.
   Result<int> Rerun(const FireKey& fire, const std::string& params, const std::string& cause);
+  // Runs every fire of the job's schedule in [from, until) that has no record (claimed, run,
+  // skipped), oldest first, at most `max_concurrent` (1 - worker_threads) at a time, on this
+  // node's workers; fires recorded meanwhile by anyone are left as they are (their claim is
+  // refused), so a backfill sent twice, or to two nodes, runs each fire once. The fires are
+  // claimed with overlap = "allow" (they may overlap the job's own runs) and their records carry
+  // `cause` ("backfill by ops"). InvalidArgument when the window is empty or reversed, ends in the
+  // future, or holds more than `max_fires` fires (counting shards; the message names the count);
+  // NotFound for a job not defined here. Returns at once with what was found.
+  Result<BackfillPlan> Backfill(const std::string& job_id, Instant from, Instant until,
+                                int max_concurrent, int max_fires, const std::string& cause);
 
   // Queue workers: runs a claim handed over by a scheduling node (renew it first: `renew_sent` is
   // the monotonic time, SteadyNow() of the scheduler's clock, when that successful renew was

@@ -858,7 +858,8 @@ class Scheduler::Impl {
   // `report_inline` (and for a catch-up): the final report is sent by this call before it returns
   // (a queue worker acknowledges the fire after it); otherwise it is a task of its own.
   void RunFire(const SpecPtr& job, const FireKey& fire, std::optional<Claim> resumed,
-               Duration claim_sent, bool catch_up = false, bool report_inline = false) {
+               Duration claim_sent, bool catch_up = false, bool report_inline = false,
+               const std::string& cause = "") {
     Claim claim;
     if (resumed) {
       // A claim this node holds already runs also during a graceful stop (which waits for it).
@@ -869,6 +870,7 @@ class Scheduler::Impl {
       std::optional<Claim> won =
           AcceptClaim(*job, fire, coord_.Claim(RequestFor(*job, fire)), catch_up);
       if (!won) return;
+      won->cause = cause;
       if (fire.scheduled_at > Now()) {  // claimed ahead (or early, within skew_tolerance)
         StartClaimed(job, *won, claim_sent);
         return;
@@ -1646,6 +1648,91 @@ class Scheduler::Impl {
     return attempt;
   }
 
+  // A backfill's fires, run oldest first by at most `lanes` pool tasks at a time; each task runs
+  // one fire to its end, then queues the next (so a long backfill never holds a worker).
+  struct BackfillQueue {
+    SpecPtr spec;
+    std::string cause;
+    std::mutex mu;
+    std::deque<FireKey> fires;  // guarded by mu
+  };
+
+  void BackfillNext(const std::shared_ptr<BackfillQueue>& q) {
+    FireKey fire;
+    {
+      std::lock_guard<std::mutex> lock(q->mu);
+      if (q->fires.empty() || Stopping()) return;
+      fire = std::move(q->fires.front());
+      q->fires.pop_front();
+    }
+    RunFire(q->spec, fire, std::nullopt, clock_.SteadyNow(), /*catch_up=*/false,
+            /*report_inline=*/true, q->cause);
+    pool_->Submit([this, q] { BackfillNext(q); }, kRunLane);
+  }
+
+  Result<BackfillPlan> Backfill(const std::string& id, Instant from, Instant until,
+                                int max_concurrent, int max_fires, const std::string& cause) {
+    if (max_concurrent < 1 || max_concurrent > options_.worker_threads) {
+      return InvalidArgumentError("max_concurrent: " + std::to_string(max_concurrent) +
+                                  " is out of range 1-" + std::to_string(options_.worker_threads));
+    }
+    if (!(from < until)) return InvalidArgumentError("from: must be before to");
+    if (until > Now()) return InvalidArgumentError("to: is in the future (backfill past fires)");
+    SpecPtr spec = Spec(id);
+    std::shared_ptr<const CronExpr> expr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_ || stopping_) return FailedPreconditionError("scheduler is not running");
+      if (auto it = jobs_.find(id); it != jobs_.end()) expr = it->second.expr;
+    }
+    if (!spec || !expr) return NotFoundError("job \"" + id + "\" is not defined");
+    // The window's instants, counted up to a bound so that a window of years of seconds is
+    // refused without being walked.
+    constexpr int64_t kCountCap = 1000000;
+    std::vector<Instant> instants;
+    int64_t count = 0;
+    for (std::optional<Instant> t = expr->Next(from - Duration(1));
+         t && *t < until && count <= kCountCap; t = expr->Next(*t)) {
+      if (++count <= max_fires) instants.push_back(*t);
+    }
+    const int64_t fires = count * spec->shards;
+    if (fires > max_fires) {
+      return InvalidArgumentError(
+          "the window holds " +
+          (count > kCountCap ? "more than " + std::to_string(kCountCap * spec->shards)
+                             : std::to_string(fires)) +
+          " fires, more than the " + std::to_string(max_fires) + " a backfill may run");
+    }
+    BackfillPlan plan;
+    plan.fires = static_cast<int>(fires);
+    std::vector<FireKey> keys;
+    for (Instant t : instants) {
+      for (int s = 0; s < spec->shards; ++s) keys.push_back(FireKey{id, t, s, spec->shards});
+    }
+    Result<std::vector<bool>> recorded = coord_.FiresRecorded(keys);
+    if (!recorded.ok()) return recorded.status();
+    // Its fires may overlap one another (max_concurrent bounds them), not the job's own runs.
+    auto copy = std::make_shared<JobSpec>(*spec);
+    copy->overlap = OverlapPolicy::kAllow;
+    auto q = std::make_shared<BackfillQueue>();
+    q->spec = std::move(copy);
+    q->cause = cause;
+    {
+      std::lock_guard<std::mutex> lock(q->mu);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if ((*recorded)[i]) {
+          ++plan.recorded;
+        } else {
+          plan.run_ids.push_back(keys[i].RunId());
+          q->fires.push_back(keys[i]);
+        }
+      }
+    }
+    const int lanes = std::min<int>(max_concurrent, static_cast<int>(plan.run_ids.size()));
+    for (int i = 0; i < lanes; ++i) pool_->Submit([this, q] { BackfillNext(q); }, kRunLane);
+    return plan;
+  }
+
   Result<std::string> TriggerNow(const std::string& id, const std::string& params) {
     Result<SpecPtr> with_params = WithParams(id, params);
     if (!with_params.ok()) return with_params.status();
@@ -1869,6 +1956,11 @@ Status Scheduler::Resume(const std::string& id) { return impl_->Resume(id); }
 Result<int> Scheduler::Rerun(const FireKey& fire, const std::string& params,
                              const std::string& cause) {
   return impl_->Rerun(fire, params, cause);
+}
+Result<BackfillPlan> Scheduler::Backfill(const std::string& job_id, Instant from, Instant until,
+                                         int max_concurrent, int max_fires,
+                                         const std::string& cause) {
+  return impl_->Backfill(job_id, from, until, max_concurrent, max_fires, cause);
 }
 Result<std::string> Scheduler::TriggerNow(const std::string& id, const std::string& params) {
   return impl_->TriggerNow(id, params);

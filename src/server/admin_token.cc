@@ -9,6 +9,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "src/net/http_url.h"
+#include "src/server/auth.h"
+#include "src/server/toml_reader.h"
+
 namespace gnomon::server {
 namespace {
 
@@ -111,6 +115,25 @@ Result<AdminToken> LoadOrCreateAdminToken(const std::string& data_dir) {
     return UnavailableError(Errno("cannot create", path));
   }
   return token;
+}
+
+Result<std::string> ClientToken(const std::string& token, const std::string& token_file,
+                                const std::string& data_dir, const std::string& server_url,
+                                bool has_client_cert) {
+  if (!token.empty()) return token;
+  if (!token_file.empty()) {
+    Result<std::string> text = ReadConfigFile(token_file);
+    if (!text.ok()) return text.status();
+    std::string t = *text;
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+    return t;
+  }
+  Result<net::HttpUrl> url = net::ParseHttpUrl(server_url);
+  if (has_client_cert || !url.ok() || !IsLoopbackHost(url->host)) return std::string();
+  Result<AdminToken> admin = ReadAdminToken(data_dir);
+  if (admin.ok()) return admin->secret;
+  if (admin.status().code() == StatusCode::kNotFound) return std::string();
+  return admin.status();
 }
 
 }  // namespace gnomon::server

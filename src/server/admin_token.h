@@ -32,6 +32,15 @@ Result<AdminToken> LoadOrCreateAdminToken(const std::string& data_dir);
 // Reads the token of `data_dir` without creating it (for `gnomon job`). NotFound when absent.
 Result<AdminToken> ReadAdminToken(const std::string& data_dir);
 
+// The token a command-line client (`gnomon job`) sends to `server_url`: `token` when set, else
+// the contents of `token_file` (without its trailing newline), else, for a server on this host
+// only, the admin token a local `gnomon serve` generated in `data_dir`. Never the local token to
+// another host, and never when the client presents a certificate (`has_client_cert`: that says
+// who is calling). "" when there is none.
+Result<std::string> ClientToken(const std::string& token, const std::string& token_file,
+                                const std::string& data_dir, const std::string& server_url,
+                                bool has_client_cert);
+
 }  // namespace gnomon::server
 
 #endif  // GNOMON_SRC_SERVER_ADMIN_TOKEN_H_

@@ -125,13 +125,14 @@ class RunsHandler final : public ApiHandler {
 };
 
 // /api/v1/jobs: list, read, create, replace, delete (through the JobCatalog), and
-// /api/v1/jobs/{id}/pause|resume|trigger (through the Scheduler). Namespace quotas are checked on
-// create and trigger.
+// /api/v1/jobs/{id}/pause|resume|trigger|backfill (through the Scheduler). Namespace quotas are
+// checked on create and trigger.
 class JobsHandler final : public ApiHandler {
  public:
   struct Options {
-    JobSpec job_defaults;     // applied under the keys of a created or replaced job
-    int max_json_depth = 64;  // deepest JSON nesting of a body
+    JobSpec job_defaults;           // applied under the keys of a created or replaced job
+    int max_json_depth = 64;        // deepest JSON nesting of a body
+    int max_backfill_fires = 1000;  // largest window of POST /api/v1/jobs/{id}/backfill
   };
   JobsHandler(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& catalog, JobList& jobs,
               const Reloadable<Quotas>& quotas, Options options)
@@ -147,6 +148,8 @@ class JobsHandler final : public ApiHandler {
   Response List(Call& call);
   Response Get(Call& call, const std::string& id);
   Response Action(Call& call, const std::string& id);
+  // POST /api/v1/jobs/{id}/backfill {"from", "to", "max_concurrent"}: Scheduler::Backfill.
+  Response Backfill(Call& call, const std::string& id);
   Response Define(Call& call, const std::string& id, nlohmann::json body);
 
   Scheduler& scheduler_;

@@ -137,7 +137,8 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       audit_handler_(catalog.audit()),
       runs_(scheduler, coordinator, quotas_, options_.runs_scan_budget, options_.max_json_depth),
       jobs_handler_(scheduler, coordinator, catalog, jobs_, quotas_,
-                    JobsHandler::Options{options_.job_defaults, options_.max_json_depth}) {
+                    JobsHandler::Options{options_.job_defaults, options_.max_json_depth,
+                                         options_.max_backfill_fires}) {
   GNOMON_CHECK(ValidateTokens(tokens_.Get()->tokens()).ok());
   if (Result<std::pair<std::string, int>> addr = ParseListenAddress(options_.listen); addr.ok()) {
     listen_host_ = addr->first;
@@ -160,6 +161,10 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       {{"api", "v1", "jobs", "*", "pause"}, {"POST"}, needs(TokenRole::kOperate), &jobs_handler_},
       {{"api", "v1", "jobs", "*", "resume"}, {"POST"}, needs(TokenRole::kOperate), &jobs_handler_},
       {{"api", "v1", "jobs", "*", "trigger"}, {"POST"}, needs(TokenRole::kOperate), &jobs_handler_},
+      {{"api", "v1", "jobs", "*", "backfill"},
+       {"POST"},
+       needs(TokenRole::kOperate),
+       &jobs_handler_},
       {{"api", "v1", "runs"}, {"GET"}, needs(TokenRole::kRead), &runs_},
       {{"api", "v1", "runs", "*"}, {"GET"}, needs(TokenRole::kRead), &runs_},
       {{"api", "v1", "runs", "*", "cancel"}, {"POST"}, needs(TokenRole::kOperate), &runs_},

@@ -67,6 +67,8 @@ struct HttpApiOptions {
   size_t max_body_bytes = 1024 * 1024;
   // Deepest JSON nesting accepted in a body. Default 64.
   int max_json_depth = 64;
+  // Most fires (shards counted) one backfill may run; a larger window is a 400. Default 1000.
+  int max_backfill_fires = 1000;
   // How old the job list (GET /api/v1/jobs, gnomon_jobs) may be (JobList). Default 1 s.
   Duration job_list_max_age = std::chrono::seconds(1);
   // Reported in the OpenAPI document. Default "0.1.0".

@@ -661,6 +661,56 @@ TEST_F(HttpApiTest, RerunRunsAnEndedFireAgainAsItsNextAttempt) {
   EXPECT_EQ(client_->Post("/api/v1/runs/cfg@1/rerun", Auth(kOperate), "", "")->status, 404);
 }
 
+// POST /jobs/{id}/backfill: the window's fires without a record run, shown as a backfill; sent
+// again, it finds them recorded; windows that are too large, reversed or in the future are 400s.
+TEST_F(HttpApiTest, BackfillRunsTheMissingFiresOfAWindowOnce) {
+  StartWithTokens();
+  const std::string path = "/api/v1/jobs/cfg/backfill";
+  const std::string window = R"({"from":"2025-12-31T20:00:00Z","to":"2026-01-01T00:00:00Z",)"
+                             R"("max_concurrent":2})";
+  EXPECT_EQ(client_->Post(path, Auth(kRead), window, "application/json")->status, 403);
+  auto b = client_->Post(path, Auth(kOperate), window, "application/json");
+  ASSERT_EQ(b->status, 202) << b->body;
+  EXPECT_EQ(Body(b)["fires"], 4);
+  EXPECT_EQ(Body(b)["recorded"], 0);
+  const std::vector<std::string> ids = Body(b)["run_ids"];
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids.front(),
+            "cfg@" + std::to_string(Instant::ParseRfc3339("2025-12-31T20:00:00Z")->unix_millis()));
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, id)) << id;
+  }
+  for (const std::string& id : ids) {
+    const json run = Body(client_->Get("/api/v1/runs/" + id, Auth(kRead)));
+    ASSERT_EQ(run["attempts"].size(), 1u) << id;
+    EXPECT_EQ(run["attempts"][0]["outcome"], "succeeded") << id;
+    EXPECT_EQ(run["attempts"][0]["cause"], "backfill by ops") << id;
+  }
+  auto again = client_->Post(path, Auth(kOperate), window, "application/json");
+  ASSERT_EQ(again->status, 202) << again->body;
+  EXPECT_EQ(Body(again)["recorded"], 4);
+  EXPECT_TRUE(Body(again)["run_ids"].empty());
+
+  for (const auto& [body, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"from":"2025-11-01T00:00:00Z","to":"2026-01-01T00:00:00Z"})",
+            "the window holds 1464 fires, more than the 1000"},
+           {R"({"from":"2026-01-01T00:00:00Z","to":"2025-12-31T00:00:00Z"})",
+            "from: must be before to"},
+           {R"({"from":"2025-12-31T00:00:00Z","to":"2026-02-01T00:00:00Z"})",
+            "to: is in the future"},
+           {R"({"to":"2025-12-31T00:00:00Z"})", "from: is required"},
+           {R"({"from":"yesterday","to":"2025-12-31T00:00:00Z"})",
+            "from: expected an RFC 3339 instant"},
+           {R"({"from":"2025-12-30T00:00:00Z","to":"2025-12-31T00:00:00Z","max_concurrent":0})",
+            "max_concurrent: expected an integer 1-1024"},
+           {R"({"from":"2025-12-30T00:00:00Z","to":"2025-12-31T00:00:00Z","until":1})",
+            "unknown key"}}) {
+    auto bad = client_->Post(path, Auth(kOperate), body, "application/json");
+    EXPECT_EQ(bad->status, 400) << body;
+    EXPECT_THAT(Body(bad)["error"]["message"].get<std::string>(), HasSubstr(want)) << body;
+  }
+}
+
 TEST_F(HttpApiTest, TriggerRunsAndMetrics) {
   StartWithTokens();
   // The clock starts on an instant of cfg's schedule: that fire runs, then three triggers.

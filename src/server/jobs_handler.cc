@@ -152,6 +152,7 @@ Response JobsHandler::Action(Call& call, const std::string& id) {
     JobList& jobs;
     ~Invalidate() { jobs.Invalidate(); }
   } invalidate{jobs_};
+  if (action == "backfill") return Backfill(call, id);
   if (action == "trigger") {
     // An optional body {"params": {...}}: merged over the job's default params for this fire.
     std::string params;
@@ -183,6 +184,53 @@ Response JobsHandler::Action(Call& call, const std::string& id) {
   if (!s.ok()) return FromStatus(s);
   call.after = DumpJson(json{{"paused", pause}});
   return Json(200, {{"id", id}, {"paused", pause}});
+}
+
+Response JobsHandler::Backfill(Call& call, const std::string& id) {
+  Result<json> body = ParseJsonBody(call.req.body, options_.max_json_depth);
+  if (!body.ok()) return Error(400, "invalid_argument", body.status().message());
+  if (!body->is_object()) {
+    return Error(400, "invalid_argument",
+                 std::string("body: expected a JSON object, got ") + body->type_name());
+  }
+  std::optional<Instant> from, to;
+  int max_concurrent = 1;
+  for (const auto& [key, value] : body->items()) {
+    if (key == "from" || key == "to") {
+      Result<Instant> t = value.is_string() ? Instant::ParseRfc3339(value.get<std::string>())
+                                            : Result<Instant>(InvalidArgumentError("not a string"));
+      if (!t.ok()) {
+        return Error(400, "invalid_argument",
+                     key + ": expected an RFC 3339 instant (" + t.status().message() + ")", key);
+      }
+      (key == "from" ? from : to) = *t;
+    } else if (key == "max_concurrent") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 1024) {
+        return Error(400, "invalid_argument", "max_concurrent: expected an integer 1-1024", key);
+      }
+      max_concurrent = value.get<int>();
+    } else {
+      return Error(
+          400, "invalid_argument",
+          "body: unknown key \"" + key.substr(0, 64) + "\" (expected from, to, max_concurrent)",
+          key);
+    }
+  }
+  if (!from || !to) {
+    return Error(400, "invalid_argument", std::string(from ? "to" : "from") + ": is required",
+                 from ? "to" : "from");
+  }
+  Result<BackfillPlan> plan = scheduler_.Backfill(
+      id, *from, *to, max_concurrent, options_.max_backfill_fires, "backfill by " + call.who.name);
+  if (!plan.ok()) return FromStatus(plan.status());
+  call.after = DumpJson(json{{"from", from->ToRfc3339()},
+                             {"to", to->ToRfc3339()},
+                             {"fires", plan->fires},
+                             {"started", plan->run_ids.size()}});
+  return Json(202, {{"job_id", id},
+                    {"fires", plan->fires},
+                    {"recorded", plan->recorded},
+                    {"run_ids", plan->run_ids}});
 }
 
 Response JobsHandler::Define(Call& call, const std::string& id, json body) {

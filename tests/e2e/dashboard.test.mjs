@@ -190,6 +190,30 @@ describe('dashboard with bearer tokens', () => {
     assert.ok(again.attempts[1].fencing_token > again.attempts[0].fencing_token);
   });
 
+  test('backfills a past window once', async () => {
+    // Ten minutes ago the job did not exist: the minute then has 12 fires without a record.
+    const minute = 60 * 1000;
+    const start = Math.floor((Date.now() - 10 * minute) / minute) * minute;
+    const iso = (ms) => new Date(ms).toISOString();
+    await page.getByLabel('From').fill(iso(start));
+    await page.getByLabel('To (excluded)').fill(iso(start + minute));
+    await page.getByLabel('At once').fill('3');
+    await page.getByRole('button', { name: 'Backfill this window' }).click();
+    await waitForText(page, '#backfill-result', /^12 fires in the window, 0 already recorded, 12 started\.$/);
+    const headers = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+    const window = `job=${JOB}&from=${encodeURIComponent(iso(start))}&until=${encodeURIComponent(iso(start + minute))}`;
+    await waitFor('the 12 backfilled fires to succeed', async () => {
+      const { runs } = await (await fetch(`${server.url}/api/v1/runs?${window}&outcome=succeeded`, { headers })).json();
+      return runs.length === 12;
+    }, STEP_TIMEOUT);
+    const { runs } = await (await fetch(`${server.url}/api/v1/runs?${window}`, { headers })).json();
+    assert.equal(runs.length, 12, 'one attempt per fire');
+    for (const run of runs) assert.equal(run.cause, 'backfill by e2e-admin');
+    // Sent again: all recorded, nothing runs.
+    await page.getByRole('button', { name: 'Backfill this window' }).click();
+    await waitForText(page, '#backfill-result', /^12 fires in the window, 12 already recorded, 0 started\.$/);
+  });
+
   test('cancels a running run', async () => {
     const headers = { Authorization: `Bearer ${ADMIN_TOKEN}`, 'Content-Type': 'application/json' };
     const created = await fetch(`${server.url}/api/v1/jobs`, {

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -845,6 +846,49 @@ class ServeHttpApi(unittest.TestCase):
         self.assertIn("attempt=2 token=%d" % rerun["fencing_token"], rerun["output"])
         a.send_signal(signal.SIGTERM)
         self.assertEqual(a.wait(timeout=30), 0)
+
+    def test_a_backfill_sent_to_two_nodes_runs_each_fire_once(self):
+        a, pa, b, pb = self.operated_pair()
+        ran = os.path.join(self.dir, "ran")
+        job = {"id": "bf-job", "schedule": "*/10 * * * * *",
+               "command": "echo $GNOMON_RUN_ID $GNOMON_NODE_ID >> %s" % ran}
+        self.assertEqual(self.request(pa, "POST", "/api/v1/jobs", job, self.ADM)[0], 201)
+        wait_for(lambda: self.request(pb, "GET", "/api/v1/jobs/bf-job", token=self.OPS)[0] == 200,
+                 30, "node b to know the job")
+        # Ten minutes before the job existed: 60 fires without a record.
+        start = (int(time.time()) // 60 - 20) * 60
+        iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+        window = {"from": iso(start), "to": iso(start + 600), "max_concurrent": 4}
+        answers = [None, None]
+        def send(i, port):
+            answers[i] = self.request(port, "POST", "/api/v1/jobs/bf-job/backfill", window, self.OPS)
+        threads = [threading.Thread(target=send, args=(i, p)) for i, p in enumerate((pa, pb))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for status, body in answers:
+            self.assertEqual(status, 202, body)
+            self.assertEqual(body["fires"], 60)
+        wanted = {"bf-job@%d" % ((start + 10 * i) * 1000) for i in range(60)}
+        def lines():  # the runs of the window's fires (the job's live fires run too)
+            with open(ran) as f:
+                return [l.split() for l in f.read().splitlines() if l.split()[0] in wanted]
+        wait_for(lambda: os.path.exists(ran) and {l[0] for l in lines()} == wanted, 60,
+                 "every fire of the window to run")
+        run_ids = [l[0] for l in lines()]
+        self.assertEqual(len(run_ids), 60, "a fire ran twice: %s" %
+                         sorted(r for r in set(run_ids) if run_ids.count(r) > 1))
+        # Both nodes took part unless one finished before the other began; the records agree.
+        status, page = self.request(pa, "GET", "/api/v1/runs?job=bf-job&limit=1000&from=%s&until=%s"
+                                    % (iso(start), iso(start + 600)), token=self.OPS)
+        self.assertEqual(status, 200)
+        self.assertEqual(sorted(r["run_id"] for r in page["runs"]), sorted(wanted))
+        self.assertTrue(all(r["cause"] == "backfill by ops" for r in page["runs"]))
+        for p in (a, b):
+            p.send_signal(signal.SIGTERM)
+        for p in (a, b):
+            self.assertEqual(p.wait(timeout=30), 0)
 
     def test_job_cli_against_a_daemon(self):
         config = os.path.join(self.dir, "gnomon.toml")

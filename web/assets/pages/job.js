@@ -94,6 +94,49 @@ function paramsForm(id, onDone) {
   }, field };
 }
 
+// "Backfill": the fires of a past window that have no record run, at most N at a time. The
+// window is typed as RFC 3339 instants (UTC by default); the API's 400 is shown under the form.
+function backfillForm(id, onDone) {
+  const hour = 3600 * 1000;
+  const iso = (ms) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const now = Math.floor(Date.now() / hour) * hour;
+  const from = h('input', { id: 'backfill-from', class: 'input mono', type: 'text', value: iso(now - 24 * hour) });
+  const to = h('input', { id: 'backfill-to', class: 'input mono', type: 'text', value: iso(now) });
+  const lanes = h('input', { id: 'backfill-max', class: 'input', type: 'number', min: '1', max: '16', value: '1' });
+  const result = h('p', { id: 'backfill-result', class: 'field-error', role: 'alert' });
+  const submit = h('button', { type: 'submit', class: 'btn' }, 'Backfill this window');
+  return h('form', {
+    class: 'params-form', 'aria-labelledby': 'backfill-title',
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      submit.disabled = true;
+      result.classList.add('field-error');
+      try {
+        const plan = await api(`/jobs/${enc(id)}/backfill`, {
+          method: 'POST',
+          body: { from: from.value.trim(), to: to.value.trim(), max_concurrent: Number(lanes.value) },
+        });
+        result.classList.remove('field-error');
+        result.textContent = `${plan.fires} fires in the window, ${plan.recorded} already recorded, `
+          + `${plan.run_ids.length} started.`;
+        onDone();
+      } catch (e) {
+        if (e.status !== 401) result.textContent = e.message;
+      } finally {
+        submit.disabled = false;
+      }
+    },
+  },
+  h('h2', { id: 'backfill-title' }, 'Backfill'),
+  h('p', { class: 'hint' }, 'Runs the fires of a past window that have no record, oldest first.'),
+  h('div', { class: 'field field-row backfill-row' },
+    h('div', {}, h('label', { for: 'backfill-from', class: 'label' }, 'From'), from),
+    h('div', {}, h('label', { for: 'backfill-to', class: 'label' }, 'To (excluded)'), to),
+    h('div', {}, h('label', { for: 'backfill-max', class: 'label' }, 'At once'), lanes)),
+  result,
+  h('div', { class: 'form-actions' }, submit));
+}
+
 export async function render(root, ctx) {
   const [id] = ctx.params;
   ctx.setTitle(id);
@@ -200,7 +243,9 @@ export async function render(root, ctx) {
         h('h2', { id: 'def-title' }, 'Definition'), defBox),
       h('section', { class: 'card', 'aria-labelledby': 'fires-title' },
         h('h2', { id: 'fires-title' }, 'Next 10 fires'), firesBox)),
-    h('section', { class: 'card section' }, params.form),
+    h('div', { class: 'grid-2 section' },
+      h('section', { class: 'card' }, params.form),
+      h('section', { class: 'card' }, backfillForm(id, () => refreshRuns()))),
     h('section', { class: 'section', 'aria-labelledby': 'runs-title' },
       h('div', { class: 'section-head' }, h('h2', { id: 'runs-title' }, 'Recent runs'),
         h('a', { href: `#/runs?job=${enc(id)}`, class: 'small' }, 'All runs of this job')),
