@@ -187,6 +187,7 @@ Response JobsHandler::Action(Call& call, const std::string& id) {
 }
 
 Response JobsHandler::Backfill(Call& call, const std::string& id) {
+  call.before.clear();  // a backfill changes no state of the job: its audit record says what ran
   Result<json> body = ParseJsonBody(call.req.body, options_.max_json_depth);
   if (!body.ok()) return Error(400, "invalid_argument", body.status().message());
   if (!body->is_object()) {
