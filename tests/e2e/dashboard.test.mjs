@@ -176,7 +176,7 @@ describe('dashboard with bearer tokens', () => {
     // Re-run it with one parameter changed: the next attempt of the same run id.
     page.once('dialog', (dialog) => dialog.accept('{"month": "2026-12"}'));
     const rerun = page.waitForResponse((r) => r.url().includes(`/api/v1/runs/`) && r.url().endsWith('/rerun'));
-    await row.getByRole('button', { name: `Re-run ${paramsRun}` }).click();
+    await page.getByRole('button', { name: `Re-run ${paramsRun}` }).click();  // in the open output
     assert.equal((await rerun).status(), 202);
     const second = page.locator(`tr[data-run="${paramsRun}"][data-outcome="succeeded"]`);
     await waitFor('the re-run to succeed', async () => (await second.count()) === 2, STEP_TIMEOUT);

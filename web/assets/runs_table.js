@@ -44,6 +44,8 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
         h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
         attempt.error ? notice('error', attempt.error) : null,
         attempt.skip_reason ? notice('info', `Skipped: ${attempt.skip_reason}`) : null,
+        // A succeeded run is re-run from here; the row itself offers it for the other outcomes.
+        run.outcome === 'succeeded' ? h('div', { class: 'form-actions' }, rerunButton(run)) : null,
         h('pre', { class: 'output', tabindex: '0', 'aria-label': `Output of ${attempt.run_id}` },
           attempt.output ? attempt.output : h('span', { class: 'muted' }, '(no output)')));
     }).catch((e) => {
@@ -139,7 +141,10 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
       h('td', { class: 'num hide-sm', 'data-label': 'Attempt' }, run.attempt),
       h('td', { class: 'num mono hide-sm', 'data-label': 'Fencing' }, run.fencing_token),
       h('td', { class: 'num', 'data-label': 'Duration' }, formatDuration(runDuration(run))),
-      h('td', { class: 'cell-actions' }, run.outcome === 'running' ? cancelButton(run) : rerunButton(run), toggle));
+      h('td', { class: 'cell-actions' },
+        run.outcome === 'running' ? cancelButton(run) : null,
+        run.outcome !== 'running' && run.outcome !== 'succeeded' ? rerunButton(run) : null,
+        toggle));
     return open ? [main, detailRow(run, id)] : [main];
   }
 
