@@ -683,9 +683,10 @@ class ServeHttpApi(unittest.TestCase):
             text = e.read().decode()
             return e.code, (json.loads(text) if text.startswith("{") else text)
 
-    def serve(self, node, port, config):
+    def serve(self, node, port, config, backend=None):
         log = open(os.path.join(self.dir, node + ".log"), "w")
-        p = subprocess.Popen([GNOMON, "serve", "--backend", "sqlite://" + self.db, "--node-id", node,
+        p = subprocess.Popen([GNOMON, "serve", "--backend", backend or "sqlite://" + self.db,
+                              "--node-id", node,
                               "--listen", "127.0.0.1:%d" % port, "--config", config],
                              stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
@@ -745,21 +746,41 @@ class ServeHttpApi(unittest.TestCase):
             self.assertNotIn(secret, log, "a token was logged")
 
 
-    def operated_pair(self, scheduler=""):
-        """Nodes a and b on one SQLite file, with tokens "ops" (operate) and "adm" (admin); the
-        tests run as root, and API jobs may too. Returns (a, port of a, b, port of b)."""
+    def operated_pair(self, scheduler="", backend=None):
+        """Nodes a and b on `backend` (default: one SQLite file), with tokens "ops" (operate) and
+        "adm" (admin); the tests run as root, and API jobs may too. Returns (a, port of a, b,
+        port of b)."""
         config = os.path.join(self.dir, "gnomon.toml")
         with open(config, "w") as f:
             f.write('[scheduler]\n%s\n[[token]]\nname = "ops"\ntoken = "%s"\nrole = "operate"\n\n'
                     '[[token]]\nname = "adm"\ntoken = "%s"\nrole = "admin"\n'
                     '\n[[policy]]\nallow_root = true\n' % (scheduler, self.OPS, self.ADM))
         pa, pb = free_port(), free_port()
-        return self.serve("a", pa, config), pa, self.serve("b", pb, config), pb
+        return (self.serve("a", pa, config, backend), pa, self.serve("b", pb, config, backend),
+                pb)
 
     OPS, ADM = "ops-secret-0123456789", "adm-secret-0123456789"
 
     def test_cancel_on_one_node_stops_the_run_another_node_holds(self):
-        a, pa, b, pb = self.operated_pair()
+        self.check_cancel(None)
+
+    def test_cancel_within_2s_on_redis(self):
+        if not os.path.exists("/usr/bin/redis-server"):
+            self.skipTest("redis-server is not installed")
+        redis, port = start_redis(self.dir)
+        self.procs.append(redis)
+        self.check_cancel("redis://127.0.0.1:%d/0" % port)
+
+    def test_cancel_within_2s_on_etcd(self):
+        if not os.path.exists("/usr/bin/etcd"):
+            self.skipTest("etcd is not installed")
+        etcd, backend = start_etcd(self.dir)
+        self.procs.append(etcd)
+        self.check_cancel(backend)
+
+    def check_cancel(self, backend):
+        """Node a cancels the process run node b holds: the process is gone within 2 s."""
+        a, pa, b, pb = self.operated_pair(backend=backend)
         ops, adm = self.OPS, self.ADM
         pid_file = os.path.join(self.dir, "long.pid")
         job = {"id": "long-job", "schedule": "0 0 1 1 *", "retries": 3, "retry_backoff": "100ms",
