@@ -125,7 +125,15 @@ std::optional<CgroupBase> DetectCgroupBase(std::string* why_not) {
 std::optional<RunCgroup> RunCgroup::Create(const CgroupBase& base, const std::string& name,
                                            int64_t memory_max, int pids_max, std::string* error) {
   RunCgroup cgroup(base.dir + "/" + name);
-  if (::mkdir(cgroup.dir_.c_str(), 0755) != 0) {
+  int made = ::mkdir(cgroup.dir_.c_str(), 0755);
+  if (made != 0 && errno == EEXIST) {
+    // Left by an earlier process with this pid (the base's name) that ended without removing it
+    // (kill -9): what still runs in it are orphans of a daemon that is gone. End them and take
+    // the name over.
+    { RunCgroup stale(cgroup.dir_); }  // its destructor kills what is left and removes it
+    made = ::mkdir(cgroup.dir_.c_str(), 0755);
+  }
+  if (made != 0) {
     *error = "cgroup " + cgroup.dir_ + ": " + ErrnoText(errno);
     cgroup.dir_.clear();  // nothing to remove
     return std::nullopt;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -510,6 +512,46 @@ TEST_F(ProcessExecutorTest, RunsAreInTheirOwnCgroupWhenThereIsOne) {
   const ExecResult r = executor_.Execute(CommandJob("cat /proc/self/cgroup"), FullContext());
   ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
   EXPECT_THAT(r.output, ::testing::ContainsRegex("0::.*/gnomon-runs-[0-9]+-[0-9]+/run-[0-9]+"));
+}
+
+// A daemon killed with -9 leaves its run cgroups behind; a later daemon with the same pid takes
+// their names over: the orphans in them are ended and the run starts.
+TEST_F(ProcessExecutorTest, AStaleRunCgroupOfAnEarlierProcessIsTakenOver) {
+  const std::string& mechanism = executor_.containment();
+  if (mechanism.find("cgroup v2 (") == std::string::npos) {
+    GTEST_SKIP() << "no usable cgroup v2 hierarchy here: " << mechanism;
+  }
+  const size_t open = mechanism.find('(') + 1;
+  const std::string base = mechanism.substr(open, mechanism.find(';', open) - open);
+  ExecResult r = executor_.Execute(CommandJob("cat /proc/self/cgroup"), FullContext());
+  ASSERT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  const size_t at = r.output.rfind("/run-");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const int next = std::stoi(r.output.substr(at + 5)) + 1;
+  // The name the next run takes, left behind with an orphan process in it.
+  const std::string stale = base + "/run-" + std::to_string(next);
+  ASSERT_EQ(::mkdir(stale.c_str(), 0755), 0) << stale << ": " << std::strerror(errno);
+  const pid_t orphan = ::fork();
+  ASSERT_GE(orphan, 0);
+  if (orphan == 0) {
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  {
+    std::ofstream procs(stale + "/cgroup.procs");
+    procs << orphan;
+  }
+  r = executor_.Execute(CommandJob("echo taken-over"), FullContext());
+  EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.error;
+  EXPECT_EQ(r.output, "taken-over\n");
+  // The orphan was ended (and if not, it is, so that the test fails rather than waits).
+  int status = 0;
+  pid_t ended = ::waitpid(orphan, &status, WNOHANG);
+  if (ended == 0) {
+    ::kill(orphan, SIGKILL);
+    ::waitpid(orphan, &status, 0);
+  }
+  EXPECT_EQ(ended, orphan) << "the orphan in the stale cgroup still ran";
 }
 
 // run_as switches user, group and supplementary groups (the tests run as root).
