@@ -466,12 +466,14 @@ TEST_F(SchedulerTest, ACancelInTheBackendStopsTheRunWithinAStatePoll) {
 // time, marked as a backfill; a second backfill finds them recorded; bad windows are refused.
 TEST_F(SchedulerTest, BackfillRunsTheUnrecordedFiresOfAWindow) {
   std::mutex mu;
+  std::condition_variable cv;
   int live = 0, most = 0;
   exec_.SetBehavior([&](const JobSpec&, const RunContext& ctx) {
     {
       std::lock_guard<std::mutex> lock(mu);
       most = std::max(most, ++live);
     }
+    cv.notify_all();
     exec_.WaitForStopOrRelease(ctx);
     std::lock_guard<std::mutex> lock(mu);
     --live;
@@ -509,7 +511,11 @@ TEST_F(SchedulerTest, BackfillRunsTheUnrecordedFiresOfAWindow) {
   EXPECT_EQ(plan->recorded, 1);
   ASSERT_EQ(plan->run_ids.size(), 4u);
   EXPECT_EQ(plan->run_ids.front(), (FireKey{"bf", kStart}.RunId()));  // oldest first
-  ASSERT_TRUE(exec_.AwaitStarted(2));
+  {
+    // Both lanes' attempts are inside the behaviour (started() counts them a step earlier).
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return live == 2; }));
+  }
   exec_.Release();
   ASSERT_TRUE(exec_.AwaitFinished(4));
   EXPECT_EQ(most, 2);
