@@ -224,6 +224,14 @@ class Coordinator {
   // The fire's last saved checkpoint, if any.
   virtual Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) = 0;
 
+  // --- Live output ---------------------------------------------------------------------------
+  // What `claim`'s attempt has printed so far (its last kMaxOutputBytes; longer is cut to them),
+  // written into the attempt's running record (fenced on `claim`), so that GetRun and ListRuns
+  // show it on every node while the attempt runs; the attempt's Report replaces it. The scheduler
+  // sends it at most once per SchedulerOptions::live_output_interval per running attempt, and
+  // only when new output arrived. The default stores nothing (output then shows at the end).
+  virtual Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output);
+
   // --- Job state -----------------------------------------------------------------------------
   virtual Result<JobState> GetJobState(const std::string& job_id) = 0;
   // GetJobState of each id, in order, in fewer round trips where the backend can (Redis: one
@@ -297,6 +305,10 @@ inline std::vector<Status> Coordinator::ReportMany(const std::vector<ReportReque
   out.reserve(reqs.size());
   for (const ReportRequest& r : reqs) out.push_back(Report(*r.claim, *r.record, r.final));
   return out;
+}
+
+inline Status Coordinator::SaveLiveOutput(const gnomon::Claim&, const std::string&) {
+  return Status::Ok();
 }
 
 inline Result<std::vector<bool>> Coordinator::FiresRecorded(const std::vector<FireKey>& fires) {

@@ -201,6 +201,7 @@ class EtcdCoordinator final : public Coordinator {
   Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
 
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
+  Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) override;
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;
 
   Result<JobState> GetJobState(const std::string& job_id) override;

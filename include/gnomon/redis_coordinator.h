@@ -219,6 +219,7 @@ class RedisCoordinator final : public Coordinator {
                                   const std::string& cause) override;
 
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
+  Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) override;
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;
 
   Result<JobState> GetJobState(const std::string& job_id) override;
@@ -273,6 +274,10 @@ class RedisCoordinator final : public Coordinator {
   Result<std::vector<std::string>> ReportArgs(const gnomon::Claim& claim, const RunRecord& record,
                                               bool final) const;
   static Status ParseReportReply(const gnomon::Claim& claim, const coord::RedisReply& reply);
+  // Runs the fenced save script `script` (a redis_scripts id: checkpoint, live output) of
+  // `value` for `claim`; `what` names it in errors.
+  Status SaveFenced(int script, const gnomon::Claim& claim, const std::string& value,
+                    const char* what);
   // The connections (plain or TLS), reconnects and scripts (hides hiredis and OpenSSL);
   // thread-safe.
   std::unique_ptr<coord::RedisConnectionPool> conn_;

@@ -1140,6 +1140,51 @@ TEST_P(CoordinatorConformanceTest, ConcurrentRecordSkippedWritesOnce) {
   EXPECT_EQ(RunsOf(*coord_, fire.RunId()).size(), 1u);
 }
 
+// --- Live output -----------------------------------------------------------------------------
+
+// The running record carries what the attempt printed so far (fenced, cut to the last
+// kMaxOutputBytes); a retry starts with none; the report replaces it.
+TEST_P(CoordinatorConformanceTest, LiveOutputIsFencedAndShownInTheRunningRecord) {
+  const Instant t0 = clock_.Now();
+  const FireKey fire = Fire("j", t0);
+  auto attempt_output = [&](int attempt) {
+    for (const RunRecord& r : RunsOf(*coord_, fire.RunId())) {
+      if (r.attempt == attempt) return r.output;
+    }
+    return std::string("<no record>");
+  };
+  CLAIM_OR_FAIL(c, *coord_, Req(fire, "n"));
+  EXPECT_EQ(attempt_output(1), "");
+  const std::string binary("line 1\n\0\xff", 9);
+  ASSERT_OK(coord_->SaveLiveOutput(c, binary));
+  EXPECT_EQ(attempt_output(1), binary);
+  std::string big(kMaxOutputBytes + 100, 'x');
+  big.replace(big.size() - 3, 3, "end");
+  ASSERT_OK(coord_->SaveLiveOutput(c, big));
+  EXPECT_EQ(attempt_output(1), big.substr(100));
+  Claim stale = c;
+  stale.fencing_token -= 1;
+  EXPECT_CODE(coord_->SaveLiveOutput(stale, "stale"), StatusCode::kLeaseLost);
+  EXPECT_EQ(attempt_output(1), big.substr(100));
+
+  RunRecord failed = RecordOf(c, RunOutcome::kFailed, t0, t0);
+  failed.output = "attempt 1 output";
+  ASSERT_OK(coord_->Report(c, failed, false));
+  Result<Claim> c2 = coord_->NextAttempt(c, kTtl);
+  ASSERT_TRUE(c2.ok());
+  EXPECT_CODE(coord_->SaveLiveOutput(c, "old attempt"), StatusCode::kLeaseLost);
+  EXPECT_EQ(attempt_output(1), "attempt 1 output");
+  EXPECT_EQ(attempt_output(2), "");
+  ASSERT_OK(coord_->SaveLiveOutput(*c2, "attempt 2 so far"));
+  EXPECT_EQ(attempt_output(2), "attempt 2 so far");
+  RunRecord done = RecordOf(*c2, RunOutcome::kSucceeded, t0, t0);
+  done.output = "attempt 2 all";
+  ASSERT_OK(coord_->Report(*c2, done, true));
+  EXPECT_EQ(attempt_output(2), "attempt 2 all");
+  EXPECT_CODE(coord_->SaveLiveOutput(*c2, "after"), StatusCode::kLeaseLost);
+  EXPECT_EQ(attempt_output(2), "attempt 2 all");
+}
+
 // --- Checkpoints -----------------------------------------------------------------------------
 
 TEST_P(CoordinatorConformanceTest, CheckpointsAreFenced) {

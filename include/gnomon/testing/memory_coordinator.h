@@ -49,6 +49,7 @@ class MemoryCoordinator final : public Coordinator {
                                   const std::string& cause) override;
 
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override;
+  Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) override;
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override;
 
   Result<JobState> GetJobState(const std::string& job_id) override;

@@ -1102,6 +1102,28 @@ class EtcdCoordinator::Impl {
     return Contention("save checkpoint " + claim.fire.RunId());
   }
 
+  // The running record of `claim`'s attempt with `output` (a Put keeps the key's create
+  // revision, which is the attempt's token).
+  Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) {
+    for (int round = 0; round < kMaxRounds; ++round) {
+      Snapshot s;
+      GNOMON_RETURN_IF_ERROR(Read(s, HoldKeys(claim)));
+      Result<FireRec> f = Fenced(s, claim, Now());
+      if (!f.ok()) return f.status();
+      const Kv* kv = s.Find(RunKey(claim.fire, claim.attempt));
+      if (!kv) return Status::Ok();
+      Result<RunRecord> r = DecodeRecord(*kv);
+      if (!r.ok() || r->outcome != RunOutcome::kRunning) return Status::Ok();
+      r->output = coord::TruncateOutput(output);
+      Writes w;
+      PutRecord(w, *r);
+      Result<Committed> c = Commit(s, w, json::array(), nullptr, TokenCompare(claim));
+      if (!c.ok()) return c.status();
+      if (c->succeeded) return Status::Ok();
+    }
+    return Contention("save live output " + claim.fire.RunId());
+  }
+
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) {
     Snapshot s;
     const std::string key = CheckpointKey(fire);
@@ -1909,6 +1931,9 @@ Result<std::vector<bool>> EtcdCoordinator::FiresRecorded(const std::vector<FireK
 }
 Status EtcdCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) {
   return Guarded([&] { return impl_->SaveCheckpoint(claim, value); });
+}
+Status EtcdCoordinator::SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) {
+  return Guarded([&] { return impl_->SaveLiveOutput(claim, output); });
 }
 Result<std::optional<std::string>> EtcdCoordinator::LoadCheckpoint(const FireKey& fire) {
   return Guarded([&] { return impl_->LoadCheckpoint(fire); });

@@ -257,6 +257,17 @@ Status MemoryCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::
   return Status::Ok();
 }
 
+Status MemoryCoordinator::SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<Fire*> fire = FencedLocked(claim, clock_.Now());
+  if (!fire.ok()) return fire.status();
+  auto it = runs_.find(RunKeyOf(claim.fire, claim.attempt));
+  if (it != runs_.end() && it->second.outcome == RunOutcome::kRunning) {
+    it->second.output = coord::TruncateOutput(output);
+  }
+  return Status::Ok();
+}
+
 Result<std::optional<std::string>> MemoryCoordinator::LoadCheckpoint(const FireKey& fire) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = fires_.find(IdOf(fire));

@@ -656,18 +656,27 @@ Status RedisCoordinator::RecordSkipped(const FireKey& fire, const std::string& n
 // --- Checkpoints -------------------------------------------------------------------------------
 
 Status RedisCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) {
+  return SaveFenced(scripts::kSaveCheckpoint, claim, value, "save checkpoint");
+}
+
+Status RedisCoordinator::SaveFenced(int script, const gnomon::Claim& claim,
+                                    const std::string& value, const char* what) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
   std::vector<std::string> args = CommonArgs();
   args.insert(args.end(),
               {claim.fire.job_id, Ms(claim.fire.scheduled_at), std::to_string(claim.fire.shard),
                std::to_string(claim.fencing_token), value});
-  Result<RedisReply> r =
-      conn_->Eval(scripts::kSaveCheckpoint, {JobBase(claim.fire.job_id), base_}, args);
+  Result<RedisReply> r = conn_->Eval(script, {JobBase(claim.fire.job_id), base_}, args);
   if (!r.ok()) return r.status();
-  if (!IsArray(*r, 1)) return Malformed("save checkpoint");
+  if (!IsArray(*r, 1)) return Malformed(what);
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
-  if (Word(*r) != "OK") return Malformed("save checkpoint");
+  if (Word(*r) != "OK") return Malformed(what);
   return Status::Ok();
+}
+
+Status RedisCoordinator::SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) {
+  return SaveFenced(scripts::kSaveLiveOutput, claim, coord::TruncateOutput(output),
+                    "save live output");
 }
 
 Result<std::optional<std::string>> RedisCoordinator::LoadCheckpoint(const FireKey& fire) {

@@ -498,6 +498,17 @@ redis.call('HSET', fk, 'cp', ARGV[9])
 return {'OK'}
 )lua";
 
+// ARGV[5..]: job, ms, shard, token, output. -> OK | LEASE reason. Into the attempt's record,
+// while it runs.
+constexpr const char* kSaveLiveOutputBody = R"lua(
+local fk = JB .. ':fire:' .. ARGV[6] .. ':' .. ARGV[7]
+local why = fenced(fk, ARGV[8])
+if why then return {'LEASE', why} end
+local rk = JB .. ':run:' .. ARGV[6] .. ':' .. ARGV[7] .. ':' .. redis.call('HGET', fk, 'att')
+if redis.call('HGET', rk, 'out') == 'running' then redis.call('HSET', rk, 'output', ARGV[9]) end
+return {'OK'}
+)lua";
+
 // ARGV[5..]: paused (1/0), reason. -> OK
 constexpr const char* kSetPausedBody = R"lua(
 local reason = ARGV[6]
@@ -740,6 +751,9 @@ std::string Source(Id id) {
       break;
     case kSaveCheckpoint:
       body = kSaveCheckpointBody;
+      break;
+    case kSaveLiveOutput:
+      body = kSaveLiveOutputBody;
       break;
     case kSetPaused:
       body = kSetPausedBody;

@@ -25,6 +25,7 @@ enum Id {
   kResolveLost,
   kRecordSkipped,
   kSaveCheckpoint,
+  kSaveLiveOutput,
   kSetPaused,
   kPrune,
   kListRuns,

@@ -771,6 +771,22 @@ Status SqliteCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::
   });
 }
 
+Status SqliteCoordinator::SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return db_->conn().Transaction([&]() -> Status {
+    Result<FireRow> fire = db_->Fenced(claim, clock_.Now());
+    if (!fire.ok()) return fire.status();
+    Result<Statement> s = db_->conn().Prepare(
+        "UPDATE runs SET output = ?5 WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3 AND "
+        "attempt = ?4 AND outcome = 'running'");
+    if (!s.ok()) return s.status();
+    BindFire(*s, claim.fire);
+    s->Bind(4, int64_t{claim.attempt});
+    s->BindBlob(5, coord::TruncateOutput(output));
+    return s->Run();
+  });
+}
+
 Result<std::optional<std::string>> SqliteCoordinator::LoadCheckpoint(const FireKey& fire) {
   std::optional<std::string> out;
   GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
