@@ -10,6 +10,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 #include "gnomon/job.h"
 #include "gnomon/status.h"
@@ -39,9 +40,20 @@ struct RunContext {
   // tests. Thread-safe.
   std::function<Status(const std::string&)> save_checkpoint;
 
+  // Takes each piece of output as the attempt produces it (processes: stdout and stderr as they
+  // are read; handlers: what they pass to Output). The scheduler keeps the last kMaxOutputBytes
+  // and shows them while the attempt runs (Coordinator::SaveLiveOutput). May be empty in tests.
+  // Thread-safe; returns at once.
+  std::function<void(std::string_view)> on_output;
+
   // Convenience for handlers.
   Status Checkpoint(const std::string& value) const {
     return save_checkpoint ? save_checkpoint(value) : Status::Ok();
+  }
+  // Output shown while the attempt runs; when the handler's result carries no output, the
+  // attempt's record keeps the last kMaxOutputBytes of it.
+  void Output(std::string_view text) const {
+    if (on_output) on_output(text);
   }
   bool stop_requested() const { return stop.stop_requested(); }
 };

@@ -59,6 +59,11 @@ struct SchedulerOptions {
   // node, and an operator's cancel (Coordinator::CancelFire) the run's holder, within this (and a
   // renewal). Default 500 ms.
   Duration state_poll_interval = std::chrono::milliseconds(500);
+  // How often what running attempts printed is published to the backend, so that any node's API
+  // shows it while they run (Coordinator::SaveLiveOutput): one write per running attempt per
+  // interval at most, and only when it printed something new (docs/semantics.md "Live output").
+  // 0 = not published (output shows when the attempt ends). Default 1 s.
+  Duration live_output_interval = std::chrono::seconds(1);
   // Sharded ownership (docs/architecture.md): every node ranks the live nodes (heartbeats, read
   // every housekeeping pass) for each job shard by rendezvous hashing. The top-ranked node claims
   // a fire at its instant; the node of rank r checks at instant + r * takeover_delay whether the

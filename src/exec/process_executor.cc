@@ -787,6 +787,7 @@ ExecResult ProcessExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
           const std::string_view chunk(buf.data(), static_cast<size_t>(got_bytes));
           tail.Append(chunk);
           lines.Feed(chunk);
+          if (ctx.on_output) ctx.on_output(chunk);
           continue;
         }
         if (got_bytes < 0 && errno == EINTR) continue;

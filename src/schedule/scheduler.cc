@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "gnomon/cron.h"
+#include "src/schedule/live_output.h"
 #include "src/schedule/rendezvous.h"
 #include "src/schedule/worker_pool.h"
 
@@ -257,6 +258,7 @@ class Scheduler::Impl {
     loop_thread_ = std::jthread([this] { Loop(); });
     watchdog_thread_ = std::jthread([this] { Watchdog(); });
     renewer_thread_ = std::jthread([this] { Renewer(); });
+    live_output_.Start();
     return Status::Ok();
   }
 
@@ -304,6 +306,7 @@ class Scheduler::Impl {
     renew_cv_.notify_all();
     if (watchdog_thread_.joinable()) watchdog_thread_.join();
     if (renewer_thread_.joinable()) renewer_thread_.join();
+    live_output_.Stop();
   }
 
   // Claimed fires that did not start within shutdown_grace (still queued for a worker): recorded
@@ -1127,6 +1130,8 @@ class Scheduler::Impl {
     ctx.save_checkpoint = [this, &run](const std::string& value) {
       return coord_.SaveCheckpoint(CurrentClaim(run), value);
     };
+    const std::shared_ptr<internal::LiveOutput::Tail> tail = live_output_.Open(claim);
+    ctx.on_output = [&tail](std::string_view text) { tail->Append(text); };
     if (spec.timeout.count() > 0) {
       std::lock_guard<std::mutex> lock(wd_mu_);
       run.timeout_at = clock_.SteadyNow() + spec.timeout;
@@ -1142,9 +1147,10 @@ class Scheduler::Impl {
     const Duration began = clock_.SteadyNow();
     ExecResult r = exec_.Execute(spec, ctx);
     took = clock_.SteadyNow() - began;
+    live_output_.Close(tail);
     rec.finished_at = Now();
     rec.exit_code = r.exit_code;
-    rec.output = std::move(r.output);
+    rec.output = r.output.empty() ? tail->Contents() : std::move(r.output);
     rec.error = std::move(r.error);
     rec.outcome = r.outcome;
     StopReason reason;
@@ -1938,6 +1944,8 @@ class Scheduler::Impl {
   static constexpr auto kControlLane = internal::WorkerPool::Lane::kControl;
   static constexpr auto kClaimLane = internal::WorkerPool::Lane::kClaim;
   std::jthread loop_thread_;
+  // What running attempts print, published to the backend every live_output_interval.
+  internal::LiveOutput live_output_{coord_, clock_, options_.live_output_interval};
   std::jthread watchdog_thread_;
   std::jthread renewer_thread_;
 };

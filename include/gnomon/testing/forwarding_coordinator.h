@@ -41,6 +41,9 @@ class ForwardingCoordinator : public Coordinator {
   Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) override {
     return t_.SaveCheckpoint(claim, value);
   }
+  Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) override {
+    return t_.SaveLiveOutput(claim, output);
+  }
   Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) override {
     return t_.LoadCheckpoint(fire);
   }
