@@ -1,7 +1,8 @@
 // The dashboard in a real browser against a real `gnomon serve`: log in with a token, use the
-// cron playground, create a job from it, see its next fires, trigger it and read the run's
-// output, pause it, and find all of that in the audit log. Also: 401 sends you back to the
-// login page, and a server without tokens needs no login. Screenshots go to test-results/.
+// cron playground, create a job from it (the job form, tested on its own in job_form.test.mjs),
+// see its next fires, trigger it and read the run's output, pause it, and find all of that in
+// the audit log. Also: 401 sends you back to the login page, and a server without tokens needs no
+// login. Screenshots go to test-results/.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -112,10 +113,15 @@ describe('dashboard with bearer tokens', () => {
 
   test('creates a job from the playground and shows its next 10 fires', async () => {
     await page.getByLabel('Job id').fill(JOB);
-    await page.getByLabel('Command').fill('echo hello-from-e2e');
-    await page.getByLabel('Description').fill('created by the browser test');
+    await page.getByRole('link', { name: 'Create a job with this schedule' }).click();
+    await page.waitForURL(/#\/new-job\?/);
+    // The job form opens with the playground's schedule, zone and id.
+    assert.equal(await page.getByLabel('Schedule', { exact: true }).inputValue(), EXPR);
+    assert.equal(await page.getByLabel('Job id', { exact: true }).inputValue(), JOB);
+    await page.getByLabel('Command', { exact: true }).fill('echo hello-from-e2e');
+    await page.getByLabel('Description', { exact: true }).fill('created by the browser test');
     // Triggers below must not be skipped for a scheduled fire that happens to be running.
-    await page.getByLabel('Overlap').selectOption('allow');
+    await page.getByLabel('Overlap', { exact: true }).selectOption('allow');
     await page.getByRole('button', { name: 'Create job' }).click();
     await page.waitForURL(new RegExp(`#/jobs/${JOB}$`));
     await waitForText(page, 'h1', new RegExp(`^${JOB}$`));

@@ -50,10 +50,13 @@ function queryString(query) {
   return text ? `?${text}` : '';
 }
 
-// api('/jobs', {method, body, query, tokenOverride}) -> parsed JSON (null for 204).
-// Throws ApiError; status 0 means the server could not be reached.
-export async function api(path, { method = 'GET', body, query, tokenOverride } = {}) {
-  const headers = { Accept: 'application/json' };
+// api('/jobs', {method, body, query, tokenOverride, headers, withEtag}) -> parsed JSON (null for
+// 204); with withEtag: {data, etag} (etag: the ETag header, '' when absent). `headers` adds
+// request headers (If-Match). Throws ApiError; status 0 means the server could not be reached.
+export async function api(path, {
+  method = 'GET', body, query, tokenOverride, headers: extra, withEtag = false,
+} = {}) {
+  const headers = { ...extra, Accept: 'application/json' };
   const bearer = tokenOverride ?? token();
   if (bearer) headers.Authorization = `Bearer ${bearer}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -66,14 +69,14 @@ export async function api(path, { method = 'GET', body, query, tokenOverride } =
   } catch {
     throw new ApiError(0, 'unreachable', 'Cannot reach the gnomon server.');
   }
-  if (res.status === 204) return null;
+  if (res.status === 204) return withEtag ? { data: null, etag: res.headers.get('ETag') || '' } : null;
   let data = null;
   try {
     data = await res.json();
   } catch {
     data = null;
   }
-  if (res.ok) return data;
+  if (res.ok) return withEtag ? { data, etag: res.headers.get('ETag') || '' } : data;
   const err = (data && data.error) || {};
   const error = new ApiError(res.status, err.code || 'error',
     err.message || `${res.status} ${res.statusText}`, err.field);

@@ -4,6 +4,7 @@ import { authRequired, onUnauthorized, setToken, token } from './api.js';
 import { clear, h, notice, toast } from './ui.js';
 import * as audit from './pages/audit.js';
 import * as job from './pages/job.js';
+import * as jobEdit from './pages/job_edit.js';
 import * as jobs from './pages/jobs.js';
 import * as login from './pages/login.js';
 import * as nodes from './pages/nodes.js';
@@ -13,7 +14,9 @@ import * as runs from './pages/runs.js';
 const routes = [
   { pattern: /^\/login$/, page: login, nav: null, title: 'Sign in', public: true },
   { pattern: /^\/jobs$/, page: jobs, nav: 'jobs', title: 'Jobs' },
+  { pattern: /^\/new-job$/, page: { render: jobEdit.renderNew }, nav: 'jobs', title: 'New job' },
   { pattern: /^\/jobs\/([^/]+)$/, page: job, nav: 'jobs', title: 'Job' },
+  { pattern: /^\/jobs\/([^/]+)\/edit$/, page: { render: jobEdit.renderEdit }, nav: 'jobs', title: 'Edit job' },
   { pattern: /^\/runs$/, page: runs, nav: 'runs', title: 'Runs' },
   { pattern: /^\/nodes$/, page: nodes, nav: 'nodes', title: 'Nodes' },
   { pattern: /^\/playground$/, page: playground, nav: 'playground', title: 'Cron playground' },
@@ -36,6 +39,7 @@ export function navigate(hash) {
 
 function teardown() {
   if (!current) return;
+  current.left = true;
   for (const fn of current.cleanups) {
     try {
       fn();
@@ -110,16 +114,19 @@ async function render() {
   const page = h('div', { class: 'page' });
   clear(main, page);
   const ctx = {
-    params, query, needsToken, cleanups: [],
-    // A repeating refresh owned by the page: stopped when the user leaves it.
+    params, query, needsToken, cleanups: [], left: false,
+    // A repeating refresh owned by the page: stopped when the user leaves it. A page that is
+    // left while it still loads starts none (its cleanups already ran).
     every(ms, fn) {
+      if (this.left) return;
       const id = setInterval(() => {
         if (!document.hidden) fn();
       }, ms);
       this.cleanups.push(() => clearInterval(id));
     },
     onLeave(fn) {
-      this.cleanups.push(fn);
+      if (this.left) fn();
+      else this.cleanups.push(fn);
     },
     setTitle(title) {
       document.title = `${title} · gnomon`;

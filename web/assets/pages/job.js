@@ -1,11 +1,14 @@
 // One job: its definition, the next 10 fires (/cron/preview), a timeline of the last runs and
-// the recent runs with their output. Refreshes while open.
+// the recent runs with their output; Edit and Delete for jobs defined through the API (a job
+// from a config file says why it has neither). Refreshes while open.
 import { api, enc } from '../api.js';
 import { timeline } from '../chart.js';
 import { createRunsTable } from '../runs_table.js';
 import {
   clear, formatInstant, h, mono, notice, outcomeBadge, relative, toast,
 } from '../ui.js';
+import { deleteControl } from '../job_form.js';
+import { readOnlyNotice } from './job_edit.js';
 import { triggerButton } from './jobs.js';
 
 function executorText(spec) {
@@ -149,8 +152,17 @@ export async function render(root, ctx) {
   const params = paramsForm(id, () => refreshRuns());
   params.field.addEventListener('input', () => { params.field.dataset.touched = '1'; });
   let job = null;
+  let etag = '';
+  let drawn = '';
+  const nextFire = h('span', { class: 'muted small' });
+  const del = deleteControl(id, () => etag);
 
+  // Drawn again only when what it shows changes, so the focus stays on its buttons meanwhile.
   function header() {
+    nextFire.textContent = !job.paused && job.next_fire ? `next fire ${relative(job.next_fire)}` : '';
+    const shape = JSON.stringify([job.paused, job.running > 0, job.pause_reason, job.read_only, job.spec.schedule, job.timezone]);
+    if (shape === drawn) return;
+    drawn = shape;
     const pause = h('button', {
       type: 'button', class: 'btn', 'aria-label': job.paused ? `Resume ${id}` : `Pause ${id}`,
       onclick: async () => {
@@ -166,20 +178,6 @@ export async function render(root, ctx) {
         }
       },
     }, job.paused ? 'Resume' : 'Pause');
-    const remove = job.read_only ? null : h('button', {
-      type: 'button', class: 'btn btn-danger', 'aria-label': `Delete ${id}`,
-      onclick: async () => {
-        // eslint-disable-next-line no-alert
-        if (!window.confirm(`Delete job ${id}? Its run history stays in the backend.`)) return;
-        try {
-          await api(`/jobs/${enc(id)}`, { method: 'DELETE' });
-          toast(`${id} deleted`, 'success');
-          location.hash = '#/jobs';
-        } catch (e) {
-          toast(e.message, 'error');
-        }
-      },
-    }, 'Delete');
     clear(head, h('div', { class: 'page-header' },
       h('div', {},
         h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / '),
@@ -190,19 +188,23 @@ export async function render(root, ctx) {
           job.running > 0 ? outcomeBadge('running') : null,
           job.pause_reason ? h('span', { class: 'muted small' }, job.pause_reason) : null,
           job.read_only ? h('span', { class: 'tag' }, 'read-only: config file') : null,
-          !job.paused && job.next_fire ? h('span', { class: 'muted small' },
-            `next fire ${relative(job.next_fire)}`) : null)),
+          nextFire)),
       h('div', { class: 'actions' },
         triggerButton(id, { label: 'Trigger now', className: 'btn btn-primary', onDone: () => refreshRuns() }),
-        pause, remove,
+        pause,
+        job.read_only ? null : h('a', { class: 'btn', href: `#/jobs/${enc(id)}/edit`, 'aria-label': `Edit ${id}` }, 'Edit'),
+        job.read_only ? null : del.button,
         h('a', {
           class: 'btn btn-ghost',
           href: `#/playground?expr=${enc(job.spec.schedule)}&tz=${enc(job.timezone)}`,
-        }, 'Open in playground'))));
+        }, 'Open in playground'))),
+    job.read_only ? readOnlyNotice(job) : null);
   }
 
   async function refreshJob() {
-    job = await api(`/jobs/${enc(id)}`);
+    const answer = await api(`/jobs/${enc(id)}`, { withEtag: true });
+    job = answer.data;
+    etag = answer.etag;
     header();
     clear(defBox, definition(job));
     params.prefill(job.spec.params);
@@ -237,7 +239,7 @@ export async function render(root, ctx) {
     }
   }
 
-  root.append(head,
+  root.append(head, del.panel,
     h('div', { class: 'grid-2' },
       h('section', { class: 'card', 'aria-labelledby': 'def-title' },
         h('h2', { id: 'def-title' }, 'Definition'), defBox),

@@ -106,7 +106,8 @@ export async function render(root, ctx) {
     more.hidden = !cursor;
     clear(tbody, shown.length ? shown.map((job) => row(job)) : emptyRow(7,
       jobs.length ? 'No job matches the filter.' : h('span', {}, 'No jobs yet. ',
-        h('a', { href: '#/playground' }, 'Create one from the cron playground'), '.')));
+        h('a', { href: '#/new-job' }, 'Create one'), ' or try a schedule in the ',
+        h('a', { href: '#/playground' }, 'cron playground'), ' first.')));
   }
 
   function row(job) {
@@ -159,7 +160,7 @@ export async function render(root, ctx) {
   search.addEventListener('input', draw);
   root.append(
     pageHeader('Jobs', 'Every job the cluster knows, its schedule and what happened last.',
-      h('a', { href: '#/playground', class: 'btn btn-primary' }, 'New job')),
+      h('a', { href: '#/new-job', class: 'btn btn-primary' }, 'New job')),
     h('div', { class: 'toolbar' }, h('div', { class: 'search' }, search), count),
     status,
     h('div', { class: 'card table-card' }, h('table', { class: 'table stack align-top', 'aria-label': 'Jobs' },

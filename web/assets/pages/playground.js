@@ -1,8 +1,8 @@
 // Cron playground: an expression and a zone in, the reading and the next fires out, live as you
 // type (the server's parser answers, so what you see is what gnomon will run); then "create a
-// job from this".
-import { api, enc } from '../api.js';
-import { clear, formatInstant, h, notice, pageHeader, relative, toast } from '../ui.js';
+// job with this schedule" opens the job form (#/new-job) with it.
+import { api } from '../api.js';
+import { clear, formatInstant, h, notice, pageHeader, relative } from '../ui.js';
 
 const EXAMPLES = [
   ['*/5 * * * * *', 'every 5 seconds'],
@@ -105,86 +105,43 @@ export async function render(root, ctx) {
   ctx.onLeave(() => clearTimeout(timer));
 
   // ----------------------------------------------------------------- create a job --
+  // The job form (#/new-job) opens with this schedule, zone and id filled in.
   const jobId = h('input', {
-    id: 'new-id', class: 'input mono', type: 'text', required: true, maxlength: 128,
-    pattern: '[A-Za-z0-9_.\\-]{1,128}', placeholder: 'nightly-report', spellcheck: 'false',
-    autocomplete: 'off',
+    id: 'pg-job', class: 'input mono', type: 'text', maxlength: 128, placeholder: 'nightly-report',
+    spellcheck: 'false', autocomplete: 'off', 'aria-describedby': 'pg-job-help',
   });
-  const command = h('input', {
-    id: 'new-command', class: 'input mono', type: 'text', required: true,
-    placeholder: '/opt/report --full', spellcheck: 'false', autocomplete: 'off',
-  });
-  const description = h('input', { id: 'new-description', class: 'input', type: 'text', placeholder: 'optional' });
-  const timeout = h('input', {
-    id: 'new-timeout', class: 'input mono', type: 'text', placeholder: 'e.g. 30s (optional)',
-  });
-  const overlap = h('select', { id: 'new-overlap', class: 'input' },
-    ['forbid', 'allow', 'replace'].map((o) => h('option', { value: o }, o)));
   const summary = h('p', { class: 'muted small' });
-  const formError = h('div', { 'aria-live': 'assertive' });
-  const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create job');
+  const createLink = h('a', { class: 'btn btn-primary', href: '#/new-job' }, 'Create a job with this schedule');
 
   function sync() {
     const text = expr.value.trim();
+    const zone = tz.value.trim() || 'UTC';
     clear(summary, text
-      ? ['Schedule ', h('code', { class: 'mono' }, text), ' in ', h('strong', {}, tz.value.trim() || 'UTC'),
+      ? ['Schedule ', h('code', { class: 'mono' }, text), ' in ', h('strong', {}, zone),
         '. Every node computes the same fires; one node runs each.']
       : 'Type a schedule above first.');
+    const query = new URLSearchParams();
+    if (text) query.set('schedule', text);
+    query.set('tz', zone);
+    if (jobId.value.trim()) query.set('id', jobId.value.trim());
+    createLink.setAttribute('href', `#/new-job?${query}`);
   }
 
-  const form = h('form', {
-    class: 'card form-grid', 'aria-labelledby': 'create-title', novalidate: true,
-    onsubmit: async (event) => {
-      event.preventDefault();
-      formError.replaceChildren();
-      const body = {
-        id: jobId.value.trim(),
-        schedule: expr.value.trim(),
-        timezone: tz.value.trim() || 'UTC',
-        command: command.value.trim(),
-        overlap: overlap.value,
-      };
-      if (description.value.trim()) body.description = description.value.trim();
-      if (timeout.value.trim()) body.timeout = timeout.value.trim();
-      const missing = [['schedule', expr], ['id', jobId], ['command', command]]
-        .filter(([k]) => !body[k]);
-      if (missing.length) {
-        formError.replaceChildren(notice('error', `Fill in: ${missing.map(([k]) => k).join(', ')}.`));
-        missing[0][1].focus();
-        return;
-      }
-      submit.disabled = true;
-      try {
-        await api('/jobs', { method: 'POST', body });
-        toast(`Job ${body.id} created`, 'success');
-        location.hash = `#/jobs/${enc(body.id)}`;
-      } catch (e) {
-        if (e.status === 401) return;
-        formError.replaceChildren(notice('error', e.status === 403
-          ? 'Creating jobs needs an admin token.' : e.message));
-      } finally {
-        submit.disabled = false;
-      }
-    },
-  },
-  h('h2', { id: 'create-title', class: 'span-2' }, 'Create a job from this schedule'),
-  h('div', { class: 'span-2' }, summary),
-  h('div', { class: 'field' }, h('label', { for: 'new-id', class: 'label' }, 'Job id'), jobId,
-    h('p', { class: 'hint' }, 'Letters, digits, ', h('code', {}, '_ . -'), '; feeds ', h('code', {}, 'H'), '.')),
-  h('div', { class: 'field' }, h('label', { for: 'new-command', class: 'label' }, 'Command'), command,
-    h('p', { class: 'hint' }, 'Run by /bin/sh -c on the node that claims the fire.')),
-  h('div', { class: 'field' }, h('label', { for: 'new-description', class: 'label' }, 'Description'), description),
-  h('div', { class: 'field field-row' },
-    h('div', {}, h('label', { for: 'new-timeout', class: 'label' }, 'Timeout'), timeout),
-    h('div', {}, h('label', { for: 'new-overlap', class: 'label' }, 'Overlap'), overlap)),
-  h('div', { class: 'span-2' }, formError),
-  h('div', { class: 'span-2 form-actions' }, submit));
+  const form = h('section', { class: 'card form-grid', 'aria-labelledby': 'create-title' },
+    h('h2', { id: 'create-title', class: 'span-2' }, 'Create a job from this schedule'),
+    h('div', { class: 'span-2' }, summary),
+    h('div', { class: 'field' }, h('label', { for: 'pg-job', class: 'label' }, 'Job id (seeds H)'), jobId,
+      h('p', { class: 'hint', id: 'pg-job-help' }, 'Optional here: ', h('code', {}, 'H'),
+        ' picks its values from a hash of the job id.')),
+    h('div', { class: 'span-2 form-actions' }, createLink));
 
   expr.addEventListener('input', schedule);
   tz.addEventListener('input', schedule);
   jobId.addEventListener('input', () => {
+    sync();
     if (/\bH\b/.test(expr.value)) schedule();
   });
+  tz.addEventListener('input', sync);
   showIn.addEventListener('change', drawFires);
 
   root.append(
