@@ -43,7 +43,7 @@ class LiveOutput {
 
     const gnomon::Claim claim_;
     mutable std::mutex mu_;
-    std::string buf_;  // guarded by mu_; its last kMaxOutputBytes are the contents
+    std::string buf_;       // guarded by mu_; its last kMaxOutputBytes are the contents
     bool changed_ = false;  // guarded by mu_
   };
 

@@ -36,7 +36,8 @@ class CountingSaves : public testing::ForwardingCoordinator {
 
 class LiveOutputTest : public ::testing::Test {
  protected:
-  LiveOutputTest() : clock_(Instant::FromUnixMillis(1'780'000'000'000)), mem_(clock_), coord_(mem_) {}
+  LiveOutputTest()
+      : clock_(Instant::FromUnixMillis(1'780'000'000'000)), mem_(clock_), coord_(mem_) {}
 
   gnomon::Claim ClaimFire() {
     ClaimRequest req{FireKey{"j", clock_.Now()}, "n", seconds(30), seconds(1),

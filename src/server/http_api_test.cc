@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "gnomon/testing/fake_clock.h"
 #include "gnomon/testing/forwarding_coordinator.h"
@@ -53,19 +56,21 @@ class HttpApiTest : public ::testing::Test {
     scheduler_->Stop();
   }
 
-  void StartApi(std::vector<ApiToken> tokens, HttpApiOptions o = {}) {
+  void StartApi(std::vector<ApiToken> tokens, HttpApiOptions o = {}, HttpServerOptions http = {}) {
     o.clock = &clock_;
-    server_ = std::make_unique<TestApiServer>(*scheduler_, coord_, metrics_, std::move(tokens), o);
+    server_ = std::make_unique<TestApiServer>(*scheduler_, coord_, metrics_, std::move(tokens), o,
+                                              std::move(http));
     ASSERT_TRUE(server_->catalog.SetStaticJobs({cfg_}).ok());
     Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
     client_ = server_->Client();
   }
-  void StartWithTokens() {
+  void StartWithTokens(HttpServerOptions http = {}) {
     StartApi({{"adm", kAdmin, TokenRole::kAdmin, {}},
               {"ops", kOperate, TokenRole::kOperate, {}},
               {"ro", kRead, TokenRole::kRead, {}},
-              {"bill", kBilling, TokenRole::kAdmin, {"billing."}}});
+              {"bill", kBilling, TokenRole::kAdmin, {"billing."}}},
+             {}, std::move(http));
   }
   // No authentication (auth = "none"): every caller is an anonymous admin.
   void StartWithoutAuth() {
@@ -558,6 +563,110 @@ TEST_F(HttpApiTest, TriggerWithParamsShowsThemOnTheRun) {
 
 // POST /runs/{id}/cancel: the backend records who cancelled, the holder stops the run at its
 // next state poll; a run that ended is a 409; read tokens and other namespaces are refused.
+// A running attempt's output is in GET /api/v1/runs/{id} once the holder published it (every
+// live_output_interval), and ?follow=1 streams the run as server-sent events until it ends.
+TEST_F(HttpApiTest, LiveOutputIsShownWhileTheRunRunsAndFollowStreamsIt) {
+  HttpServerOptions http;
+  http.max_streams = 1;
+  StartWithTokens(http);
+  const std::string scheduled_id = "cfg@" + std::to_string(clock_.Now().unix_millis());
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, scheduled_id));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool second = false;
+  exec_.SetBehavior([&](const JobSpec&, const RunContext& ctx) {
+    ctx.Output("step 1\n");
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return second; });
+    }
+    ctx.Output("step 2\n");
+    exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{};
+  });
+  auto t = client_->Post("/api/v1/jobs/cfg/trigger", Auth(kOperate), "", "");
+  ASSERT_EQ(t->status, 202) << t->body;
+  const std::string run_id = Body(t)["run_id"];
+  const std::string path = "/api/v1/runs/" + run_id;
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunStarted, run_id));
+  // Waits (really, up to 10 s) until the running attempt's output in GET is `want`, advancing
+  // the fake clock by a live output interval each time.
+  auto await_output = [&](const std::string& want) {
+    for (int i = 0; i < 100; ++i) {
+      auto r = client_->Get(path, Auth(kRead));
+      const json body = Body(r);
+      if (body["attempts"][0]["outcome"] == "running" && body["attempts"][0]["output"] == want) {
+        return true;
+      }
+      clock_.Advance(std::chrono::seconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(await_output("step 1\n"));
+
+  // The stream: a `run` event at once, another when the output grows, `end` when it ends.
+  std::string streamed;
+  std::string content_type;
+  std::mutex stream_mu;
+  std::condition_variable stream_cv;
+  std::thread follower([&] {
+    auto c = server_->Client();
+    c->set_read_timeout(30, 0);
+    auto r = c->Get(
+        path + "?follow=1", Auth(kRead),
+        [&](const httplib::Response& res) {
+          std::lock_guard<std::mutex> lock(stream_mu);
+          content_type = res.get_header_value("Content-Type");
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          {
+            std::lock_guard<std::mutex> lock(stream_mu);
+            streamed.append(data, n);
+          }
+          stream_cv.notify_all();
+          return true;
+        });
+    std::lock_guard<std::mutex> lock(stream_mu);
+    streamed += "\n<closed>";
+    stream_cv.notify_all();
+  });
+  auto await_stream = [&](const std::string& want) {
+    std::unique_lock<std::mutex> lock(stream_mu);
+    return stream_cv.wait_for(lock, std::chrono::seconds(10),
+                              [&] { return streamed.find(want) != std::string::npos; });
+  };
+  EXPECT_TRUE(await_stream("event: run\ndata: {\"attempts\":[{"));
+  EXPECT_TRUE(await_stream("\"output\":\"step 1\\n\""));
+  // A second follower is over max_streams.
+  auto busy = server_->Client()->Get(path + "?follow=1", Auth(kRead));
+  EXPECT_EQ(busy->status, 503) << busy->body;
+  EXPECT_EQ(client_->Get(path + "?follow=2", Auth(kRead))->status, 400);
+  EXPECT_EQ(client_->Get(path + "?follow=1", Auth(kBilling))->status, 403);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    second = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(await_output("step 1\nstep 2\n"));
+  EXPECT_TRUE(await_stream("\"output\":\"step 1\\nstep 2\\n\""));
+  exec_.Release();
+  ASSERT_TRUE(events_.AwaitRun(SchedulerEvent::Kind::kRunFinished, run_id));
+  EXPECT_TRUE(await_stream("\"outcome\":\"succeeded\""));
+  EXPECT_TRUE(await_stream("event: end\n"));
+  EXPECT_TRUE(await_stream("<closed>"));
+  follower.join();
+  EXPECT_THAT(content_type, HasSubstr("text/event-stream"));
+  // The ended run keeps its output (the handler returned none: the live output is kept).
+  EXPECT_EQ(Body(client_->Get(path, Auth(kRead)))["attempts"][0]["output"], "step 1\nstep 2\n");
+  // The ended run's stream is one `run` event and `end`.
+  auto ended = client_->Get(path + "?follow=1", Auth(kRead));
+  ASSERT_EQ(ended->status, 200);
+  EXPECT_THAT(ended->body, HasSubstr("event: run\n"));
+  EXPECT_THAT(ended->body, HasSubstr("event: end\n"));
+}
+
 TEST_F(HttpApiTest, CancelStopsARunningRunAndRecordsWho) {
   StartWithTokens();
   const std::string scheduled_id = "cfg@" + std::to_string(clock_.Now().unix_millis());

@@ -5,8 +5,10 @@
 #ifndef GNOMON_SRC_SERVER_HTTP_MESSAGE_H_
 #define GNOMON_SRC_SERVER_HTTP_MESSAGE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,11 +38,27 @@ struct Request {
   std::string body;  // read only after Admit accepted the request
 };
 
+// The source of a streamed answer (server-sent events, Content-Type text/event-stream), given
+// instead of a body. After the head, the server calls Next on a handler thread, at once and then
+// `interval` after each call returned (never two at once), and sends the text it appended to
+// `out` as soon as it returns. Next returning false ends the stream after that text. The server
+// also ends a stream after HttpServerOptions::max_stream_duration, when the client is gone or
+// reads too slowly (write_timeout), and on Stop; it sends an SSE comment when a stream was quiet
+// for 15 s, so a vanished client is noticed. A stream holds a connection, never a thread while
+// it waits; at most HttpServerOptions::max_streams are open at once (then 503).
+class EventStream {
+ public:
+  virtual ~EventStream() = default;
+  virtual std::chrono::milliseconds interval() const = 0;
+  virtual bool Next(std::string* out) = 0;
+};
+
 struct Response {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  std::shared_ptr<EventStream> stream;  // set: a streamed answer (body unused)
 };
 
 // What an HTTP server serves. Both methods are called on the server's worker threads, many at

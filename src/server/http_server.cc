@@ -292,8 +292,12 @@ struct Lane {
   Admission& admission;
   HandlerPool& pool;
   bool probe;
-  const TlsContexts* tls = nullptr;  // null: plain TCP
+  const TlsContexts* tls = nullptr;     // null: plain TCP
+  std::atomic<int>* streams = nullptr;  // streamed answers open (HttpServerOptions::max_streams)
 };
+
+// An SSE comment sent on a stream quiet for this long: a vanished client fails the write.
+constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
 
 using StringResponse = http::response<http::string_body>;
 
@@ -312,7 +316,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         peer_(std::move(peer)),
         lane_(lane),
         buffer_(lane.options.max_header_bytes + 4096) {}
-  ~Session() { lane_.admission.Release(peer_); }
+  ~Session() {
+    lane_.admission.Release(peer_);
+    if (events_ && lane_.streams != nullptr) lane_.streams->fetch_sub(1);
+  }
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Handshake(); });
@@ -483,6 +490,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Reply(Response from) {
+    if (from.stream) return StartStream(std::move(from));
     for (const auto& [k, v] : from.headers) {
       if (beast::iequals(k, "Connection") && beast::iequals(v, "close")) keep_alive_ = false;
     }
@@ -510,6 +518,81 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     } else {
       http::async_write(stream_, *res, std::move(done));
     }
+  }
+
+  // A streamed answer: the head (chunked, the connection closes after it), then each piece Next
+  // gives, until it ends, the client goes, or max_stream_duration passes.
+  void StartStream(Response from) {
+    if (lane_.streams == nullptr || head_ || lane_.streams->fetch_add(1) >= options().max_streams) {
+      if (lane_.streams != nullptr && !head_) lane_.streams->fetch_sub(1);
+      Response busy = Error(
+          503, "unavailable",
+          head_ ? "HEAD of an event stream: use GET" : "too many event streams are open: retry");
+      if (head_) busy.status = 405;
+      busy.headers.emplace_back("Retry-After", "5");
+      return Refuse(std::move(busy));
+    }
+    events_ = std::move(from.stream);
+    keep_alive_ = false;
+    stream_end_ = std::chrono::steady_clock::now() + Ms(options().max_stream_duration);
+    last_write_ = std::chrono::steady_clock::now();
+    auto res = std::make_shared<http::response<http::empty_body>>(
+        static_cast<http::status>(from.status), 11);
+    for (const auto& [k, v] : from.headers) {
+      if (!beast::iequals(k, "Connection")) res->set(k, v);
+    }
+    res->set(http::field::content_type, "text/event-stream; charset=utf-8");
+    res->set(http::field::cache_control, "no-store");
+    res->keep_alive(false);
+    res->chunked(true);
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+    Lowest().expires_after(Ms(options().write_timeout));
+    http::async_write_header(
+        stream_, *serializer,
+        [self = this->shared_from_this(), res, serializer](beast::error_code ec, size_t) {
+          if (ec) return self->Close();
+          self->NextEvents();
+        });
+  }
+
+  // Asks the stream for its next piece on a handler thread; sends it back on this connection.
+  void NextEvents() {
+    auto self = this->shared_from_this();
+    const bool queued = lane_.pool.Post([self] {
+      auto piece = std::make_shared<std::string>();
+      const bool more = self->events_->Next(piece.get());
+      net::post(self->stream_.get_executor(),
+                [self, piece, more] { self->SendEvents(std::move(piece), more); });
+    });
+    if (!queued) WaitForEvents();  // busy or stopping: try again after the interval
+  }
+
+  void SendEvents(std::shared_ptr<std::string> piece, bool more) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool end = !more || now >= stream_end_;
+    if (piece->empty() && !end && now - last_write_ < kStreamKeepAlive) return WaitForEvents();
+    if (piece->empty() && !end) *piece = ": keep-alive\n\n";
+    last_write_ = now;
+    Lowest().expires_after(Ms(options().write_timeout));
+    auto after = [self = this->shared_from_this(), piece, end](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (!end) return self->WaitForEvents();
+      static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+      self->Lowest().expires_after(Ms(self->options().write_timeout));
+      net::async_write(self->stream_, net::buffer(kLastChunk.data(), kLastChunk.size()),
+                       [self](beast::error_code, size_t) { self->Close(); });
+    };
+    if (piece->empty()) return after({}, 0);
+    net::async_write(stream_, http::make_chunk(net::buffer(*piece)), std::move(after));
+  }
+
+  void WaitForEvents() {
+    if (!timer_) timer_.emplace(stream_.get_executor());
+    timer_->expires_after(events_->interval());
+    timer_->async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (ec) return self->Close();
+      self->NextEvents();
+    });
   }
 
   // Ends the connection: TLS says close_notify first (waiting at most a second for the peer's).
@@ -545,6 +628,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   Request request_;
   bool keep_alive_ = true;
   bool head_ = false;  // a HEAD request: the answer has no body
+  // A streamed answer under way (StartStream).
+  std::shared_ptr<EventStream> events_;
+  std::optional<net::steady_timer> timer_;
+  SteadyTime stream_end_;
+  SteadyTime last_write_;
 };
 
 // Accepts connections on one address and hands them to the I/O contexts.
@@ -639,7 +727,7 @@ class HttpServer::Impl {
         probe_admission_(kProbeConnections, kProbeConnectionsPerClient),
         api_pool_(HandlerThreads(options_.handler_threads), options_.max_queued_requests),
         probe_pool_(kProbeHandlerThreads, kProbeConnections),
-        api_lane_{handler_, options_, api_admission_, api_pool_, false},
+        api_lane_{handler_, options_, api_admission_, api_pool_, false, nullptr, &streams_},
         probe_lane_{handler_, options_, probe_admission_, probe_pool_, true} {}
 
   Status Start();
@@ -652,6 +740,7 @@ class HttpServer::Impl {
   Admission probe_admission_;
   HandlerPool api_pool_;
   HandlerPool probe_pool_;
+  std::atomic<int> streams_{0};  // open streamed answers of the API listener
   Lane api_lane_;
   const Lane probe_lane_;
   std::vector<std::unique_ptr<net::io_context>> contexts_;

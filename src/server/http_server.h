@@ -51,6 +51,11 @@ struct HttpServerOptions {
   // Paths answered on an I/O thread instead of a handler thread: their handling must be cheap
   // and never block, and then a saturated handler pool cannot delay them. Default {"/healthz"}.
   std::vector<std::string> inline_paths = {"/healthz"};
+  // Streamed answers (server-sent events, EventStream in src/server/http_message.h) open at once;
+  // beyond it, 503 with Retry-After. Each is closed after max_stream_duration (a browser's
+  // EventSource reconnects by itself). Defaults 64 and 10 minutes.
+  int max_streams = 64;
+  Duration max_stream_duration = std::chrono::minutes(10);
   // Requests waiting for a handler thread; beyond it, 503 with Retry-After. Default 1024.
   int max_queued_requests = 1024;
   // TLS on the API listener (not the probe listener): PEM files of the certificate chain and its

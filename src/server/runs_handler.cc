@@ -70,6 +70,52 @@ std::string NextCursorAfter(const RunRecord& last, const Principal& who) {
   return coord::EncodeCursor(pos);
 }
 
+// GET /api/v1/runs/{run_id}: {"attempts", "job_id", "run_id"} (keys sorted).
+std::string RunDocument(const std::string& run_id, const std::vector<RunRecord>& attempts) {
+  std::string body = "{\"attempts\":[";
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    if (i > 0) body += ',';
+    AppendRunJson(body, attempts[i], true);
+  }
+  body += "],\"job_id\":";
+  AppendJsonString(body, std::string_view(run_id).substr(0, run_id.find('@')));
+  body += ",\"run_id\":";
+  AppendJsonString(body, run_id);
+  body += '}';
+  return body;
+}
+
+// How often a follower re-reads the run. With the holder's 1 s live output interval, output is
+// shown at most 1.5 s (and the two reads) after it was printed.
+constexpr std::chrono::milliseconds kFollowInterval{500};
+
+// GET /api/v1/runs/{run_id}?follow=1: the run's document as an SSE `run` event whenever it
+// changed, read every kFollowInterval, until its newest attempt is no longer running (then an
+// `end` event).
+class RunFollower final : public EventStream {
+ public:
+  RunFollower(Coordinator& coordinator, std::string run_id)
+      : coordinator_(coordinator), run_id_(std::move(run_id)) {}
+  std::chrono::milliseconds interval() const override { return kFollowInterval; }
+  bool Next(std::string* out) override {
+    Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id_);
+    if (!attempts.ok()) return true;  // the backend may answer next time
+    std::string doc = RunDocument(run_id_, *attempts);
+    if (doc != last_) {
+      *out += "event: run\ndata: " + doc + "\n\n";
+      last_ = std::move(doc);
+    }
+    if (!attempts->empty() && attempts->back().outcome == RunOutcome::kRunning) return true;
+    *out += "event: end\ndata: {}\n\n";
+    return false;
+  }
+
+ private:
+  Coordinator& coordinator_;
+  const std::string run_id_;
+  std::string last_;  // the document last sent
+};
+
 }  // namespace
 
 Response RunsHandler::Handle(Call& call) {
@@ -267,21 +313,26 @@ Response RunsHandler::Rerun(Call& call) {
 Response RunsHandler::Get(Call& call) {
   if (std::optional<Response> bad = CheckRunId(call)) return *bad;
   const std::string& run_id = call.segments[3];
-  const size_t at = run_id.find('@');
+  bool follow = false;
+  if (call.method == "GET" && call.segments.size() == 4) {
+    Result<std::map<std::string, std::string>> p = Params(call.req, {"follow"});
+    if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+    if (auto it = p->find("follow"); it != p->end()) {
+      if (it->second != "1" && it->second != "0") {
+        return Error(400, "invalid_argument", "follow: \"" + Shown(it->second) + "\" is not 1 or 0",
+                     "follow");
+      }
+      follow = it->second == "1";
+    }
+  }
   Result<std::vector<RunRecord>> attempts = coordinator_.GetRun(run_id);
   if (!attempts.ok()) return FromStatus(attempts.status());
-  // {"attempts", "job_id", "run_id"}: keys sorted.
   Response r;
-  r.body = "{\"attempts\":[";
-  for (size_t i = 0; i < attempts->size(); ++i) {
-    if (i > 0) r.body += ',';
-    AppendRunJson(r.body, (*attempts)[i], true);
+  if (follow) {
+    r.stream = std::make_shared<RunFollower>(coordinator_, run_id);
+    return r;
   }
-  r.body += "],\"job_id\":";
-  AppendJsonString(r.body, std::string_view(run_id).substr(0, at));
-  r.body += ",\"run_id\":";
-  AppendJsonString(r.body, run_id);
-  r.body += '}';
+  r.body = RunDocument(run_id, *attempts);
   return r;
 }
 

@@ -778,6 +778,78 @@ class ServeHttpApi(unittest.TestCase):
         self.procs.append(etcd)
         self.check_cancel(backend)
 
+    def test_live_output_from_the_other_node(self):
+        self.check_live_output(None)
+
+    def test_live_output_within_2s_on_redis(self):
+        if not os.path.exists("/usr/bin/redis-server"):
+            self.skipTest("redis-server is not installed")
+        redis, port = start_redis(self.dir)
+        self.procs.append(redis)
+        self.check_live_output("redis://127.0.0.1:%d/0" % port)
+
+    def test_live_output_within_2s_on_etcd(self):
+        if not os.path.exists("/usr/bin/etcd"):
+            self.skipTest("etcd is not installed")
+        etcd, backend = start_etcd(self.dir)
+        self.procs.append(etcd)
+        self.check_live_output(backend)
+
+    def check_live_output(self, backend):
+        """A line node b's run prints shows in node a's API (GET and ?follow=1) within 2 s."""
+        import http.client
+        a, pa, b, pb = self.operated_pair(backend=backend)
+        ops, adm = self.OPS, self.ADM
+        go = os.path.join(self.dir, "go")
+        # Prints line N once the test creates go.N (so the test knows when it was written).
+        command = ("for i in 1 2 3; do while [ ! -e %s.$i ]; do sleep 0.02; done; echo line $i; "
+                   "done; exec sleep 120" % go)
+        job = {"id": "talk-job", "schedule": "0 0 1 1 *", "command": command}
+        status, body = self.request(pa, "POST", "/api/v1/jobs", job, adm)
+        self.assertEqual(status, 201, body)
+        wait_for(lambda: self.request(pb, "GET", "/api/v1/jobs/talk-job", token=ops)[0] == 200,
+                 30, "node b to know the job")
+        status, body = self.request(pb, "POST", "/api/v1/jobs/talk-job/trigger", {}, ops)
+        self.assertEqual(status, 202, body)
+        run_id = body["run_id"]
+        path = "/api/v1/runs/" + run_id
+
+        def shown_on_a():
+            s, r = self.request(pa, "GET", path, token=ops)
+            return r["attempts"][0] if s == 200 and r["attempts"] else {}
+        wait_for(lambda: shown_on_a().get("outcome") == "running", 30, "the run to start")
+        self.assertEqual(shown_on_a()["node_id"], "b")
+        lags = []
+        for i in (1, 2):
+            open("%s.%d" % (go, i), "w").close()
+            written = time.monotonic()
+            want = "".join("line %d\n" % n for n in range(1, i + 1))
+            wait_for(lambda: shown_on_a().get("output") == want, 10, "line %d on node a" % i)
+            lags.append(time.monotonic() - written)
+            self.assertEqual(shown_on_a()["outcome"], "running")
+        # The same through a stream from node a.
+        conn = http.client.HTTPConnection("127.0.0.1", pa, timeout=10)
+        conn.request("GET", path + "?follow=1", headers={"Authorization": "Bearer " + ops})
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        self.assertIn("text/event-stream", resp.getheader("Content-Type"))
+        first = resp.readline().decode()
+        self.assertEqual(first, "event: run\n")
+        self.assertIn('"output":"line 1\\nline 2\\n"', resp.readline().decode())
+        open("%s.3" % go, "w").close()
+        written = time.monotonic()
+        while True:
+            line = resp.readline().decode()
+            self.assertTrue(line, "the stream ended before line 3")
+            if '"output":"line 1\\nline 2\\nline 3\\n"' in line:
+                break
+        lags.append(time.monotonic() - written)
+        conn.close()
+        print("live output lag (s): %s" % " ".join("%.2f" % x for x in lags))
+        self.assertLess(max(lags), 2.0, "output must show on another node within 2 s")
+        status, body = self.request(pa, "POST", "/api/v1/runs/%s/cancel" % run_id, {}, ops)
+        self.assertEqual(status, 200, body)
+
     def check_cancel(self, backend):
         """Node a cancels the process run node b holds: the process is gone within 2 s."""
         a, pa, b, pb = self.operated_pair(backend=backend)
