@@ -7,6 +7,7 @@
 //   fleet_load lateness --backend URL [--jobs 1000] [--seconds 20] [--node n1] [--workers 16]
 //   fleet_load scale    --backend URL [--jobs N] [--per-second K] [--seconds S] [--node n1]
 //                        [--kinds 10s,1m,5m,1h,1d] [--samples PATH]
+//   fleet_load output   --backend URL --op pair|1k|64k [--count 2000] [--tag run1]
 //
 // Backend URLs: redis://host:port[/db] or rediss://host:port[/db][?tls_ca=...] (the server must
 // run with appendonly yes: Open refuses otherwise), etcd://host:port[,host:port...][/prefix],
@@ -26,6 +27,12 @@
 // writes one line "<scheduled unix ms> <lateness us>" per run to --samples (if given) and prints
 // one JSON line: runs, p50_ms, p99_ms, max_ms, seconds, cpu_s.
 //
+// output: one coordinator, one thread, --count operations of one kind, timed (steady clock):
+// `pair` = Claim + final Report of a distinct past fire (the reference: what every fire costs),
+// `1k` / `64k` = SaveLiveOutput of 1 KiB / 64 KiB (the most a tail holds) into one held claim.
+// Prints one JSON line: op, count, seconds, us_per_op, cpu_s (bench/live_output_bench.py runs
+// it and reads the server's CPU around it).
+//
 // Exit status 0 on success, 1 on a setup error (with the message on stderr).
 #include <sys/resource.h>
 
@@ -39,6 +46,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -78,6 +86,8 @@ struct Flags {
   std::string kinds = "10s,1m,5m,1h,1d";  // scale: the schedules the rest is spread over
   double measure_at = 0;  // scale: unix seconds when the measurement starts (0 = after warm-up)
   double seconds = 10;
+  std::string op = "pair";  // output: pair, 1k or 64k
+  int64_t count = 2000;     // output: operations
 };
 
 double CpuSeconds() {
@@ -498,6 +508,77 @@ int WriteScripts(const std::string& dir) {
   return 0;
 }
 
+// ------------------------------------------------------------------------------- output --
+
+int RunOutput(const Flags& f) {
+  Result<std::unique_ptr<Coordinator>> opened = OpenBackend(f.backend);
+  if (!opened.ok()) {
+    std::cerr << "fleet_load: " << opened.status().ToString() << "\n";
+    return 1;
+  }
+  Coordinator& coord = **opened;
+  const int64_t now_ms = gnomon::SystemClock::Get().Now().unix_millis();
+  const int64_t base_ms = now_ms - now_ms % 86'400'000 - 86'400'000;
+  auto claim = [&](int64_t seq) -> Result<gnomon::ClaimOutcome> {
+    gnomon::ClaimRequest req;
+    req.fire.job_id = f.tag + "-j" + std::to_string(seq % f.jobs);
+    req.fire.scheduled_at = Instant::FromUnixMillis(base_ms - seq);
+    req.node_id = f.node;
+    req.lease_ttl = std::chrono::minutes(10);
+    req.overlap = gnomon::OverlapPolicy::kAllow;
+    Result<gnomon::ClaimOutcome> out = coord.Claim(req);
+    if (out.ok() && out->result != gnomon::ClaimOutcome::Result::kClaimed) {
+      return gnomon::InternalError("claim of " + req.fire.RunId() + " was refused");
+    }
+    return out;
+  };
+  std::string text;
+  std::optional<gnomon::Claim> held;
+  if (f.op != "pair") {
+    text.assign(f.op == "64k" ? gnomon::kMaxOutputBytes : 1024, 'o');
+    Result<gnomon::ClaimOutcome> c = claim(f.count);  // a fire no pair uses
+    if (!c.ok()) {
+      std::cerr << "fleet_load: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    held = *c->claim;
+  }
+  const double cpu0 = CpuSeconds();
+  const Duration t0 = gnomon::SystemClock::Get().SteadyNow();
+  for (int64_t i = 0; i < f.count; ++i) {
+    Status s;
+    if (held) {
+      text[static_cast<size_t>(i) % text.size()] = static_cast<char>('a' + i % 26);
+      s = coord.SaveLiveOutput(*held, text);
+    } else if (Result<gnomon::ClaimOutcome> c = claim(i); c.ok()) {
+      gnomon::RunRecord r;
+      r.run_id = c->claim->fire.RunId();
+      r.job_id = c->claim->fire.job_id;
+      r.scheduled_at = c->claim->fire.scheduled_at;
+      r.attempt = c->claim->attempt;
+      r.fencing_token = c->claim->fencing_token;
+      r.node_id = f.node;
+      r.started_at = c->backend_now;
+      r.finished_at = c->backend_now;
+      r.outcome = gnomon::RunOutcome::kSucceeded;
+      s = coord.Report(*c->claim, r, /*final=*/true);
+    } else {
+      s = c.status();
+    }
+    if (!s.ok()) {
+      std::cerr << "fleet_load: " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  const double secs =
+      std::chrono::duration<double>(gnomon::SystemClock::Get().SteadyNow() - t0).count();
+  std::printf("{\"op\": \"%s\", \"count\": %lld, \"seconds\": %.3f, \"us_per_op\": %.1f, "
+              "\"cpu_s\": %.3f}\n",
+              f.op.c_str(), static_cast<long long>(f.count), secs, secs * 1e6 / f.count,
+              CpuSeconds() - cpu0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -522,6 +603,10 @@ int main(int argc, char** argv) {
       f.jobs = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--measure-at") {
       f.measure_at = std::atof(value.c_str());
+    } else if (flag == "--op") {
+      f.op = value;
+    } else if (flag == "--count") {
+      f.count = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--kinds") {
       f.kinds = value;
     } else if (flag == "--per-second") {
@@ -538,5 +623,6 @@ int main(int argc, char** argv) {
   if (f.mode == "claims") return RunClaims(f);
   if (f.mode == "lateness") return RunLateness(f);
   if (f.mode == "scale") return RunScale(f);
+  if (f.mode == "output") return RunOutput(f);
   return Usage();
 }

@@ -4,7 +4,9 @@
 # API_LOAD_ROUNDS shorten it), then the backend benchmarks (bench/backend_bench.py: Redis, etcd and
 # SQLite claims/s, fire lateness, failover; BACKEND_BENCH=0 skips them, BENCH_SECONDS,
 # BACKEND_ROUNDS, LATENESS_SECONDS and FAILOVER_TRIALS shorten them), then the Redis server's CPU
-# per fire of the claim and report scripts (bench/redis_script_cost.py; SCRIPT_COST=0 skips it).
+# per fire of the claim and report scripts (bench/redis_script_cost.py; SCRIPT_COST=0 skips it),
+# then what publishing live output costs each backend (bench/live_output_bench.py;
+# LIVE_OUTPUT_BENCH=0 skips it).
 set -euo pipefail
 build=${1:-build/release}
 for b in "$build"/bench/*_bench; do
@@ -23,4 +25,8 @@ fi
 if [ "${SCRIPT_COST:-1}" != 0 ]; then
   echo "== redis_script_cost (Redis CPU per fire of the claim and report scripts)"
   python3 "$(dirname "$0")/../bench/redis_script_cost.py" "$build"
+fi
+if [ "${LIVE_OUTPUT_BENCH:-1}" != 0 ]; then
+  echo "== live_output_bench (backend cost of publishing live output, against a fire)"
+  python3 "$(dirname "$0")/../bench/live_output_bench.py" "$build"
 fi

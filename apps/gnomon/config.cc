@@ -72,6 +72,7 @@ const SchedulerKey kSchedulerDurations[] = {
     {"lease_ttl", &SchedulerSettings::lease_ttl, seconds(1), hours(1)},
     {"shutdown_grace", &SchedulerSettings::shutdown_grace, Duration(0), hours(1)},
     {"heartbeat_interval", &SchedulerSettings::heartbeat_interval, milliseconds(100), minutes(10)},
+    {"live_output_interval", &SchedulerSettings::live_output_interval, Duration(0), hours(1)},
 };
 
 Status CheckWorkerThreads(int n) {
@@ -174,6 +175,7 @@ Status ParseApi(const std::string& file, const std::string& base_dir, const toml
       {"mutation_burst", &ApiSettings::mutation_burst, 1, 100000},
       {"handler_threads", &ApiSettings::handler_threads, 0, 1024},
       {"max_backfill_fires", &ApiSettings::max_backfill_fires, 1, 1000000},
+      {"max_streams", &ApiSettings::max_streams, 0, 100000},
   };
   struct DurationKey {
     std::string_view name;
@@ -183,6 +185,7 @@ Status ParseApi(const std::string& file, const std::string& base_dir, const toml
   static const DurationKey kDurations[] = {
       {"header_timeout", &ApiSettings::header_timeout, milliseconds(100), minutes(10)},
       {"idle_timeout", &ApiSettings::idle_timeout, milliseconds(100), hours(1)},
+      {"max_stream_duration", &ApiSettings::max_stream_duration, seconds(1), hours(24)},
   };
   ApiSettings a = *out;
   for (const auto& [k, v] : Ordered(*t)) {

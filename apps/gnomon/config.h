@@ -55,6 +55,7 @@ struct SchedulerSettings {
   int worker_threads = 8;
   // How often the node announces itself to the backend. 100ms-10m, and less than lease_ttl.
   Duration heartbeat_interval = std::chrono::seconds(5);
+  Duration live_output_interval = std::chrono::seconds(1);  // 0 = not published
 };
 
 // The `[api]` table: who may call the API and the bounds of its transport (docs/configuration.md
@@ -68,6 +69,8 @@ struct ApiSettings {
   Duration idle_timeout = std::chrono::seconds(5);     // 100ms - 1h
   int max_connections = 1024;                          // 1 - 1,000,000
   int max_connections_per_client = 256;                // 1 - max_connections
+  int max_streams = 64;                                // 0 - 100,000 (0 = no ?follow=1)
+  Duration max_stream_duration = std::chrono::minutes(10);  // 1s - 24h
   int max_body_bytes = 1024 * 1024;                    // 1 KiB - 64 MiB
   int mutations_per_minute = 600;                      // 0 = unlimited
   int mutation_burst = 60;                             // 1 - 100,000

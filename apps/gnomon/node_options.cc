@@ -15,6 +15,7 @@ SchedulerOptions SchedulerOptionsFor(const ServeConfig& config) {
   o.worker_threads = config.scheduler.worker_threads;
   o.shutdown_grace = config.scheduler.shutdown_grace;
   o.housekeeping_interval = config.scheduler.heartbeat_interval;
+  o.live_output_interval = config.scheduler.live_output_interval;
   return o;
 }
 
@@ -90,6 +91,8 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
   o.http.idle_timeout = a.idle_timeout;
   o.http.max_connections = a.max_connections;
   o.http.max_connections_per_client = a.max_connections_per_client;
+  o.http.max_streams = a.max_streams;
+  o.http.max_stream_duration = a.max_stream_duration;
   o.http.handler_threads = a.handler_threads;
   Result<std::vector<server::ApiToken>> tokens = Tokens(config);
   if (!tokens.ok()) return tokens.status();

@@ -4,7 +4,8 @@
 // the audit log. Also: 401 sends you back to the login page, and a server without tokens needs no
 // login. Screenshots go to test-results/.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -244,6 +245,37 @@ describe('dashboard with bearer tokens', () => {
       const { nodes } = await (await fetch(`${server.url}/api/v1/nodes`, { headers })).json();
       return nodes.length === 1 && nodes[0].running === 0;
     }, STEP_TIMEOUT);
+    await page.goto(`${server.url}/#/jobs/${JOB}`);
+    await waitForText(page, 'h1', new RegExp(`^${JOB}$`));
+  });
+
+  test('follows a running run\'s output live', async () => {
+    const headers = { Authorization: `Bearer ${ADMIN_TOKEN}`, 'Content-Type': 'application/json' };
+    const gate = path.join(mkdtempSync(path.join(tmpdir(), 'gnomon-e2e-')), 'go');
+    const command = `echo first line; while [ ! -e ${gate} ]; do sleep 0.1; done; echo second line`;
+    const created = await fetch(`${server.url}/api/v1/jobs`, {
+      method: 'POST', headers, body: JSON.stringify({ id: 'e2e-live', schedule: '@yearly', command }),
+    });
+    assert.equal(created.status, 201);
+    await page.goto(`${server.url}/#/jobs/e2e-live`);
+    const answered = page.waitForResponse((r) => r.url().endsWith('/api/v1/jobs/e2e-live/trigger'));
+    await page.getByRole('button', { name: 'Trigger e2e-live now' }).click();
+    const liveRun = (await (await answered).json()).run_id;
+    const row = page.locator(`tr[data-run="${liveRun}"]`).first();
+    await waitFor('the run to be running',
+      async () => (await row.getAttribute('data-outcome')) === 'running', STEP_TIMEOUT);
+    const followed = page.waitForRequest((r) => r.url().includes(`/api/v1/runs/${encodeURIComponent(liveRun)}?follow=1`));
+    await row.getByRole('button', { name: `Output of ${liveRun} attempt 1` }).click();
+    await followed;
+    const output = page.locator(`pre.output[aria-label="Output of ${liveRun}"]`).first();
+    await waitForText(page, 'pre.output', /^first line\n$/);
+    await waitForText(page, '.live', /follows it live/);
+    await shot(page, 'live-output-1280');
+    writeFileSync(gate, '');
+    await waitFor('the second line while the row stays open', async () =>
+      /first line\nsecond line/.test((await output.textContent()) || ''), STEP_TIMEOUT);
+    await waitFor('the run to succeed',
+      async () => (await row.getAttribute('data-outcome')) === 'succeeded', STEP_TIMEOUT);
     await page.goto(`${server.url}/#/jobs/${JOB}`);
     await waitForText(page, 'h1', new RegExp(`^${JOB}$`));
   });

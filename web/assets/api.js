@@ -85,3 +85,41 @@ export async function api(path, {
 }
 
 export const enc = encodeURIComponent;
+
+// Follows a server-sent event stream (a GET with the token: EventSource cannot send one), calling
+// onEvent(name, data) for each event, until the stream ends or `signal` aborts. Resolves at the
+// end; rejects with ApiError when the stream cannot be opened (an abort resolves quietly).
+export async function streamEvents(path, { query, signal } = {}, onEvent) {
+  const headers = { Accept: 'text/event-stream' };
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  try {
+    const res = await fetch(`/api/v1${path}${queryString(query)}`, { headers, cache: 'no-store', signal });
+    if (!res.ok || !res.body) {
+      const error = new ApiError(res.status, 'error', `${res.status} ${res.statusText}`);
+      if (res.status === 401) unauthorizedHandler(error);
+      throw error;
+    }
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let pending = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      pending += value;
+      let end;
+      while ((end = pending.indexOf('\n\n')) >= 0) {
+        const block = pending.slice(0, end);
+        pending = pending.slice(end + 2);
+        let name = 'message';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line.startsWith('event: ')) name = line.slice(7);
+          else if (line.startsWith('data: ')) data.push(line.slice(6));
+        }
+        if (data.length) onEvent(name, JSON.parse(data.join('\n')));
+      }
+    }
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+    throw e instanceof ApiError ? e : new ApiError(0, 'unreachable', 'Cannot reach the gnomon server.');
+  }
+}

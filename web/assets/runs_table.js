@@ -1,6 +1,8 @@
 // A table of run attempts with expandable output, shared by the Job and Runs pages.
 // Expanded rows stay expanded across refreshes; output is fetched on demand (lists carry none).
-import { api, enc } from './api.js';
+// The output of a running attempt is followed live (GET /api/v1/runs/{id}?follow=1): one stream
+// per expanded running run, kept across refreshes, closed when its row is hidden or left.
+import { api, enc, streamEvents } from './api.js';
 import {
   clear, emptyRow, formatDuration, h, jobLink, mono, notice, outcomeBadge, relative, runDuration,
   formatInstant, toast,
@@ -13,7 +15,30 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
   const tbody = h('tbody');
   const expanded = new Set();
   const details = new Map(); // key -> attempt record with output
+  const followers = new Map(); // key -> {controller, render}: live streams of running attempts
   const columns = showJob ? 9 : 8;
+
+  // Follows `run` (running) while the newest `render`'s cell is on the page.
+  function follow(run, render) {
+    const k = key(run);
+    const known = followers.get(k);
+    if (known) {
+      known.render = render;
+      return;
+    }
+    const follower = { controller: new AbortController(), render };
+    followers.set(k, follower);
+    streamEvents(`/runs/${enc(run.run_id)}`, { query: { follow: 1 }, signal: follower.controller.signal },
+      (event, data) => {
+        if (event !== 'run') return;
+        for (const a of data.attempts) details.set(key(a), a);
+        if (!follower.render(details.get(k) || data.attempts[data.attempts.length - 1])) {
+          follower.controller.abort();
+        }
+      })
+      .catch(() => {}) // the table's refresh shows the run as it is
+      .finally(() => followers.delete(k));
+  }
 
   async function loadDetail(run) {
     const k = key(run);
@@ -27,7 +52,17 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
 
   function detailRow(run, id) {
     const cell = h('td', { colspan: columns }, h('p', { class: 'muted' }, 'Loading output…'));
-    loadDetail(run).then((attempt) => {
+    // Draws `attempt` into the cell; false once the cell has left the page.
+    const render = (attempt) => {
+      if (!cell.isConnected) return false;
+      const old = cell.querySelector('pre.output');
+      const atEnd = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 4;
+      fill(attempt);
+      const pre = cell.querySelector('pre.output');
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+      return true;
+    };
+    const fill = (attempt) => {
       const facts = [
         ['Run id', mono(attempt.run_id)],
         ['Scheduled', formatInstant(attempt.scheduled_at)],
@@ -46,8 +81,15 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
         attempt.skip_reason ? notice('info', `Skipped: ${attempt.skip_reason}`) : null,
         // A succeeded run is re-run from here; the row itself offers it for the other outcomes.
         run.outcome === 'succeeded' ? h('div', { class: 'form-actions' }, rerunButton(run)) : null,
+        attempt.outcome === 'running'
+          ? h('p', { class: 'muted live', role: 'status' }, 'Running: the output below follows it live.')
+          : null,
         h('pre', { class: 'output', tabindex: '0', 'aria-label': `Output of ${attempt.run_id}` },
           attempt.output ? attempt.output : h('span', { class: 'muted' }, '(no output)')));
+    };
+    loadDetail(run).then((attempt) => {
+      render(attempt);
+      if (attempt.outcome === 'running') follow(attempt, render);
     }).catch((e) => {
       if (e.status !== 401) clear(cell, notice('error', e.message));
     });
