@@ -572,10 +572,11 @@ int RunOutput(const Flags& f) {
   }
   const double secs =
       std::chrono::duration<double>(gnomon::SystemClock::Get().SteadyNow() - t0).count();
-  std::printf("{\"op\": \"%s\", \"count\": %lld, \"seconds\": %.3f, \"us_per_op\": %.1f, "
-              "\"cpu_s\": %.3f}\n",
-              f.op.c_str(), static_cast<long long>(f.count), secs, secs * 1e6 / f.count,
-              CpuSeconds() - cpu0);
+  std::printf(
+      "{\"op\": \"%s\", \"count\": %lld, \"seconds\": %.3f, \"us_per_op\": %.1f, "
+      "\"cpu_s\": %.3f}\n",
+      f.op.c_str(), static_cast<long long>(f.count), secs, secs * 1e6 / f.count,
+      CpuSeconds() - cpu0);
   return 0;
 }
 

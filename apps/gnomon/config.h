@@ -65,17 +65,17 @@ struct ApiSettings {
   std::vector<std::string> allowed_hosts;  // further names accepted in Host
   std::string probe_listen;                // a listener for /healthz and /readyz only
   int max_header_bytes = 16 * 1024;        // 1 KiB - 1 MiB
-  Duration header_timeout = std::chrono::seconds(10);  // 100ms - 10m
-  Duration idle_timeout = std::chrono::seconds(5);     // 100ms - 1h
-  int max_connections = 1024;                          // 1 - 1,000,000
-  int max_connections_per_client = 256;                // 1 - max_connections
-  int max_streams = 64;                                // 0 - 100,000 (0 = no ?follow=1)
+  Duration header_timeout = std::chrono::seconds(10);       // 100ms - 10m
+  Duration idle_timeout = std::chrono::seconds(5);          // 100ms - 1h
+  int max_connections = 1024;                               // 1 - 1,000,000
+  int max_connections_per_client = 256;                     // 1 - max_connections
+  int max_streams = 64;                                     // 0 - 100,000 (0 = no ?follow=1)
   Duration max_stream_duration = std::chrono::minutes(10);  // 1s - 24h
-  int max_body_bytes = 1024 * 1024;                    // 1 KiB - 64 MiB
-  int mutations_per_minute = 600;                      // 0 = unlimited
-  int mutation_burst = 60;                             // 1 - 100,000
-  int handler_threads = 0;                             // 0 (2 x cores, >= 4) - 1024
-  int max_backfill_fires = 1000;                       // 1 - 1,000,000
+  int max_body_bytes = 1024 * 1024;                         // 1 KiB - 64 MiB
+  int mutations_per_minute = 600;                           // 0 = unlimited
+  int mutation_burst = 60;                                  // 1 - 100,000
+  int handler_threads = 0;                                  // 0 (2 x cores, >= 4) - 1024
+  int max_backfill_fires = 1000;                            // 1 - 1,000,000
   // TLS of the API listener: PEM files, resolved against the config file's folder.
   std::string tls_cert;
   std::string tls_key;

@@ -495,6 +495,25 @@ TEST_F(HttpApiTest, HostileBodies) {
   EXPECT_TRUE(coord_.ListJobs()->empty());  // nothing written
 }
 
+// A definition the API refuses names the key at fault in `field` (the dashboard's form puts the
+// message next to that input).
+TEST_F(HttpApiTest, DefinitionErrorsNameTheirField) {
+  StartWithTokens();
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"id":"f1","schedule":"* * * * *","command":"true","timeout":"soon"})", "timeout"},
+      {R"({"id":"f2","schedule":"nope","command":"true"})", "schedule"},
+      {R"({"id":"f3","schedule":"* * * * *","command":"true","shards":0})", "shards"},
+      {R"({"id":"f4","schedule":"* * * * *","command":"true","overlap":"sometimes"})", "overlap"},
+      {R"({"id":"f5","schedule":"* * * * *","command":"true","params":[1]})", "params"},
+  };
+  for (const auto& [body, field] : cases) {
+    auto r = Create(body);
+    ASSERT_EQ(r->status, 400) << body;
+    EXPECT_EQ(Body(r)["error"]["field"], field) << r->body;
+    EXPECT_THAT(Body(r)["error"]["message"].get<std::string>(), HasSubstr(field)) << r->body;
+  }
+}
+
 TEST_F(HttpApiTest, DeepJsonRejected) {
   HttpApiOptions o;
   o.max_body_bytes = 1 << 20;

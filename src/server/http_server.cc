@@ -525,7 +525,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void StartStream(Response from) {
     if (lane_.streams == nullptr || head_ || lane_.streams->fetch_add(1) >= options().max_streams) {
       if (lane_.streams != nullptr && !head_) lane_.streams->fetch_sub(1);
-      const char* why = head_ ? "HEAD of an event stream: use GET"
+      const char* why = head_                        ? "HEAD of an event stream: use GET"
                         : options().max_streams == 0 ? "event streams are turned off"
                                                      : "too many event streams are open: retry";
       Response busy = Error(503, "unavailable", why);
@@ -757,9 +757,9 @@ Status HttpServer::Impl::Start() {
   if (options_.max_header_bytes < 256 || options_.max_body_bytes < 1 ||
       options_.max_connections < 1 || options_.max_connections_per_client < 1 ||
       options_.handler_threads < 0 || options_.io_threads < 1 || options_.max_streams < 0 ||
-      options_.max_stream_duration <= Duration(0) ||
-      options_.header_timeout <= Duration(0) || options_.idle_timeout <= Duration(0) ||
-      options_.body_timeout <= Duration(0) || options_.write_timeout <= Duration(0)) {
+      options_.max_stream_duration <= Duration(0) || options_.header_timeout <= Duration(0) ||
+      options_.idle_timeout <= Duration(0) || options_.body_timeout <= Duration(0) ||
+      options_.write_timeout <= Duration(0)) {
     return InvalidArgumentError("http server: limits must be positive (max_header_bytes >= 256)");
   }
   if (options_.tls_cert.empty() != options_.tls_key.empty()) {

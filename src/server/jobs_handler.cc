@@ -28,6 +28,23 @@ Response NotDefined(const std::string& id) {
   return Error(404, "not_found", "job \"" + id + "\" is not defined");
 }
 
+// The key a definition error names, for the answer's `field`: messages read "<key>: what" (or
+// "job \"<id>\": <key>: what"), with nested keys dotted ("http.url"); empty when none is named.
+std::string FieldOfDefinitionError(std::string_view message) {
+  if (message.starts_with("job \"")) {
+    const size_t end = message.find("\": ");
+    if (end == std::string_view::npos) return "";
+    message.remove_prefix(end + 3);
+  }
+  const size_t colon = message.find(": ");
+  if (colon == std::string_view::npos || colon == 0) return "";
+  const std::string_view key = message.substr(0, colon);
+  for (char c : key) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.')) return "";
+  }
+  return std::string(key);
+}
+
 }  // namespace
 
 Response JobsHandler::Handle(Call& call) {
@@ -287,7 +304,8 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
     }
     Result<JobSpec> spec = JobSpecFromJson(body, options_.job_defaults);
     if (!spec.ok()) {
-      return Error(400, "invalid_argument", "job \"" + id + "\": " + spec.status().message());
+      return Error(400, "invalid_argument", "job \"" + id + "\": " + spec.status().message(),
+                   FieldOfDefinitionError(spec.status().message()));
     }
     spec->source = "api";
     spec->read_only = false;
@@ -295,7 +313,7 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
     const std::shared_ptr<const Policies> policies = catalog_.policies().Get();
     *spec = policies->WithDefaults(std::move(*spec));
     if (Status s = ValidateJobSpec(*spec); !s.ok()) {
-      return Error(400, "invalid_argument", s.message());
+      return Error(400, "invalid_argument", s.message(), FieldOfDefinitionError(s.message()));
     }
     if (Status s = policies->Check(*spec, DaemonRunsAsRoot()); !s.ok()) {
       return Error(403, "policy_denied", s.message());
