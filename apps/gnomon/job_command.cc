@@ -1,4 +1,4 @@
-// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|rerun|backfill|runs`: a client of a
+// `gnomon job ls|show|add|rm|pause|resume|trigger|cancel|rerun|backfill|runs|output`: a client of a
 // daemon's HTTP API (docs/http-api.md). Exit codes: 0 done; 1 the server could not be reached or
 // failed (5xx); 2 the request was refused as invalid (4xx) or the command line is wrong.
 #include <httplib.h>
@@ -8,7 +8,7 @@
 
 #include "apps/gnomon/commands.h"
 #include "apps/gnomon/config.h"
-#include "src/server/admin_token.h"
+#include "src/server/api_client.h"
 #include "src/server/auth.h"
 #include "src/server/job_json.h"
 
@@ -16,13 +16,7 @@ namespace gnomon::app {
 namespace {
 
 struct JobArgs {
-  std::string server = "http://127.0.0.1:8080";
-  std::string token;
-  std::string token_file;
-  std::string data_dir = std::string(kDefaultDataDir);
-  std::string ca_file;      // https: the CAs to trust instead of the system's
-  std::string client_cert;  // https with mutual TLS: this client's certificate and key
-  std::string client_key;
+  server::ApiClientOptions api{.data_dir = std::string(kDefaultDataDir)};
   std::string id;
   std::string file;
   std::string outcome;
@@ -31,56 +25,28 @@ struct JobArgs {
   int max_concurrent = 1;
   int limit = 20;
   bool json = false;
+  bool replace = false;  // add: replace jobs that exist
+  bool follow = false;   // output: until the run ends
 };
 
-// One request; prints the error and returns the exit code on failure.
+// One request; prints the error on failure. `exit_code`: 0, 1 (unreachable, 5xx), 2 (4xx, usage).
 struct Reply {
   int exit_code = kExitOk;
   nlohmann::json body;
+  std::string etag;
 };
 
+Reply Exit(const server::ApiReply& r) {
+  if (r.ok()) return Reply{kExitOk, r.body, r.etag};
+  std::cerr << "gnomon job: " << r.error << "\n";
+  return Reply{r.usage_error ? kExitUsage : kExitFailure, r.body, r.etag};
+}
+
 Reply Call(const JobArgs& a, const std::string& method, const std::string& path,
-           const std::string& body = "") {
-  Reply out;
-  if (a.client_cert.empty() != a.client_key.empty()) {
-    std::cerr << "gnomon job: --cert and --key go together\n";
-    return Reply{kExitUsage, {}};
-  }
-  Result<std::string> token =
-      server::ClientToken(a.token, a.token_file, a.data_dir, a.server, !a.client_cert.empty());
-  if (!token.ok()) {
-    std::cerr << "gnomon job: " << token.status().message() << "\n";
-    out.exit_code = kExitUsage;
-    return out;
-  }
-  try {
-    httplib::Client client(a.server, a.client_cert, a.client_key);
-    if (!a.ca_file.empty()) client.set_ca_cert_path(a.ca_file.c_str());
-    client.enable_server_certificate_verification(true);
-    client.set_connection_timeout(5);
-    client.set_read_timeout(30);
-    httplib::Headers headers;
-    if (!token->empty()) headers.emplace("Authorization", "Bearer " + *token);
-    httplib::Result r = method == "GET"      ? client.Get(path, headers)
-                        : method == "DELETE" ? client.Delete(path, headers)
-                                             : client.Post(path, headers, body, "application/json");
-    if (!r) {
-      std::cerr << "gnomon job: " << a.server << ": " << httplib::to_string(r.error()) << "\n";
-      return Reply{kExitFailure, {}};
-    }
-    if (!r->body.empty()) out.body = nlohmann::json::parse(r->body, nullptr, false);
-    if (r->status >= 400) {
-      const std::string message = out.body.is_object() && out.body.contains("error")
-                                      ? out.body["error"].value("message", r->body)
-                                      : r->body;
-      std::cerr << "gnomon job: " << r->status << ": " << message << "\n";
-      out.exit_code = r->status >= 500 ? kExitFailure : kExitUsage;
-    }
-  } catch (const std::exception& e) {  // httplib adapter boundary
-    std::cerr << "gnomon job: " << e.what() << "\n";
-    out.exit_code = kExitFailure;
-  }
-  return out;
+           const std::string& body = "", const std::string& if_match = "") {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!if_match.empty()) headers.emplace_back("If-Match", if_match);
+  return Exit(server::ApiClient(a.api).Call(method, path, body, headers));
 }
 
 std::string Str(const nlohmann::json& j, const char* key) {
@@ -125,7 +91,8 @@ int Runs(const JobArgs& a) {
   return kExitOk;
 }
 
-// Every [[job]] of a TOML jobs file, created through the API (all must be valid first).
+// Every [[job]] of a TOML jobs file, created through the API (all must be valid first); with
+// --replace, a job that exists is replaced (PUT with the version read as If-Match).
 int Add(const JobArgs& a) {
   Result<std::vector<JobSpec>> jobs = LoadJobsFile(a.file, JobSpec{});
   if (!jobs.ok()) {
@@ -135,7 +102,15 @@ int Add(const JobArgs& a) {
   for (JobSpec job : *jobs) {
     job.read_only = false;
     job.source.clear();
-    Reply r = Call(a, "POST", "/api/v1/jobs", server::DumpJson(server::JobSpecToJson(job)));
+    const std::string body = server::DumpJson(server::JobSpecToJson(job));
+    const server::ApiReply now = server::ApiClient(a.api).Call("GET", "/api/v1/jobs/" + job.id);
+    if (a.replace && now.ok()) {
+      Reply r = Call(a, "PUT", "/api/v1/jobs/" + job.id, body, now.etag);
+      if (r.exit_code != kExitOk) return r.exit_code;
+      std::cout << "replaced " << job.id << "\n";
+      continue;
+    }
+    Reply r = Call(a, "POST", "/api/v1/jobs", body);
     if (r.exit_code != kExitOk) return r.exit_code;
     std::cout << "created " << job.id << "\n";
   }
@@ -148,23 +123,24 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<JobArgs>();
   CLI::App* job = app.add_subcommand("job", "Manage jobs of a running daemon through its HTTP API");
   job->require_subcommand(1);
-  job->add_option("--server", a->server, "Daemon URL")->capture_default_str();
-  job->add_option("--token", a->token, "Bearer token (or GNOMON_TOKEN)")->envname("GNOMON_TOKEN");
-  job->add_option("--token-file", a->token_file,
+  job->add_option("--server", a->api.server, "Daemon URL")->capture_default_str();
+  job->add_option("--token", a->api.token, "Bearer token (or GNOMON_TOKEN)")
+      ->envname("GNOMON_TOKEN");
+  job->add_option("--token-file", a->api.token_file,
                   "File holding the bearer token (or GNOMON_TOKEN_FILE)")
       ->envname("GNOMON_TOKEN_FILE");
-  job->add_option("--data-dir", a->data_dir,
+  job->add_option("--data-dir", a->api.data_dir,
                   "For a server on this host without --token: its data directory, whose generated "
                   "admin token is used (or GNOMON_DATA_DIR)")
       ->envname("GNOMON_DATA_DIR")
       ->capture_default_str();
-  job->add_option("--ca-file", a->ca_file,
+  job->add_option("--ca-file", a->api.ca_file,
                   "https: PEM file of the CAs to trust instead of the system's (or GNOMON_CA_FILE)")
       ->envname("GNOMON_CA_FILE");
-  job->add_option("--cert", a->client_cert,
+  job->add_option("--cert", a->api.client_cert,
                   "https with mutual TLS: this client's PEM certificate (or GNOMON_CLIENT_CERT)")
       ->envname("GNOMON_CLIENT_CERT");
-  job->add_option("--key", a->client_key,
+  job->add_option("--key", a->api.client_key,
                   "https with mutual TLS: the certificate's PEM key (or GNOMON_CLIENT_KEY)")
       ->envname("GNOMON_CLIENT_KEY");
   CLI::App* ls = job->add_subcommand("ls", "List jobs");
@@ -180,7 +156,14 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
   CLI::App* add = job->add_subcommand("add", "Create the jobs of a TOML jobs file");
   add->add_option("FILE", a->file, "Jobs file ([[job]] tables, the keys of PRODUCT.md)")
       ->required();
+  add->add_flag("--replace", a->replace, "Replace jobs that exist (If-Match their version)");
   add->callback([a, exit_code] { *exit_code = Add(*a); });
+  CLI::App* output = job->add_subcommand("output", "A run's output (its newest attempt)");
+  output->add_option("RUN_ID", a->id, "Run id")->required();
+  output->add_flag("-f,--follow", a->follow, "Print what it prints next, until it ends");
+  output->callback([a, exit_code] {
+    *exit_code = Exit(server::ApiClient(a->api).PrintOutput(a->id, a->follow, std::cout)).exit_code;
+  });
   CLI::App* rm = job->add_subcommand("rm", "Delete a job created through the API");
   rm->add_option("ID", a->id, "Job id")->required();
   rm->callback(

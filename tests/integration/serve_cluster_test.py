@@ -1027,6 +1027,29 @@ class ServeHttpApi(unittest.TestCase):
         # The fire's own parameters, the given one over them.
         self.assertEqual(run_of(params_run)["params"], {"month": "2026-11", "n": 4, "team": "fin"})
         job("cancel", "cli-job@1", expect=2)  # no such run: 404
+        self.assertIn("from-the-cli", job("output", run_id))
+        job("output", "cli-job@1", expect=2)
+        # Edit: a job that exists is refused by `add` and replaced by `add --replace`.
+        edited = os.path.join(self.dir, "edited.toml")
+        with open(edited, "w") as f:
+            f.write('[[job]]\nid = "cli-job"\nschedule = "0 0 1 1 *"\ncommand = "echo edited"\n')
+        job("add", edited, expect=2)
+        self.assertIn("replaced cli-job", job("add", "--replace", edited))
+        self.assertEqual(json.loads(job("show", "cli-job"))["spec"]["command"], "echo edited")
+        # output --follow prints a running run's lines as they come, and ends with the run.
+        gate = os.path.join(self.dir, "cli-gate")
+        with open(edited, "w") as f:
+            f.write('[[job]]\nid = "cli-talk"\nschedule = "0 0 1 1 *"\ncommand = \'\'\'echo one; '
+                    'while [ ! -e %s ]; do sleep 0.05; done; echo two\'\'\'\n' % gate)
+        job("add", edited)
+        talk = job("trigger", "cli-talk").strip()
+        follower = subprocess.Popen([*base, "output", "--follow", talk], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=env)
+        self.assertEqual(follower.stdout.readline(), "one\n")
+        open(gate, "w").close()
+        self.assertEqual(follower.stdout.readline(), "two\n")
+        self.assertEqual(follower.wait(timeout=30), 0, follower.stderr.read())
+        job("rm", "cli-talk")
         job("trigger", "cli-job", "--param", "novalue", expect=2)
         job("trigger", "cli-job", "--param", "n:=not-json", expect=2)
         job("pause", "cli-job")
