@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers and tools the tests start
   redis-server etcd-server etcd-client faketime iproute2 iptables procps curl python3 openssl
+  # the API's answers checked against its OpenAPI document (tests/openapi/contract.py)
+  python3-jsonschema
   # the HTTP API load benchmark (bench/api_load.sh, run by `make bench`)
   wrk
   # the dashboard's browser tests (tests/e2e): Debian's chromium, driven by npm playwright-core

@@ -14,7 +14,7 @@ inline constexpr int kExitUsage = 2;
 
 // `gnomon cron next|explain`.
 void AddCronCommand(CLI::App& app, int* exit_code);
-// `gnomon job ls|show|add|rm|pause|resume|trigger|runs` (an HTTP API client).
+// `gnomon job ls|show|add|...|runs|output` (an HTTP API client, src/server/api_client.h).
 void AddJobCommand(CLI::App& app, int* exit_code);
 // `gnomon serve`.
 void AddServeCommand(CLI::App& app, int* exit_code);

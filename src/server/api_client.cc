@@ -65,8 +65,9 @@ ApiReply ApiClient::Call(const std::string& method, const std::string& path,
   try {
     httplib::Result r = method == "GET"      ? p.client->Get(path, p.headers)
                         : method == "DELETE" ? p.client->Delete(path, p.headers)
-                        : method == "PUT" ? p.client->Put(path, p.headers, body, "application/json")
-                                          : p.client->Post(path, p.headers, body, "application/json");
+                        : method == "PUT"
+                            ? p.client->Put(path, p.headers, body, "application/json")
+                            : p.client->Post(path, p.headers, body, "application/json");
     if (!r) {
       reply.error = options_.server + ": " + httplib::to_string(r.error());
       return reply;
@@ -112,7 +113,8 @@ ApiReply ApiClient::Stream(
               if (line.starts_with("data: ")) data_text += line.substr(6);
               at = eol + 1;
             }
-            if (!data_text.empty()) on_event(name, nlohmann::json::parse(data_text, nullptr, false));
+            if (!data_text.empty())
+              on_event(name, nlohmann::json::parse(data_text, nullptr, false));
           }
           return true;
         });

@@ -5,8 +5,8 @@
 #define GNOMON_SRC_SERVER_API_CLIENT_H_
 
 #include <functional>
-#include <ostream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>

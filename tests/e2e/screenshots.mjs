@@ -32,6 +32,12 @@ schedule = "*/20 * * * * *"
 command = "echo warming; [ $(od -An -N1 -tu1 /dev/urandom) -gt 90 ]"
 retries = 1
 retry_backoff = "1s"
+
+[[job]]
+id = "report-build"
+description = "Builds the monthly report (triggered by hand; prints as it goes)"
+schedule = "0 6 1 * *"
+command = "for i in $(seq 1 90); do echo \\"step $i of 90: rendered section $i\\"; sleep 1; done"
 `);
 const port = 18000 + Math.floor(Math.random() * 2000);
 const procs = [];
@@ -52,6 +58,7 @@ try {
   }
   await new Promise((r) => setTimeout(r, 60000));
   await fetch(`${url}/api/v1/jobs/nightly-cleanup/pause`, { method: 'POST', headers: auth });
+  const report = await (await fetch(`${url}/api/v1/jobs/report-build/trigger`, { method: 'POST', headers: auth })).json();
   const browser = await launchBrowser();
   const page = await browser.context.newPage();
   await page.goto(`${url}/#/login`);
@@ -61,12 +68,18 @@ try {
   const shots = [
     ['#/jobs', 'jobs'], ['#/jobs/invoice-export', 'job'], ['#/runs', 'runs'],
     ['#/nodes', 'nodes'], ['#/playground', 'playground'], ['#/audit', 'audit'],
+    ['#/new-job', 'job-form'],
   ];
   for (const [hash, name] of shots) {
     await page.goto(`${url}/${hash}`);
     await page.waitForTimeout(1500);
     await page.screenshot({ path: path.join(out, `${name}.png`), fullPage: true });
   }
+  // A running run's output, followed live.
+  await page.goto(`${url}/#/jobs/report-build`);
+  await page.getByRole('button', { name: `Output of ${report.run_id} attempt 1` }).click();
+  await page.waitForTimeout(4000);
+  await page.screenshot({ path: path.join(out, 'live-output.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   for (const [hash, name] of [['#/jobs', 'jobs-phone'], ['#/jobs/invoice-export', 'job-phone']]) {
     await page.goto(`${url}/${hash}`);
