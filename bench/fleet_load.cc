@@ -131,7 +131,8 @@ Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& url) {
       url + "\"");
 }
 
-// Waits `d` of monotonic time on the system clock (the Clock owns waiting: STYLE.md rule 2).
+// Waits `d` of monotonic time on the system clock (the Clock owns waiting: docs/architecture.md
+// rule 2).
 void WaitFor(Duration d) {
   std::mutex mu;
   std::condition_variable never;

@@ -1,9 +1,10 @@
 // Configuration of `gnomon serve`: the config file (TOML), jobs files (TOML) and backend URLs.
 //
 // The keys are documented in docs/configuration.md; the job keys are the public contract of
-// PRODUCT.md "Jobs file". Every error is a Status (never an exception) whose message says where
-// and what: `jobs.toml:12: job "report": unknown key "schedulle"`. Every load is all-or-nothing:
-// on error nothing of the file is returned. Functions here are thread-compatible (no shared state).
+// docs/configuration.md "Jobs files". Every error is a Status (never an exception) whose message
+// says where and what: `jobs.toml:12: job "report": unknown key "schedulle"`. Every load is
+// all-or-nothing: on error nothing of the file is returned. Functions here are thread-compatible
+// (no shared state).
 #ifndef GNOMON_APPS_GNOMON_CONFIG_H_
 #define GNOMON_APPS_GNOMON_CONFIG_H_
 
@@ -40,7 +41,7 @@ using server::LogLevel;
 
 // The `[scheduler]` table. Ranges are checked by LoadServeConfig (see docs/configuration.md).
 struct SchedulerSettings {
-  // A node claims a fire within this of its scheduled instant (PRODUCT.md guarantee 2). 1ms-10m.
+  // A node claims a fire within this of its scheduled instant (docs/guarantees.md 2). 1ms-10m.
   Duration claim_grace = std::chrono::seconds(1);
   // Early-fire guard: a claim is refused before scheduled instant - this (backend clock). 0-1m.
   Duration skew_tolerance = std::chrono::milliseconds(500);

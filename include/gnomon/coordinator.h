@@ -1,4 +1,4 @@
-// Coordinator: the shared state that decides which node runs each fire (PRODUCT.md guarantees
+// Coordinator: the shared state that decides which node runs each fire (docs/guarantees.md
 // 1-10). One interface, several backends (memory for tests, SQLite, Redis, etcd); every backend
 // passes the same conformance suite (src/coord/coordinator_conformance.h).
 //

@@ -1,4 +1,4 @@
-// CronExpr: gnomon's schedule dialect (PRODUCT.md "Schedules"; docs/semantics.md).
+// CronExpr: gnomon's schedule dialect (docs/semantics.md).
 //
 //   5 fields   min hour dom mon dow             (second = 0)
 //   6 fields   sec min hour dom mon dow

@@ -1,6 +1,6 @@
 // EtcdCoordinator: the Coordinator (gnomon/coordinator.h) on an etcd v3 cluster (3.4+; tested
-// against Debian's 3.4), for a fleet that wants linearizable claims (PRODUCT.md:
-// `etcd://[user:pass@]h1:2379[,h2:2379...][/prefix]`).
+// against Debian's 3.4), for a fleet that wants linearizable claims (docs/configuration.md
+// "Backend URLs": `etcd://[user:pass@]h1:2379[,h2:2379...][/prefix]`).
 //
 // Protocol. etcd's v3 API through its JSON gateway over plain HTTP/1.1 (`POST /v3/kv/range`,
 // `/v3/kv/txn`, `/v3/watch`, `/v3/auth/authenticate`), with Debian's cpp-httplib and

@@ -18,7 +18,7 @@
 
 namespace gnomon {
 
-// What a run sees (PRODUCT.md "What a run sees"). Valid for the duration of Execute.
+// What a run sees (docs/guarantees.md "What a run sees"). Valid for the duration of Execute.
 struct RunContext {
   std::string job_id;
   std::string run_id;
@@ -78,7 +78,7 @@ class Executor {
 // message. Must watch ctx.stop and return when it is requested.
 using Handler = std::function<Status(const RunContext& ctx)>;
 
-// The environment variables of PRODUCT.md for `ctx` (GNOMON_JOB_ID ... GNOMON_PARAMS);
+// The environment variables of docs/guarantees.md for `ctx` (GNOMON_JOB_ID ... GNOMON_PARAMS);
 // GNOMON_DEADLINE and GNOMON_CHECKPOINT are empty strings when unset.
 std::vector<std::pair<std::string, std::string>> RunEnvironment(const RunContext& ctx);
 

@@ -1,5 +1,6 @@
-// JobSpec: what a job is (PRODUCT.md "Jobs file"), with defaults and validation; RunRecord: what
-// one attempt of one fire did (PRODUCT.md guarantee 10). Plain values, copyable, thread-compatible.
+// JobSpec: what a job is (docs/configuration.md "Jobs files"), with defaults and validation;
+// RunRecord: what one attempt of one fire did (docs/guarantees.md 10). Plain values, copyable,
+// thread-compatible.
 #ifndef GNOMON_JOB_H_
 #define GNOMON_JOB_H_
 

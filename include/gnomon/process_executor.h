@@ -1,5 +1,5 @@
 // ProcessExecutor: runs command and argv jobs as child processes (fork/exec), one process group
-// per attempt, with the run's environment (PRODUCT.md "What a run sees").
+// per attempt, with the run's environment (docs/guarantees.md "What a run sees").
 //
 // What a child gets:
 // - `command`: exec'd as `/bin/sh -c <command>` (the only case that uses a shell).
@@ -38,7 +38,7 @@
 //
 // - The gnomon process dies (kill -9, crash): the supervisor SIGKILLs the whole process group, so
 //   no part of the run keeps running unowned while the fire is resolved as lost (and perhaps
-//   re-run) elsewhere (PRODUCT.md guarantees 4 and 5). This covers the group for as long as it
+//   re-run) elsewhere (docs/guarantees.md 4 and 5). This covers the group for as long as it
 //   exists, including the kill_grace of a cancellation. Processes that left the group (setsid)
 //   are not covered, except the job's main process itself (it dies with the supervisor).
 //

@@ -1,6 +1,6 @@
 // RedisCoordinator: the Coordinator (gnomon/coordinator.h) on a real Redis server (6.2+; tested
-// against 7.0), for a fleet of hosts (PRODUCT.md: `redis://[user:pass@]host:port[/db]`, over TLS
-// `rediss://`).
+// against 7.0), for a fleet of hosts (docs/configuration.md "Backend URLs":
+// `redis://[user:pass@]host:port[/db]`, over TLS `rediss://`).
 //
 // Atomicity. Every operation that reads and then writes is ONE Lua script, loaded once with
 // SCRIPT LOAD and run with EVALSHA (a NOSCRIPT reply, e.g. after a server restart or SCRIPT
@@ -85,9 +85,9 @@
 // certificate)"); Open fails on it, later calls retry with the backoff like any other outage.
 //
 // Persistence. Open() reads CONFIG GET appendonly: without `appendonly yes` the server loses
-// acknowledged claims on a restart (RELIABILITY.md F4), so Open refuses with FailedPrecondition
-// unless allow_unsafe is set; then unsafe_persistence() is true (the daemon logs it loudly and
-// exports it as a metric).
+// acknowledged claims on a restart (docs/reliability.md F4), so Open refuses with
+// FailedPrecondition unless allow_unsafe is set; then unsafe_persistence() is true (the daemon logs
+// it loudly and exports it as a metric).
 //
 // Thread safety: safe to call from many threads at once (calls are serialised on the one
 // connection). Do not keep a RedisCoordinator across fork().

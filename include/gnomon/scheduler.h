@@ -4,10 +4,10 @@
 // lease watchdog thread that renews leases every ttl/3 on the monotonic clock, self-fences runs
 // that cannot renew before ttl - margin, and enforces timeouts. No thread per job, no scanning.
 //
-// Guarantees (PRODUCT.md 1-10) come from the combination: the Coordinator decides who runs a fire
-// (at most one claim, early-fire guard on the backend clock, fencing); the Scheduler claims every
-// fire within claim_grace while it runs, applies misfire/overlap/retry/breaker policies, resolves
-// lost runs of vanished nodes, and stops gracefully.
+// Guarantees (docs/guarantees.md 1-10) come from the combination: the Coordinator decides who runs
+// a fire (at most one claim, early-fire guard on the backend clock, fencing); the Scheduler claims
+// every fire within claim_grace while it runs, applies misfire/overlap/retry/breaker policies,
+// resolves lost runs of vanished nodes, and stops gracefully.
 //
 // Thread safety: all public methods are thread-safe.
 #ifndef GNOMON_SCHEDULER_H_
@@ -163,7 +163,7 @@ class Scheduler {
 
   // Starts the threads. REQUIRES: not started.
   Status Start();
-  // Graceful stop (PRODUCT.md guarantee 9): stops claiming, waits up to shutdown_grace for runs,
+  // Graceful stop (docs/guarantees.md 9): stops claiming, waits up to shutdown_grace for runs,
   // cancels the rest, records their outcome and releases leases. Idempotent.
   void Stop();
 

@@ -1,5 +1,6 @@
 // SqliteCoordinator: the Coordinator (gnomon/coordinator.h) on one SQLite database file, for one
-// host with any number of gnomon processes (PRODUCT.md: `sqlite:///path/gnomon.db`).
+// host with any number of gnomon processes (docs/configuration.md "Backend URLs":
+// `sqlite:///path/gnomon.db`).
 //
 // Durability: the file is in WAL mode with synchronous=FULL, so a claim, once returned, survives
 // a crash of the process or of the machine. Every operation that reads and then writes runs in

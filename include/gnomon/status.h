@@ -1,8 +1,9 @@
 // Status and Result<T>: how every gnomon library call reports failure.
 //
-// Errors are values (STYLE.md rule 4). A Status carries one of a small fixed set of codes and a
-// message that says what was wrong and where ("hour: 25 is out of range 0-23 (column 5)").
-// Result<T> holds either a T or a non-OK Status, shaped like std::expected<T, Status>.
+// Errors are values (docs/architecture.md rule 4). A Status carries one of a small fixed set of
+// codes and a message that says what was wrong and where
+// ("hour: 25 is out of range 0-23 (column 5)"). Result<T> holds either a T or a non-OK Status,
+// shaped like std::expected<T, Status>.
 // A broken invariant is a bug, not an error: GNOMON_CHECK aborts with a message.
 #ifndef GNOMON_STATUS_H_
 #define GNOMON_STATUS_H_

@@ -1,9 +1,9 @@
 // Time for gnomon: instants, durations, civil time, IANA time zones and the Clock seam.
 //
-// Words are fixed (STYLE.md): an Instant is an absolute point on the UTC timeline; a Duration is
-// an amount of time; a CivilTime is a wall-clock reading (year..second) with no zone; a TimeZone
-// maps between the two using the system tz database. Wall time decides *when* a fire happens;
-// the monotonic ("steady") clock measures *how long* (leases, timeouts).
+// Words are fixed (docs/architecture.md "House rules"): an Instant is an absolute point on the UTC
+// timeline; a Duration is an amount of time; a CivilTime is a wall-clock reading (year..second)
+// with no zone; a TimeZone maps between the two using the system tz database. Wall time decides
+// *when* a fire happens; the monotonic ("steady") clock measures *how long* (leases, timeouts).
 #ifndef GNOMON_TIME_H_
 #define GNOMON_TIME_H_
 
@@ -157,7 +157,7 @@ class TimeZone {
   std::shared_ptr<const Impl> impl_;
 };
 
-// The source of "now" and the owner of waiting (STYLE.md rule 2). Production code uses
+// The source of "now" and the owner of waiting (docs/architecture.md rule 2). Production code uses
 // SystemClock; tests use FakeClock (gnomon/testing/fake_clock.h), whose Advance wakes waiters.
 // Implementations are thread-safe.
 class Clock {

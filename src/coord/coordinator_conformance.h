@@ -1,5 +1,5 @@
 // The Coordinator conformance suite: backend-independent GoogleTest tests of every contract in
-// gnomon/coordinator.h. A backend is done when it passes them (STYLE.md rule 5).
+// gnomon/coordinator.h. A backend is done when it passes them (docs/architecture.md rule 5).
 //
 // Usage, in a backend's test file (linking the CMake target gnomon_coord_conformance):
 //

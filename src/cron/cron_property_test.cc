@@ -96,7 +96,7 @@ class RandomCron {
   std::mt19937_64 rng_;
 };
 
-// The independent oracle: a direct reading of PRODUCT.md's rules, one instant at a time.
+// The independent oracle: a direct reading of docs/semantics.md's rules, one instant at a time.
 class Oracle {
  public:
   explicit Oracle(const CronExpr& e) : e_(e), f_(e.fields()), zone_(e.time_zone()) {}

@@ -227,8 +227,8 @@ std::optional<std::string> BuildPlan(const JobSpec& job, const RunContext& ctx,
     if (plan.args[0].empty()) return "argv[0] is empty";
   }
 
-  // Environment (PRODUCT.md "What a run sees"): PATH, LANG and TZ of the daemon, HOME, USER and
-  // LOGNAME of the run's user, the variables named in inherit_env, then job.env, then the run's
+  // Environment (docs/guarantees.md "What a run sees"): PATH, LANG and TZ of the daemon, HOME, USER
+  // and LOGNAME of the run's user, the variables named in inherit_env, then job.env, then the run's
   // variables. Nothing else of the daemon's: its secrets stay its own.
   RunUser user;
   if (auto error = ResolveUser(job.run_as, &user)) return error;

@@ -1,4 +1,4 @@
-// RunEnvironment (gnomon/executor.h): the variables of PRODUCT.md "What a run sees".
+// RunEnvironment (gnomon/executor.h): the variables of docs/guarantees.md "What a run sees".
 #include <string>
 #include <utility>
 #include <vector>

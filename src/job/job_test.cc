@@ -120,7 +120,7 @@ JobSpec HttpJob(std::string url, std::map<std::string, std::string> headers = {}
 }
 
 // What the executors would only find at run time is refused when the job is defined, naming the
-// field (shared/RELIABILITY.md "Definitions that are accepted but can only fail later").
+// field (docs/reliability.md "Definitions that are accepted but can only fail later").
 TEST(ValidateJobSpecTest, DefinitionsThatCouldOnlyFailLaterAreRefused) {
   auto message = [](const JobSpec& j) { return ValidateJobSpec(j).message(); };
   EXPECT_TRUE(ValidateJobSpec(HttpJob("http://127.0.0.1:9000/x?y=1", {{"X-Team", "fin"}})).ok());

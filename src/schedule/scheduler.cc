@@ -1236,7 +1236,7 @@ class Scheduler::Impl {
   // Watches every run's deadlines on the monotonic clock: self-fences at ttl - margin after the
   // last successful renewal, enforces timeouts, and hands due renewals to the renewer thread.
   // It never calls the backend itself, so a renewal blocked on a dead connection cannot delay a
-  // self-fence (RELIABILITY.md F5).
+  // self-fence (docs/reliability.md F5).
   void Watchdog() {
     std::unique_lock<std::mutex> lock(wd_mu_);
     while (!wd_stop_) {

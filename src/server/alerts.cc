@@ -1,5 +1,5 @@
 // AlertObserver: the adapter around nlohmann::json and OpenSSL's HMAC (their exceptions stop
-// here, STYLE.md rule 4); requests go through net::HttpClient.
+// here, docs/architecture.md rule 4); requests go through net::HttpClient.
 #include "src/server/alerts.h"
 
 #include <openssl/evp.h>

@@ -1,4 +1,4 @@
-// The control plane tried as an attacker would (shared/RELIABILITY.md "Attacks on the control
+// The control plane tried as an attacker would (docs/reliability.md "Attacks on the control
 // plane"), against a real server on a loopback port: requests from other origins and for other
 // hosts, bodies that are not JSON, tokens limited to a namespace reading or changing another's
 // jobs, runs, cursors, audit records, metrics and secrets, floods of failing calls, auth failures

@@ -1,8 +1,8 @@
 // JobSpec <-> JSON for the HTTP API, with the SAME keys and value grammar as the jobs file
-// (PRODUCT.md "Jobs file", apps/gnomon/config.cc): durations are strings ("90s"), policies are
-// lower-case names, `env` and `http.headers` are objects of strings.
+// (docs/configuration.md "Jobs files", apps/gnomon/config.cc): durations are strings ("90s"),
+// policies are lower-case names, `env` and `http.headers` are objects of strings.
 //
-// Hostile input (shared/RELIABILITY.md): ParseJsonBody rejects, before nlohmann's recursive
+// Hostile input (docs/reliability.md): ParseJsonBody rejects, before nlohmann's recursive
 // parser runs, any document nested deeper than `max_depth`; it rejects duplicate object keys and
 // invalid UTF-8; unknown keys and wrong types are errors that name the field ("retries: expected
 // an integer, got string"). Every error is an InvalidArgument Status, never an exception.

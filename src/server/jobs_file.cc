@@ -11,7 +11,7 @@
 namespace gnomon::server {
 namespace {
 
-// Job keys (PRODUCT.md "Jobs file" plus kill_grace, history_keep, history_max_age, queue).
+// Job keys (docs/configuration.md "Jobs files").
 Status SetHttp(const Reporter& r, const toml::node& n, JobSpec& job) {
   const auto* t = n.as_table();
   if (t == nullptr) return r.WrongType(n, "http", "a table {url, method, headers}");

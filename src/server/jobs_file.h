@@ -1,4 +1,4 @@
-// Jobs files (PRODUCT.md "Jobs file"; every key in docs/configuration.md): `[[job]]` tables of
+// Jobs files (every key in docs/configuration.md "Jobs files"): `[[job]]` tables of
 // the job keys and an optional `[defaults]` table, read into JobSpecs. Every load is
 // all-or-nothing, and every error says where and what:
 // `jobs.toml:12: job "report": unknown key "schedulle" (did you mean "schedule"?)`.

@@ -90,7 +90,7 @@ class Node {
   // Applies a reload all or nothing: everything is checked first; on error nothing changes and
   // the error names what was wrong.
   Status Reload(NodeReload reload);
-  // Graceful stop (PRODUCT.md guarantee 9): stops serving and syncing, then stops the scheduler
+  // Graceful stop (docs/guarantees.md 9): stops serving and syncing, then stops the scheduler
   // (runs finish or are cancelled after shutdown_grace), then flushes alerts and spans.
   // Idempotent.
   void Stop();

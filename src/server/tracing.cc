@@ -1,5 +1,5 @@
 // OtlpExporter: the adapter around nlohmann::json for OTLP/HTTP JSON (its exceptions stop here,
-// STYLE.md rule 4); batches go through net::HttpClient.
+// docs/architecture.md rule 4); batches go through net::HttpClient.
 #include "src/server/tracing.h"
 
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// The only place that reads the machine's clocks and really waits (STYLE.md rule 2).
+// The only place that reads the machine's clocks and really waits (docs/architecture.md rule 2).
 #include <chrono>
 
 #include "gnomon/time.h"

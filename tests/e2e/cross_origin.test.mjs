@@ -1,5 +1,5 @@
 // A page of another origin, open in the operator's browser, tries every trick a page has to create
-// and run a job on a gnomon server (shared/RELIABILITY.md "Attacks on the control plane"): simple
+// and run a job on a gnomon server (docs/reliability.md "Attacks on the control plane"): simple
 // requests (text/plain and form bodies, no-cors fetches, beacons), HTML forms (one with a body
 // crafted to parse as JSON), a CORS request with a JSON body, and DNS rebinding (a name of the
 // attacker's that resolves to the server, so the page is "same-origin" with it). The server runs

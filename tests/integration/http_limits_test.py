@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The HTTP transport of a real `gnomon serve` under the attacks of shared/RELIABILITY.md: a 100 MB
+"""The HTTP transport of a real `gnomon serve` under the attacks of docs/reliability.md: a 100 MB
 flood of header lines on one connection, one 100 MB header line, and 150 connections that each
 send a byte every 1.5 s. The daemon's resident memory (VmRSS, /proc) must grow by less than
 64 MB, and /healthz must answer within 1 s throughout; with `[api] probe_listen`, probes have a

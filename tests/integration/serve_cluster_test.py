@@ -482,7 +482,7 @@ class MembershipChanges(unittest.TestCase):
 
 class QueueMode(unittest.TestCase):
     """Queue mode: `serve --mode schedule` publishes claimed fires to Redis streams and
-    `gnomon worker` processes run them. RELIABILITY.md F12: a worker killed -9 while it holds
+    `gnomon worker` processes run them. docs/reliability.md F12: a worker killed -9 while it holds
     entries; every fire completes once, the dead worker's entries are reclaimed and dropped (their
     claims are stale), and the streams end empty."""
 

@@ -294,7 +294,7 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
       coord::RedisConnectionPool::Connect(*config, options.connections);
   if (!conn.ok()) return conn.status();
 
-  // Persistence: acknowledged claims must survive a server restart (RELIABILITY.md F3/F4).
+  // Persistence: acknowledged claims must survive a server restart (docs/reliability.md F3/F4).
   bool durable = false;
   std::string why;
   Result<RedisReply> aof = (*conn)->Command({"CONFIG", "GET", "appendonly"});

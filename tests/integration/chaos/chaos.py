@@ -719,7 +719,7 @@ def f8_packet_loss(c, seconds):
 
 def f4_redis_no_persistence(c, seconds):
     """Redis without persistence: gnomon refuses it, or (allow_unsafe_backend) warns; after a
-    restart that lost every key, fencing tokens still never go backwards (RELIABILITY.md F4:
+    restart that lost every key, fencing tokens still never go backwards (docs/reliability.md F4:
     the pass criteria are the refusal/warning and the tokens; a fire claimed just before the
     data loss may be claimed again, which is why gnomon refuses such a backend by default)."""
     c.aof = False

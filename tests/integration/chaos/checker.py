@@ -13,7 +13,7 @@ Inputs
 Checks (each a count in the result; any non-zero in `violations` fails the scenario)
 - duplicates: a fire (job, run id) with more than one first-attempt start record, or any
   (run id, attempt) recorded twice.
-- fence_regressions: PRODUCT.md: the token "strictly increases per job across all claims and
+- fence_regressions: docs/guarantees.md: the token "strictly increases per job across all claims and
   attempts", i.e. in the order the claims are made. Checked as: for one job, the first-attempt
   start records ordered by scheduled instant carry strictly increasing tokens (equal or lower =
   regression), except misfire catch-up runs (a node logged `claimed ... catch_up=true` for the
