@@ -154,7 +154,7 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
     *exit_code = r.exit_code;
   });
   CLI::App* add = job->add_subcommand("add", "Create the jobs of a TOML jobs file");
-  add->add_option("FILE", a->file, "Jobs file ([[job]] tables, the keys of PRODUCT.md)")
+  add->add_option("FILE", a->file, "Jobs file ([[job]] tables, the keys of docs/configuration.md)")
       ->required();
   add->add_flag("--replace", a->replace, "Replace jobs that exist (If-Match their version)");
   add->callback([a, exit_code] { *exit_code = Add(*a); });
