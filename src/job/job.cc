@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gnomon/cron.h"
+#include "src/job/job_schema.h"
+#include "src/job/key_hint.h"
 
 namespace gnomon {
 namespace {
@@ -51,14 +53,6 @@ std::string_view NameOf(E value, const std::pair<std::string_view, E> (&table)[N
 Status FieldError(const JobSpec& job, std::string_view field, const std::string& what) {
   return InvalidArgumentError("job \"" + job.id.substr(0, 128) + "\": " + std::string(field) +
                               ": " + what);
-}
-
-// A printable, bounded rendering of untrusted text inside a message.
-std::string Shown(std::string_view s, size_t max = 64) {
-  std::string out;
-  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > max) out += "...";
-  return out;
 }
 
 // What the HTTP executor needs of a URL, checked when the job is defined: http or https, a host
@@ -121,15 +115,6 @@ bool IsUserSpec(std::string_view spec) {
   return name(spec.substr(0, colon)) && name(spec.substr(colon + 1));
 }
 
-Status CheckDuration(const JobSpec& job, std::string_view field, Duration d, Duration min,
-                     Duration max) {
-  if (d < min || d > max) {
-    return FieldError(job, field,
-                      FormatDuration(d) + " is out of range " + FormatDuration(min) + " to " +
-                          FormatDuration(max));
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -320,28 +305,8 @@ Status ValidateJobSpec(const JobSpec& job) {
   if (job.memory_max < 0 || job.memory_max > (int64_t{1} << 50)) {
     return FieldError(job, "memory_max", "is out of range 0 to 1 PiB");
   }
-  GNOMON_RETURN_IF_ERROR(
-      CheckDuration(job, "cpu_max", job.cpu_max, Duration(0), std::chrono::hours(24 * 30)));
-  if (job.pids_max < 0 || job.pids_max > 1'000'000) {
-    return FieldError(job, "pids_max", std::to_string(job.pids_max) + " is out of range 0-1000000");
-  }
-  if (job.open_files < 0 || job.open_files > 1'048'576) {
-    return FieldError(job, "open_files",
-                      std::to_string(job.open_files) + " is out of range 0-1048576");
-  }
-  GNOMON_RETURN_IF_ERROR(
-      CheckDuration(job, "timeout", job.timeout, Duration(0), std::chrono::hours(24 * 30)));
-  if (job.retries < 0 || job.retries > 100) {
-    return FieldError(job, "retries", std::to_string(job.retries) + " is out of range 0-100");
-  }
-  GNOMON_RETURN_IF_ERROR(CheckDuration(job, "retry_backoff", job.retry_backoff,
-                                       std::chrono::milliseconds(1), kMaxRetryBackoff));
-  GNOMON_RETURN_IF_ERROR(CheckDuration(job, "catchup_window", job.catchup_window, Duration(0),
-                                       std::chrono::hours(24 * 366)));
-  GNOMON_RETURN_IF_ERROR(
-      CheckDuration(job, "kill_grace", job.kill_grace, Duration(0), std::chrono::hours(1)));
-  GNOMON_RETURN_IF_ERROR(CheckDuration(job, "history_max_age", job.history_max_age,
-                                       std::chrono::minutes(1), std::chrono::hours(24 * 3660)));
+  // Every integer and duration key's range, from the job schema.
+  GNOMON_RETURN_IF_ERROR(CheckJobKeyRanges(job));
   if (job.queue.empty() || job.queue.size() > 64 ||
       !std::all_of(job.queue.begin(), job.queue.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -349,17 +314,6 @@ Status ValidateJobSpec(const JobSpec& job) {
       })) {
     return FieldError(job, "queue",
                       "\"" + job.queue.substr(0, 64) + "\" must match [A-Za-z0-9_.-]{1,64}");
-  }
-  if (job.shards < 1 || job.shards > 1024) {
-    return FieldError(job, "shards", std::to_string(job.shards) + " is out of range 1-1024");
-  }
-  if (job.max_consecutive_failures < 0 || job.max_consecutive_failures > 1'000'000) {
-    return FieldError(job, "max_consecutive_failures",
-                      std::to_string(job.max_consecutive_failures) + " is out of range 0-1000000");
-  }
-  if (job.history_keep < 1 || job.history_keep > 100'000) {
-    return FieldError(job, "history_keep",
-                      std::to_string(job.history_keep) + " is out of range 1-100000");
   }
   size_t env_bytes = 0;
   for (const auto& [k, v] : job.env) {

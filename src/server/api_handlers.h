@@ -47,14 +47,13 @@ class MetricsHandler final : public ApiHandler {
 // (GET /api/v1/openapi.json). `auth_required` is announced to the page in X-Gnomon-Auth.
 class AssetsHandler final : public ApiHandler {
  public:
-  AssetsHandler(std::string version, bool auth_required)
-      : version_(std::move(version)), auth_required_(auth_required) {}
+  AssetsHandler(std::string version, bool auth_required);
   Response Handle(Call& call) override;
   // Whether `path` names an embedded file.
   static bool IsAsset(std::string_view path);
 
  private:
-  const std::string version_;
+  const std::string openapi_;  // the OpenAPI document, made once
   const bool auth_required_;
 };
 

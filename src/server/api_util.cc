@@ -9,13 +9,6 @@ namespace gnomon::server {
 
 using nlohmann::json;
 
-std::string Shown(std::string_view s, size_t max) {
-  std::string out;
-  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > max) out += "...";
-  return out;
-}
-
 Response Error(int status, std::string_view code, std::string message, std::string_view field) {
   json e = {{"code", code}, {"message", std::move(message)}};
   if (!field.empty()) e["field"] = field;

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/job/key_hint.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/server/api_handler.h"
@@ -18,9 +19,8 @@
 
 namespace gnomon::server {
 
-// A printable, bounded rendering of untrusted text inside a message: bytes outside printable
-// ASCII become '?', and text beyond `max` bytes is cut with "...".
-std::string Shown(std::string_view s, size_t max = 64);
+// A printable, bounded rendering of untrusted text inside a message (src/job/key_hint.h).
+using gnomon::Shown;
 
 // {"error": {"code", "message"[, "field"]}} with `status`.
 Response Error(int status, std::string_view code, std::string message, std::string_view field = "");

@@ -14,12 +14,15 @@ const WebAsset* FindWebAsset(std::string_view path) {
   return nullptr;
 }
 
+AssetsHandler::AssetsHandler(std::string version, bool auth_required)
+    : openapi_(OpenApiDocument(Shown(version))), auth_required_(auth_required) {}
+
 bool AssetsHandler::IsAsset(std::string_view path) { return FindWebAsset(path) != nullptr; }
 
 Response AssetsHandler::Handle(Call& call) {
   if (call.req.path == "/api/v1/openapi.json") {
     Response r;
-    r.body = OpenApiDocument(Shown(version_));
+    r.body = openapi_;
     return r;
   }
   const WebAsset& asset = *FindWebAsset(call.req.path);

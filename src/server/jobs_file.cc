@@ -5,37 +5,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "src/job/job_schema.h"
 #include "src/server/api_util.h"
 #include "src/server/toml_reader.h"
 
 namespace gnomon::server {
 namespace {
 
-// Job keys (docs/configuration.md "Jobs files").
-Status SetHttp(const Reporter& r, const toml::node& n, JobSpec& job) {
-  const auto* t = n.as_table();
-  if (t == nullptr) return r.WrongType(n, "http", "a table {url, method, headers}");
-  HttpTarget http;
-  bool has_url = false;
-  for (const auto& [k, v] : Ordered(*t)) {
-    const std::string_view name = k->str();
-    if (name == "url") {
-      GNOMON_RETURN_IF_ERROR(GetString(r, *v, "http.url", &http.url));
-      has_url = true;
-    } else if (name == "method") {
-      GNOMON_RETURN_IF_ERROR(GetString(r, *v, "http.method", &http.method));
-    } else if (name == "headers") {
-      GNOMON_RETURN_IF_ERROR(MergeStringMap(r, *v, "http.headers", &http.headers));
-    } else {
-      return UnknownKey(r, *k, {"url", "method", "headers"}, "http");
-    }
-  }
-  if (!has_url) return r.Fail(n, "http.url: is required");
-  job.http = std::move(http);
-  return Status::Ok();
-}
-
-// A TOML value as JSON (`params`): tables are objects, arrays arrays; dates and times are their
+// A TOML value as JSON (every job key is read as JSON): tables are objects, arrays arrays; dates and times are their
 // RFC 3339 text; a float that JSON cannot hold (nan, inf) is an error.
 Result<nlohmann::json> TomlToJson(const Reporter& r, const toml::node& n, const std::string& at) {
   if (const auto* t = n.as_table()) {
@@ -70,75 +47,6 @@ Result<nlohmann::json> TomlToJson(const Reporter& r, const toml::node& n, const 
   return nlohmann::json(text.str());
 }
 
-Status SetParams(const Reporter& r, const toml::node& n, JobSpec& job) {
-  if (n.as_table() == nullptr) return r.WrongType(n, "params", "a table");
-  Result<nlohmann::json> j = TomlToJson(r, n, "params");
-  if (!j.ok()) return j.status();
-  std::string text = j->empty() ? std::string() : j->dump();
-  if (text.size() > kMaxParamsBytes) {
-    return r.Fail(n, "params: " + std::to_string(text.size()) + " bytes is larger than 16 KiB");
-  }
-  job.params = std::move(text);
-  return Status::Ok();
-}
-
-template <typename E>
-Status SetEnum(const Reporter& r, const toml::node& n, std::string_view field,
-               Result<E> (*parse)(std::string_view), E* out) {
-  std::string s;
-  GNOMON_RETURN_IF_ERROR(GetString(r, n, field, &s));
-  Result<E> e = parse(s);
-  if (!e.ok()) return r.Fail(n, e.status().message());
-  *out = *e;
-  return Status::Ok();
-}
-
-using JobSetter = Status (*)(const Reporter&, const toml::node&, JobSpec&);
-struct JobKey {
-  std::string_view name;
-  JobSetter set;
-};
-
-// clang-format off
-const JobKey kJobKeys[] = {
-    {"id", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "id", &j.id); }},
-    {"schedule", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "schedule", &j.schedule); }},
-    {"timezone", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "timezone", &j.timezone); }},
-    {"command", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "command", &j.command); }},
-    {"argv", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetStringList(r, n, "argv", &j.argv); }},
-    {"http", SetHttp},
-    {"timeout", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "timeout", &j.timeout); }},
-    {"retries", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "retries", &j.retries); }},
-    {"retry_backoff", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "retry_backoff", &j.retry_backoff); }},
-    {"overlap", [](const Reporter& r, const toml::node& n, JobSpec& j) { return SetEnum(r, n, "overlap", ParseOverlapPolicy, &j.overlap); }},
-    {"misfire", [](const Reporter& r, const toml::node& n, JobSpec& j) { return SetEnum(r, n, "misfire", ParseMisfirePolicy, &j.misfire); }},
-    {"catchup_window", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "catchup_window", &j.catchup_window); }},
-    {"on_lost", [](const Reporter& r, const toml::node& n, JobSpec& j) { return SetEnum(r, n, "on_lost", ParseLostPolicy, &j.on_lost); }},
-    {"shards", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "shards", &j.shards); }},
-    {"max_consecutive_failures", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "max_consecutive_failures", &j.max_consecutive_failures); }},
-    {"enabled", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetBool(r, n, "enabled", &j.enabled); }},
-    {"description", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "description", &j.description); }},
-    {"params", SetParams},
-    {"env", [](const Reporter& r, const toml::node& n, JobSpec& j) { return MergeStringMap(r, n, "env", &j.env); }},
-    {"kill_grace", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "kill_grace", &j.kill_grace); }},
-    {"history_keep", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "history_keep", &j.history_keep); }},
-    {"history_max_age", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "history_max_age", &j.history_max_age); }},
-    {"queue", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "queue", &j.queue); }},
-    {"run_as", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetString(r, n, "run_as", &j.run_as); }},
-    {"inherit_env", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetStringList(r, n, "inherit_env", &j.inherit_env); }},
-    {"memory_max", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetByteSize(r, n, "memory_max", &j.memory_max); }},
-    {"cpu_max", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetDuration(r, n, "cpu_max", &j.cpu_max); }},
-    {"pids_max", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "pids_max", &j.pids_max); }},
-    {"open_files", [](const Reporter& r, const toml::node& n, JobSpec& j) { return GetInt(r, n, "open_files", &j.open_files); }},
-};
-// clang-format on
-
-std::vector<std::string_view> JobKeyNames() {
-  std::vector<std::string_view> names;
-  for (const JobKey& k : kJobKeys) names.push_back(k.name);
-  return names;
-}
-
 // Applies the keys of `t` onto *job. A table that names an executor (command, argv or http)
 // replaces the inherited one, so `[defaults] command = ...` does not clash with a job's argv.
 // `env` entries are merged over the inherited ones; every other key replaces its value.
@@ -150,15 +58,23 @@ Status ApplyJobTable(const Reporter& r, const toml::table& t, bool is_defaults, 
     out.http.reset();
   }
   for (const auto& [k, v] : Ordered(t)) {
-    const JobKey* found = nullptr;
-    for (const JobKey& jk : kJobKeys) {
-      if (jk.name == k->str()) found = &jk;
-    }
-    if (found == nullptr) return UnknownKey(r, *k, JobKeyNames());
-    if (is_defaults && found->name == "id") {
+    const JobKey* key = FindJobKey(k->str());
+    if (key == nullptr) return UnknownKey(r, *k, JobKeyNames());
+    if (is_defaults && key->name == "id") {
       return r.Fail(LineOf(*k), "id: a job id cannot have a default");
     }
-    GNOMON_RETURN_IF_ERROR(found->set(r, *v, out));
+    // The value as JSON, read by the job schema as the API reads it.
+    Result<nlohmann::json> value = TomlToJson(r, *v, std::string(key->name));
+    if (!value.ok()) return value.status();
+    Status s;
+    if (key->name == "env") {  // merged over the inherited entries
+      JobSpec read;
+      s = key->read(*value, read);
+      for (auto& [name, text] : read.env) out.env[name] = std::move(text);
+    } else {
+      s = key->read(*value, out);
+    }
+    if (!s.ok()) return r.Fail(*v, s.message());
   }
   *job = std::move(out);
   return Status::Ok();

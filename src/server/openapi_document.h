@@ -8,8 +8,12 @@
 
 namespace gnomon::server {
 
-// The document, with `version` (printable ASCII, not escaped) as info.version.
+// The document, with `version` as info.version and the definition's schema (JobSpec) from the
+// job schema (src/job/job_schema.h).
 std::string OpenApiDocument(std::string_view version);
+// src/server/openapi.json as built in (its JobSpec is held equal to the job schema's by
+// job_schema_test).
+std::string_view OpenApiSource();
 
 }  // namespace gnomon::server
 

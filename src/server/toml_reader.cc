@@ -10,7 +10,7 @@
 
 #include "gnomon/job.h"
 #include "src/server/api_util.h"
-#include "src/server/key_hint.h"
+#include "src/job/key_hint.h"
 
 namespace gnomon::server {
 

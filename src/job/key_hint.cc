@@ -1,10 +1,9 @@
-#include "src/server/key_hint.h"
+#include "src/job/key_hint.h"
 
 #include <algorithm>
 
-#include "src/server/api_util.h"
 
-namespace gnomon::server {
+namespace gnomon {
 namespace {
 
 // Levenshtein distance (both strings are short).
@@ -39,4 +38,11 @@ std::string UnknownKeyMessage(std::string_view key, const std::vector<std::strin
   return what;
 }
 
-}  // namespace gnomon::server
+std::string Shown(std::string_view s, size_t max) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+}  // namespace gnomon
