@@ -329,6 +329,49 @@ TEST(CronDstTest, BothPassesOfAFallBackHourAreFoundBeforeAFarNextDay) {
   }
 }
 
+// The mirror image, for Prev (used by the catch-up): from after a fall-back hour, both passes come
+// back in reverse order (second pass first), also when the start is days after the matching day
+// (the search's jump to two days after the last civil match must not skip the second pass).
+TEST(CronDstTest, PrevReturnsBothPassesOfAFallBackHourInReverseOrder) {
+  struct Case {
+    const char* expr;
+    const char* zone;
+    const char* before;
+    std::vector<const char*> prevs;  // Prev(before), Prev(Prev(before)), ...
+  };
+  const std::vector<const char*> new_york = {
+      "2027-11-07T06:40:00Z", "2027-11-07T06:20:00Z", "2027-11-07T06:00:00Z",  // 01:xx EST
+      "2027-11-07T05:40:00Z", "2027-11-07T05:20:00Z", "2027-11-07T05:00:00Z",  // 01:xx EDT
+      "2027-10-31T05:40:00Z"};
+  const std::vector<const char*> berlin = {
+      "2027-10-31T01:39:00Z", "2027-10-31T01:19:00Z",  // 02:xx CET
+      "2027-10-31T00:39:00Z", "2027-10-31T00:19:00Z",  // 02:xx CEST
+      "2027-08-31T00:39:00Z"};
+  for (const Case& c : {
+           // 02:05 EST, just after the second pass.
+           Case{"*/20 1 * * 0", "America/New_York", "2027-11-07T07:05:00Z", new_york},
+           // 00:59 EST the next Sunday: the last matching day is a week back.
+           Case{"*/20 1 * * 0", "America/New_York", "2027-11-14T05:59:00Z", new_york},
+           // 03:00 CET, just after the second pass.
+           Case{"19,39 2 31 * *", "Europe/Berlin", "2027-10-31T02:00:00Z", berlin},
+           // 30 December: the last 31st is two months back.
+           Case{"19,39 2 31 * *", "Europe/Berlin", "2027-12-30T00:00:00Z", berlin},
+       }) {
+    Result<TimeZone> zone = TimeZone::Load(c.zone);
+    ASSERT_TRUE(zone.ok());
+    Result<CronExpr> e = CronExpr::Parse(c.expr, CronOptions{*zone, "job"});
+    ASSERT_TRUE(e.ok()) << c.expr;
+    Instant t = *Instant::ParseRfc3339(c.before);
+    for (const char* want : c.prevs) {
+      std::optional<Instant> prev = e->Prev(t);
+      ASSERT_TRUE(prev) << c.expr << " before " << t.ToRfc3339();
+      EXPECT_EQ(prev->ToRfc3339(), Instant::ParseRfc3339(want)->ToRfc3339())
+          << c.expr << " from " << c.before;
+      t = *prev;
+    }
+  }
+}
+
 // Random expressions started inside fall-back overlaps (Next from the first pass, Prev from the
 // second), checked against the brute-force oracle over the whole overlap and an hour around it.
 TEST(CronPropertyTest, FallBackOverlapsAreNeverJumpedOver) {
