@@ -115,7 +115,6 @@ bool IsUserSpec(std::string_view spec) {
   return name(spec.substr(0, colon)) && name(spec.substr(colon + 1));
 }
 
-
 }  // namespace
 
 std::string_view ToString(OverlapPolicy p) { return NameOf(p, kOverlap); }

@@ -13,122 +13,133 @@ namespace {
 
 using nlohmann::json;
 
-Status WrongType(std::string_view field, std::string_view expected, const json& got) {
-  return InvalidArgumentError(std::string(field) + ": expected " + std::string(expected) +
-                              ", got " + got.type_name());
+Status WrongType(const KeyValue& v, std::string_view field, std::string_view expected) {
+  return v.Fail(field, "expected " + std::string(expected) + ", got " + v.type_name());
 }
 
-Status Read(const json& v, std::string_view field, std::string* out) {
-  if (!v.is_string()) return WrongType(field, "a string", v);
-  *out = v.get_ref<const std::string&>();
+Status Read(const KeyValue& v, std::string_view field, std::string* out) {
+  if (v.kind() != KeyValue::Kind::kString) return WrongType(v, field, "a string");
+  *out = v.text();
   return Status::Ok();
 }
 
-Status Read(const json& v, std::string_view field, bool* out) {
-  if (!v.is_boolean()) return WrongType(field, "true or false", v);
-  *out = v.get<bool>();
+Status Read(const KeyValue& v, std::string_view field, bool* out) {
+  if (v.kind() != KeyValue::Kind::kBool) return WrongType(v, field, "true or false");
+  *out = v.boolean();
   return Status::Ok();
 }
 
-Status Read(const json& v, std::string_view field, int* out) {
-  if (!v.is_number_integer()) return WrongType(field, "an integer", v);
-  const bool big = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(INT_MAX)
-                                          : v.get<int64_t>() < INT_MIN || v.get<int64_t>() > INT_MAX;
-  if (big) return InvalidArgumentError(std::string(field) + ": " + v.dump() + " is out of range");
-  *out = v.get<int>();
+Status Read(const KeyValue& v, std::string_view field, int* out) {
+  if (v.kind() != KeyValue::Kind::kInteger) return WrongType(v, field, "an integer");
+  const std::optional<int64_t> x = v.integer();
+  if (!x || *x < INT_MIN || *x > INT_MAX) {
+    return v.Fail(field, (x ? std::to_string(*x) : std::string("the number")) + " is out of range");
+  }
+  *out = static_cast<int>(*x);
   return Status::Ok();
 }
 
-Status Read(const json& v, std::string_view field, Duration* out) {
-  if (!v.is_string()) return WrongType(field, "a duration string such as \"30s\"", v);
-  Result<Duration> d = ParseDuration(v.get_ref<const std::string&>());
-  if (!d.ok()) return InvalidArgumentError(std::string(field) + ": " + d.status().message());
+Status Read(const KeyValue& v, std::string_view field, Duration* out) {
+  if (v.kind() != KeyValue::Kind::kString) {
+    return WrongType(v, field, "a duration string such as \"30s\"");
+  }
+  Result<Duration> d = ParseDuration(v.text());
+  if (!d.ok()) return v.Fail(field, d.status().message());
   *out = *d;
   return Status::Ok();
 }
 
-Status ReadSize(const json& v, std::string_view field, int64_t* out) {
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                               : v.get<int64_t>() < 0) {
-      return InvalidArgumentError(std::string(field) + ": is out of range");
-    }
-    *out = v.get<int64_t>();
+Status ReadSize(const KeyValue& v, std::string_view field, int64_t* out) {
+  if (v.kind() == KeyValue::Kind::kInteger) {
+    const std::optional<int64_t> x = v.integer();
+    if (!x || *x < 0) return v.Fail(field, "must be >= 0");
+    *out = *x;
     return Status::Ok();
   }
-  if (!v.is_string()) return WrongType(field, "a size such as \"512M\" or an integer", v);
-  Result<int64_t> bytes = ParseByteSize(v.get_ref<const std::string&>());
-  if (!bytes.ok()) {
-    return InvalidArgumentError(std::string(field) + ": " + bytes.status().message());
+  if (v.kind() != KeyValue::Kind::kString) {
+    return WrongType(v, field, "a size such as \"512M\" or an integer");
   }
+  Result<int64_t> bytes = ParseByteSize(v.text());
+  if (!bytes.ok()) return v.Fail(field, bytes.status().message());
   *out = *bytes;
   return Status::Ok();
 }
 
-Status Read(const json& v, std::string_view field, std::vector<std::string>* out) {
-  if (!v.is_array()) return WrongType(field, "an array of strings", v);
+Status Read(const KeyValue& v, std::string_view field, std::vector<std::string>* out) {
+  if (v.kind() != KeyValue::Kind::kArray) return WrongType(v, field, "an array of strings");
   std::vector<std::string> list;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string()) {
-      return WrongType(std::string(field) + "[" + std::to_string(i) + "]", "a string", v[i]);
-    }
-    list.push_back(v[i].get<std::string>());
+  const std::vector<std::unique_ptr<KeyValue>> items = v.items();
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string e;
+    GNOMON_RETURN_IF_ERROR(Read(*items[i], std::string(field) + "[" + std::to_string(i) + "]", &e));
+    list.push_back(std::move(e));
   }
   *out = std::move(list);
   return Status::Ok();
 }
 
-Status Read(const json& v, std::string_view field, std::map<std::string, std::string>* out) {
-  if (!v.is_object()) return WrongType(field, "an object of strings", v);
+Status Read(const KeyValue& v, std::string_view field, std::map<std::string, std::string>* out) {
+  if (v.kind() != KeyValue::Kind::kMap) {
+    return WrongType(v, field, std::string(v.map_word()) + " of strings");
+  }
   std::map<std::string, std::string> m;
-  for (const auto& [k, e] : v.items()) {
-    if (!e.is_string()) return WrongType(std::string(field) + "." + Shown(k), "a string", e);
-    m[k] = e.get<std::string>();
+  for (const auto& [k, e] : v.entries()) {
+    GNOMON_RETURN_IF_ERROR(Read(*e, std::string(field) + "." + Shown(k), &m[k]));
   }
   *out = std::move(m);
   return Status::Ok();
 }
 
 template <typename E>
-Status ReadEnum(const json& v, std::string_view field, Result<E> (*parse)(std::string_view),
+Status ReadEnum(const KeyValue& v, std::string_view field, Result<E> (*parse)(std::string_view),
                 E* out) {
   std::string s;
   GNOMON_RETURN_IF_ERROR(Read(v, field, &s));
   Result<E> e = parse(s);
-  if (!e.ok()) return InvalidArgumentError(std::string(field) + ": " + e.status().message());
+  if (!e.ok()) {
+    // The parser's message names the field already ("overlap: ...").
+    std::string_view what = e.status().message();
+    const std::string prefix = std::string(field) + ": ";
+    if (what.starts_with(prefix)) what.remove_prefix(prefix.size());
+    return v.Fail(field, what);
+  }
   *out = *e;
   return Status::Ok();
 }
 
 // `params`: an object, kept as compact text ("" for an empty one).
-Status ReadParams(const json& v, JobSpec& job) {
-  if (!v.is_object()) return WrongType("params", "an object", v);
-  std::string text = v.empty() ? std::string() : v.dump(-1, ' ', false, json::error_handler_t::replace);
+Status ReadParams(const KeyValue& v, JobSpec& job) {
+  if (v.kind() != KeyValue::Kind::kMap) return WrongType(v, "params", v.map_word());
+  Result<json> j = v.ToJson("params");
+  if (!j.ok()) return j.status();
+  std::string text =
+      j->empty() ? std::string() : j->dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > kMaxParamsBytes) {
-    return InvalidArgumentError("params: " + std::to_string(text.size()) +
-                                " bytes is larger than 16 KiB");
+    return v.Fail("params", std::to_string(text.size()) + " bytes is larger than 16 KiB");
   }
   job.params = std::move(text);
   return Status::Ok();
 }
 
-Status ReadHttp(const json& v, JobSpec& job) {
-  if (!v.is_object()) return WrongType("http", "an object {url, method, headers}", v);
+Status ReadHttp(const KeyValue& v, JobSpec& job) {
+  if (v.kind() != KeyValue::Kind::kMap) {
+    return WrongType(v, "http", std::string(v.map_word()) + " {url, method, headers}");
+  }
   HttpTarget http;
   bool has_url = false;
-  for (const auto& [k, e] : v.items()) {
+  for (const auto& [k, e] : v.entries()) {
     if (k == "url") {
-      GNOMON_RETURN_IF_ERROR(Read(e, "http.url", &http.url));
+      GNOMON_RETURN_IF_ERROR(Read(*e, "http.url", &http.url));
       has_url = true;
     } else if (k == "method") {
-      GNOMON_RETURN_IF_ERROR(Read(e, "http.method", &http.method));
+      GNOMON_RETURN_IF_ERROR(Read(*e, "http.method", &http.method));
     } else if (k == "headers") {
-      GNOMON_RETURN_IF_ERROR(Read(e, "http.headers", &http.headers));
+      GNOMON_RETURN_IF_ERROR(Read(*e, "http.headers", &http.headers));
     } else {
-      return InvalidArgumentError(UnknownKeyMessage(k, {"url", "method", "headers"}, "http"));
+      return e->Fail("http", UnknownKeyMessage(k, {"url", "method", "headers"}));
     }
   }
-  if (!has_url) return InvalidArgumentError("http.url: is required");
+  if (!has_url) return v.Fail("http.url", "is required");
   job.http = std::move(http);
   return Status::Ok();
 }
@@ -146,33 +157,33 @@ constexpr int64_t kDay = 24LL * 3600 * 1000;
 // clang-format off
 #define GNOMON_KEY(NAME, TYPE, MIN, MAX, MEMBER, SCHEMA)                                         \
   JobKey{#NAME, TYPE, MIN, MAX,                                                                  \
-         [](const json& v, JobSpec& j) { return Read(v, #NAME, &j.MEMBER); },                    \
+         [](const KeyValue& v, JobSpec& j) { return Read(v, #NAME, &j.MEMBER); },                    \
          [](const JobSpec& j) { return json(j.MEMBER); }, [] { return SCHEMA; }}
 #define GNOMON_INT_KEY(NAME, MIN, MAX, MEMBER)                                                   \
   JobKey{#NAME, "integer", MIN, MAX,                                                             \
-         [](const json& v, JobSpec& j) { return Read(v, #NAME, &j.MEMBER); },                    \
+         [](const KeyValue& v, JobSpec& j) { return Read(v, #NAME, &j.MEMBER); },                    \
          [](const JobSpec& j) { return json(j.MEMBER); }, Int,                                   \
          [](const JobSpec& j) { return int64_t{j.MEMBER}; }}
 #define GNOMON_DURATION_KEY(NAME, MIN, MAX, MEMBER)                                              \
   JobKey{#NAME, "duration", MIN, MAX,                                                            \
-         [](const json& v, JobSpec& j) { return Read(v, #NAME, &j.MEMBER); },                    \
+         [](const KeyValue& v, JobSpec& j) { return Read(v, #NAME, &j.MEMBER); },                    \
          [](const JobSpec& j) { return json(FormatDuration(j.MEMBER)); }, Duration_,             \
          [](const JobSpec& j) { return int64_t{j.MEMBER.count()}; }}
 #define GNOMON_ENUM_KEY(NAME, MEMBER, PARSE, ...)                                                \
   JobKey{#NAME, "string", 1, 0,                                                                  \
-         [](const json& v, JobSpec& j) { return ReadEnum(v, #NAME, PARSE, &j.MEMBER); },         \
+         [](const KeyValue& v, JobSpec& j) { return ReadEnum(v, #NAME, PARSE, &j.MEMBER); },         \
          [](const JobSpec& j) { return json(std::string(ToString(j.MEMBER))); },                 \
          [] { return json{{"type", "string"}, {"enum", json::array({__VA_ARGS__})}}; }}
 
 const JobKey kKeys[] = {
-    JobKey{"id", "string", 1, 0, [](const json& v, JobSpec& j) { return Read(v, "id", &j.id); },
+    JobKey{"id", "string", 1, 0, [](const KeyValue& v, JobSpec& j) { return Read(v, "id", &j.id); },
            [](const JobSpec& j) { return json(j.id); },
            [] { return json{{"type", "string"}, {"pattern", "^[A-Za-z0-9_.-]{1,128}$"}}; }},
     GNOMON_KEY(schedule, "string", 1, 0, schedule, Str()),
     GNOMON_KEY(timezone, "string", 1, 0, timezone, Str()),
-    JobKey{"command", "string", 1, 0, [](const json& v, JobSpec& j) { return Read(v, "command", &j.command); },
+    JobKey{"command", "string", 1, 0, [](const KeyValue& v, JobSpec& j) { return Read(v, "command", &j.command); },
            [](const JobSpec& j) { return j.command.empty() ? json() : json(j.command); }, Str},
-    JobKey{"argv", "array of strings", 1, 0, [](const json& v, JobSpec& j) { return Read(v, "argv", &j.argv); },
+    JobKey{"argv", "array of strings", 1, 0, [](const KeyValue& v, JobSpec& j) { return Read(v, "argv", &j.argv); },
            [](const JobSpec& j) { return j.argv.empty() ? json() : json(j.argv); }, Strings},
     JobKey{"http", "table", 1, 0, ReadHttp,
            [](const JobSpec& j) {
@@ -210,7 +221,7 @@ const JobKey kKeys[] = {
     GNOMON_KEY(queue, "string", 1, 0, queue, Str()),
     GNOMON_KEY(run_as, "string", 1, 0, run_as, json({{"type", "string"}, {"description", "user[:group] the process runs as"}})),
     GNOMON_KEY(inherit_env, "array of strings", 1, 0, inherit_env, Strings()),
-    JobKey{"memory_max", "size", 1, 0, [](const json& v, JobSpec& j) { return ReadSize(v, "memory_max", &j.memory_max); },
+    JobKey{"memory_max", "size", 1, 0, [](const KeyValue& v, JobSpec& j) { return ReadSize(v, "memory_max", &j.memory_max); },
            [](const JobSpec& j) { return json(j.memory_max); },
            [] { return json{{"type", "integer"}, {"description", "bytes; 0 = none"}}; }},
     GNOMON_DURATION_KEY(cpu_max, 0, 30 * kDay, cpu_max),
@@ -224,6 +235,39 @@ const JobKey kKeys[] = {
 #undef GNOMON_ENUM_KEY
 
 }  // namespace
+
+KeyValue::Kind JsonKeyValue::kind() const {
+  if (v_.is_string()) return Kind::kString;
+  if (v_.is_number_integer()) return Kind::kInteger;
+  if (v_.is_number_float()) return Kind::kFloat;
+  if (v_.is_boolean()) return Kind::kBool;
+  if (v_.is_array()) return Kind::kArray;
+  if (v_.is_object()) return Kind::kMap;
+  return Kind::kOther;
+}
+
+std::optional<int64_t> JsonKeyValue::integer() const {
+  if (v_.is_number_unsigned() && v_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return std::nullopt;
+  }
+  return v_.get<int64_t>();
+}
+
+std::vector<std::unique_ptr<KeyValue>> JsonKeyValue::items() const {
+  std::vector<std::unique_ptr<KeyValue>> out;
+  for (const json& e : v_) out.push_back(std::make_unique<JsonKeyValue>(e));
+  return out;
+}
+
+std::vector<std::pair<std::string, std::unique_ptr<KeyValue>>> JsonKeyValue::entries() const {
+  std::vector<std::pair<std::string, std::unique_ptr<KeyValue>>> out;
+  for (const auto& [k, e] : v_.items()) out.emplace_back(k, std::make_unique<JsonKeyValue>(e));
+  return out;
+}
+
+Status JsonKeyValue::Fail(std::string_view field, std::string_view what) const {
+  return InvalidArgumentError(std::string(field) + ": " + std::string(what));
+}
 
 std::span<const JobKey> JobKeys() { return kKeys; }
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "src/job/key_hint.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/job/key_hint.h"
 #include "src/server/api_handler.h"
 #include "src/server/http_message.h"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "src/job/job_schema.h"
-#include "src/server/api_util.h"
 #include "src/job/key_hint.h"
+#include "src/server/api_util.h"
 
 namespace gnomon::server {
 namespace {
@@ -102,7 +102,7 @@ Result<JobSpec> JobSpecFromJson(const json& object, const JobSpec& base) {
   for (const auto& [k, v] : object.items()) {
     const JobKey* key = FindJobKey(k);
     if (key == nullptr) return UnknownKey(k, JobKeyNames());
-    GNOMON_RETURN_IF_ERROR(key->read(v, out));
+    GNOMON_RETURN_IF_ERROR(key->read(JsonKeyValue(v), out));
   }
   return out;
 }

@@ -70,7 +70,8 @@ std::vector<DocRow> DocKeyTable() {
     for (std::string& c : cells) {
       while (!c.empty() && c.back() == ' ') c.pop_back();
     }
-    if (cells.size() >= 3) rows.push_back({cells[0].substr(1, cells[0].size() - 2), cells[1], cells[2]});
+    if (cells.size() >= 3)
+      rows.push_back({cells[0].substr(1, cells[0].size() - 2), cells[1], cells[2]});
   }
   return rows;
 }
@@ -158,11 +159,12 @@ kill_grace = "3s"
   ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
   EXPECT_EQ(WriteJobKeys((*from_toml)[0]), WriteJobKeys(*from_json));
 
-  Result<std::vector<JobSpec>> bad =
-      ParseJobsFile("[[job]]\nid = \"b\"\nschedule = \"@daily\"\ncommand = \"true\"\nretries = \"x\"\n",
-                    "jobs.toml", JobSpec{});
+  Result<std::vector<JobSpec>> bad = ParseJobsFile(
+      "[[job]]\nid = \"b\"\nschedule = \"@daily\"\ncommand = \"true\"\nretries = \"x\"\n",
+      "jobs.toml", JobSpec{});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("jobs.toml:5"), std::string::npos) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("jobs.toml:5"), std::string::npos)
+      << bad.status().ToString();
   EXPECT_NE(bad.status().message().find("retries: expected an integer"), std::string::npos)
       << bad.status().ToString();
   EXPECT_EQ(JobSpecFromJson(json{{"retries", "x"}}, JobSpec{}).status().message(),
@@ -179,9 +181,9 @@ TEST(JobSchemaTest, RangesComeFromTheSchema) {
     if (key.min > key.max) continue;
     SCOPED_TRACE(std::string(key.name));
     JobSpec over = j;
-    const json big = key.type == "duration" ? json(FormatDuration(Duration(key.max + 1)))
-                                            : json(key.max + 1);
-    ASSERT_TRUE(key.read(big, over).ok());
+    const json big =
+        key.type == "duration" ? json(FormatDuration(Duration(key.max + 1))) : json(key.max + 1);
+    ASSERT_TRUE(key.read(JsonKeyValue(big), over).ok());
     Status s = ValidateJobSpec(over);
     EXPECT_NE(s.message().find(std::string(key.name) + ": "), std::string::npos) << s.ToString();
     EXPECT_NE(s.message().find("is out of range"), std::string::npos) << s.ToString();

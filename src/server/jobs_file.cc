@@ -12,8 +12,8 @@
 namespace gnomon::server {
 namespace {
 
-// A TOML value as JSON (every job key is read as JSON): tables are objects, arrays arrays; dates and times are their
-// RFC 3339 text; a float that JSON cannot hold (nan, inf) is an error.
+// A TOML value as JSON (every job key is read as JSON): tables are objects, arrays arrays; dates
+// and times are their RFC 3339 text; a float that JSON cannot hold (nan, inf) is an error.
 Result<nlohmann::json> TomlToJson(const Reporter& r, const toml::node& n, const std::string& at) {
   if (const auto* t = n.as_table()) {
     nlohmann::json out = nlohmann::json::object();
@@ -47,6 +47,50 @@ Result<nlohmann::json> TomlToJson(const Reporter& r, const toml::node& n, const 
   return nlohmann::json(text.str());
 }
 
+// A TOML value for the job schema's readers (src/job/job_schema.h KeyValue).
+class TomlKeyValue final : public KeyValue {
+ public:
+  TomlKeyValue(const Reporter& r, const toml::node& n) : r_(r), n_(n) {}
+  Kind kind() const override {
+    if (n_.is_string()) return Kind::kString;
+    if (n_.is_integer()) return Kind::kInteger;
+    if (n_.is_floating_point()) return Kind::kFloat;
+    if (n_.is_boolean()) return Kind::kBool;
+    if (n_.is_array()) return Kind::kArray;
+    if (n_.is_table()) return Kind::kMap;
+    return Kind::kOther;
+  }
+  std::string type_name() const override { return std::string(TypeName(n_)); }
+  std::string_view map_word() const override { return "a table"; }
+  std::string text() const override { return n_.as_string()->get(); }
+  std::optional<int64_t> integer() const override { return n_.as_integer()->get(); }
+  bool boolean() const override { return n_.as_boolean()->get(); }
+  std::vector<std::unique_ptr<KeyValue>> items() const override {
+    std::vector<std::unique_ptr<KeyValue>> out;
+    const auto& a = *n_.as_array();
+    for (size_t i = 0; i < a.size(); ++i)
+      out.push_back(std::make_unique<TomlKeyValue>(r_, *a.get(i)));
+    return out;
+  }
+  std::vector<std::pair<std::string, std::unique_ptr<KeyValue>>> entries() const override {
+    std::vector<std::pair<std::string, std::unique_ptr<KeyValue>>> out;
+    for (const auto& [k, v] : Ordered(*n_.as_table())) {
+      out.emplace_back(std::string(k->str()), std::make_unique<TomlKeyValue>(r_, *v));
+    }
+    return out;
+  }
+  Result<nlohmann::json> ToJson(std::string_view field) const override {
+    return TomlToJson(r_, n_, std::string(field));
+  }
+  Status Fail(std::string_view field, std::string_view what) const override {
+    return r_.Fail(n_, std::string(field) + ": " + std::string(what));
+  }
+
+ private:
+  const Reporter& r_;
+  const toml::node& n_;
+};
+
 // Applies the keys of `t` onto *job. A table that names an executor (command, argv or http)
 // replaces the inherited one, so `[defaults] command = ...` does not clash with a job's argv.
 // `env` entries are merged over the inherited ones; every other key replaces its value.
@@ -63,18 +107,15 @@ Status ApplyJobTable(const Reporter& r, const toml::table& t, bool is_defaults, 
     if (is_defaults && key->name == "id") {
       return r.Fail(LineOf(*k), "id: a job id cannot have a default");
     }
-    // The value as JSON, read by the job schema as the API reads it.
-    Result<nlohmann::json> value = TomlToJson(r, *v, std::string(key->name));
-    if (!value.ok()) return value.status();
-    Status s;
+    // Read by the job schema, as the API reads JSON; errors placed at the value's line.
+    const TomlKeyValue value(r, *v);
     if (key->name == "env") {  // merged over the inherited entries
       JobSpec read;
-      s = key->read(*value, read);
+      GNOMON_RETURN_IF_ERROR(key->read(value, read));
       for (auto& [name, text] : read.env) out.env[name] = std::move(text);
     } else {
-      s = key->read(*value, out);
+      GNOMON_RETURN_IF_ERROR(key->read(value, out));
     }
-    if (!s.ok()) return r.Fail(*v, s.message());
   }
   *job = std::move(out);
   return Status::Ok();

@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "gnomon/job.h"
-#include "src/server/api_util.h"
 #include "src/job/key_hint.h"
+#include "src/server/api_util.h"
 
 namespace gnomon::server {
 
