@@ -326,22 +326,6 @@ inline Result<std::vector<bool>> Coordinator::FiresRecorded(const std::vector<Fi
   return out;
 }
 
-inline Result<int64_t> Coordinator::WaitJobsChange(int64_t since, Duration timeout) {
-  SystemClock& clock = SystemClock::Get();
-  const Duration deadline = clock.SteadyNow() + timeout;
-  std::mutex mu;
-  std::condition_variable never;
-  std::unique_lock<std::mutex> lock(mu);
-  while (true) {
-    Result<int64_t> v = JobsVersion();
-    if (!v.ok() || *v != since) return v;
-    const Duration left = deadline - clock.SteadyNow();
-    if (left <= Duration::zero()) return v;
-    clock.WaitFor(lock, never, std::min<Duration>(left, std::chrono::milliseconds(100)),
-                  [] { return false; });
-  }
-}
-
 }  // namespace gnomon
 
 #endif  // GNOMON_COORDINATOR_H_

@@ -972,9 +972,14 @@ class ServeHttpApi(unittest.TestCase):
         run_ids = [l[0] for l in lines()]
         self.assertEqual(len(run_ids), 60, "a fire ran twice: %s" %
                          sorted(r for r in set(run_ids) if run_ids.count(r) > 1))
-        # Both nodes took part unless one finished before the other began; the records agree.
-        status, page = self.request(pa, "GET", "/api/v1/runs?job=bf-job&limit=1000&from=%s&until=%s"
-                                    % (iso(start), iso(start + 600)), token=self.OPS)
+        # Both nodes took part unless one finished before the other began; the records agree once
+        # every run's report landed (a process may have exited before its node reported it).
+        def page_of_window():
+            return self.request(pa, "GET", "/api/v1/runs?job=bf-job&limit=1000&from=%s&until=%s"
+                                % (iso(start), iso(start + 600)), token=self.OPS)
+        wait_for(lambda: all(r["outcome"] != "running" for r in page_of_window()[1]["runs"]), 30,
+                 "every backfilled run's report")
+        status, page = page_of_window()
         self.assertEqual(status, 200)
         self.assertEqual(sorted(r["run_id"] for r in page["runs"]), sorted(wanted))
         self.assertEqual([(r["run_id"], r["attempt"], r["outcome"], r["node_id"], r["cause"])
