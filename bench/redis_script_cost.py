@@ -101,7 +101,7 @@ local A = ARGV
 """
 
 MIN_CLAIM = MIN_PROLOGUE + """for k = 0, A[5] - 1 do
-  local i = 6 + k * 10
+  local i = 6 + k * 11
   local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
   local jb = GB .. ':{' .. job .. '}'
   local fid = ms_s .. ':' .. shard_s
@@ -160,7 +160,7 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir):
             next_job += BATCH
             args = COMMON + [str(BATCH)]
             for j in batch:
-                args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms, ""]
+                args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms, "", ""]
             claims = conn.cmd("EVALSHA", claim_sha, "2", BASE, BASE, *args)
             if len(claims) != BATCH or any(c[0] != "CLAIMED" for c in claims):
                 raise RuntimeError("%s: a claim was refused: %r" % (name, claims[:2]))

@@ -62,6 +62,9 @@ struct ClaimRequest {
   // are revoked (their holders' next fenced write fails with LeaseLost) and the claim proceeds.
   // kAllow: no check.
   OverlapPolicy overlap = OverlapPolicy::kForbid;
+  // Why the fire runs when not by schedule (at most kMaxCauseBytes; "" = by schedule), kept in
+  // the claim's running record and in Claim::cause, e.g. "backfill by ops".
+  std::string cause;
 };
 
 struct ClaimOutcome {

@@ -1,10 +1,10 @@
 // The out-of-line default of Coordinator (include/gnomon/coordinator.h): WaitJobsChange polls on
 // the machine's clock, so the public header itself reads no clock.
+#include "gnomon/coordinator.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-
-#include "gnomon/coordinator.h"
 
 namespace gnomon {
 

@@ -1140,6 +1140,30 @@ TEST_P(CoordinatorConformanceTest, ConcurrentRecordSkippedWritesOnce) {
   EXPECT_EQ(RunsOf(*coord_, fire.RunId()).size(), 1u);
 }
 
+// A claim's cause is in its running record and its Claim from the start, and stays in the
+// report's record; a cause longer than kMaxCauseBytes is refused.
+TEST_P(CoordinatorConformanceTest, AClaimsCauseIsInItsRunningRecord) {
+  const Instant t0 = clock_.Now();
+  ClaimRequest req = Req(Fire("j", t0), "n");
+  req.cause = "backfill by ops";
+  CLAIM_OR_FAIL(c, *coord_, req);
+  EXPECT_EQ(c.cause, "backfill by ops");
+  std::vector<RunRecord> runs = RunsOf(*coord_, c.fire.RunId());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].outcome, RunOutcome::kRunning);
+  EXPECT_EQ(runs[0].cause, "backfill by ops");
+  RunRecord done = RecordOf(c, RunOutcome::kSucceeded, t0, t0);
+  done.cause = c.cause;
+  ASSERT_OK(coord_->Report(c, done, true));
+  EXPECT_EQ(RunsOf(*coord_, c.fire.RunId())[0].cause, "backfill by ops");
+  // By schedule: no cause.
+  CLAIM_OR_FAIL(plain, *coord_, Req(Fire("j", t0 - seconds(1)), "n"));
+  EXPECT_EQ(RunsOf(*coord_, plain.fire.RunId())[0].cause, "");
+  ClaimRequest long_cause = Req(Fire("j", t0 - seconds(2)), "n");
+  long_cause.cause.assign(kMaxCauseBytes + 1, 'x');
+  EXPECT_CODE(coord_->Claim(long_cause).status(), StatusCode::kInvalidArgument);
+}
+
 // --- Live output -----------------------------------------------------------------------------
 
 // The running record carries what the attempt printed so far (fenced, cut to the last

@@ -54,6 +54,9 @@ Status ValidateClaimRequest(const ClaimRequest& req) {
   if (req.skew_tolerance < Duration(0)) {
     return InvalidArgumentError("claim: skew_tolerance is negative");
   }
+  if (req.cause.size() > kMaxCauseBytes) {
+    return InvalidArgumentError("claim: cause longer than 256 bytes");
+  }
   return Status::Ok();
 }
 

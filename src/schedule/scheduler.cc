@@ -870,10 +870,10 @@ class Scheduler::Impl {
     } else {
       if (Stopping()) return;
       claim_sent = clock_.SteadyNow();
-      std::optional<Claim> won =
-          AcceptClaim(*job, fire, coord_.Claim(RequestFor(*job, fire)), catch_up);
+      ClaimRequest req = RequestFor(*job, fire);
+      req.cause = cause;  // the running record says why from the start (a backfill)
+      std::optional<Claim> won = AcceptClaim(*job, fire, coord_.Claim(req), catch_up);
       if (!won) return;
-      won->cause = cause;
       if (fire.scheduled_at > Now()) {  // claimed ahead (or early, within skew_tolerance)
         StartClaimed(job, *won, claim_sent);
         return;

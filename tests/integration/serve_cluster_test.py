@@ -973,7 +973,8 @@ class ServeHttpApi(unittest.TestCase):
         self.assertEqual(len(run_ids), 60, "a fire ran twice: %s" %
                          sorted(r for r in set(run_ids) if run_ids.count(r) > 1))
         # Both nodes took part unless one finished before the other began; the records agree once
-        # every run's report landed (a process may have exited before its node reported it).
+        # every run's report landed (a process may have exited before its node reported it), and
+        # say why they ran from their claim on.
         def page_of_window():
             return self.request(pa, "GET", "/api/v1/runs?job=bf-job&limit=1000&from=%s&until=%s"
                                 % (iso(start), iso(start + 600)), token=self.OPS)

@@ -809,7 +809,7 @@ class EtcdCoordinator::Impl {
           }
           AdvanceLast(st, fire);
           PutMarker(w, fire, req.node_id);
-          out.claim = StartAttempt(w, fire, 1, req.node_id, req.lease_ttl, now, *l);
+          out.claim = StartAttempt(w, fire, 1, req.node_id, req.lease_ttl, now, *l, req.cause);
           w.Put(sk, Encode(st));
           claimed = true;
         }

@@ -112,6 +112,8 @@ Result<ClaimOutcome> MemoryCoordinator::Claim(const ClaimRequest& req) {
   auto [it, inserted] = fires_.emplace(IdOf(req.fire), std::move(fire));
   GNOMON_CHECK(inserted);
   out.claim = StartAttemptLocked(it->second, 1, req.node_id, req.lease_ttl, now);
+  out.claim->cause = req.cause;
+  runs_[RunKeyOf(req.fire, 1)].cause = req.cause;
   AdvanceLastScheduledLocked(req.fire);
   return out;
 }

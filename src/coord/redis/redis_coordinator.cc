@@ -381,7 +381,8 @@ std::vector<std::string> RedisCoordinator::ClaimArgs(const ClaimRequest& req) co
           Ms(req.skew_tolerance),
           std::string(ToString(req.overlap)),
           req.fire.RunId(),
-          ClaimDeadline(req.lease_ttl)};
+          ClaimDeadline(req.lease_ttl),
+          req.cause};
 }
 
 namespace {
@@ -408,7 +409,8 @@ Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& 
     return Malformed("claim");
   }
   ClaimOutcome out = coord::MakeOutcome(R::kClaimed, backend_now);
-  out.claim = gnomon::Claim{req.fire, 1, token, req.node_id, Instant::FromUnixMillis(lease)};
+  out.claim =
+      gnomon::Claim{req.fire, 1, token, req.node_id, Instant::FromUnixMillis(lease), req.cause};
   for (size_t i = 4; i < r.elements.size(); ++i) {
     // "<ms>:<shard>:<shard_count>"
     const std::string& s = r.elements[i].str;

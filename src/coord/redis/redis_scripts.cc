@@ -298,8 +298,8 @@ bool Uses(std::string_view text, std::string_view name) {
   return false;
 }
 
-// claim_one(A, i): A[i..i+9] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
-// run_id, deadline.
+// claim_one(A, i): A[i..i+10] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
+// run_id, deadline, cause ('' = by schedule).
 // -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/... now
 constexpr const char* kClaimFn = R"lua(
 local function claim_one(A, i)
@@ -338,6 +338,7 @@ local function claim_one(A, i)
   end
   local tok_s, lease_s = start_attempt(jb, job, fid, ms, shard_s + 0, sc_s, 1, '1', node,
                                        A[i + 5], counter_after(st[2]))
+  if A[i + 10] ~= '' then redis.call('HSET', jb .. ':run:' .. fid .. ':1', 'cause', A[i + 10]) end
   if not st[3] or st[3] + 0 < ms then
     redis.call('HSET', jb .. ':state', 'token', tok_s, 'last', ms_s)
   else
@@ -359,10 +360,10 @@ end
 return out
 )lua";
 
-// ARGV[5]: n; ARGV[6..]: n claims of 10 arguments each (claim_one). -> one reply per claim.
+// ARGV[5]: n; ARGV[6..]: n claims of 11 arguments each (claim_one). -> one reply per claim.
 constexpr const char* kClaimManyBody = R"lua(
 local out = {}
-for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 10) end
+for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 11) end
 return out
 )lua";
 

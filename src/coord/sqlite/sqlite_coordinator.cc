@@ -556,6 +556,16 @@ Result<ClaimOutcome> SqliteCoordinator::Claim(const ClaimRequest& req) {
     Result<gnomon::Claim> claim = db_->StartAttempt(req.fire, 1, req.node_id, req.lease_ttl, now);
     if (!claim.ok()) return claim.status();
     out.claim = std::move(*claim);
+    if (!req.cause.empty()) {
+      out.claim->cause = req.cause;
+      Result<Statement> s = db_->conn().Prepare(
+          "UPDATE runs SET cause = ?4 WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3 AND "
+          "attempt = 1");
+      if (!s.ok()) return s.status();
+      BindFire(*s, req.fire);
+      s->BindBlob(4, req.cause);
+      GNOMON_RETURN_IF_ERROR(s->Run());
+    }
     return db_->AdvanceLastScheduled(req.fire);
   });
   if (!status.ok()) return status;
