@@ -529,8 +529,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                         : options().max_streams == 0 ? "event streams are turned off"
                                                      : "too many event streams are open: retry";
       Response busy = Error(503, "unavailable", why);
-      if (head_) busy.status = 405;
-      busy.headers.emplace_back("Retry-After", "5");
+      if (head_) {
+        busy.status = 405;
+      } else {
+        busy.headers.emplace_back("Retry-After", "5");
+      }
       return Refuse(std::move(busy));
     }
     events_ = std::move(from.stream);

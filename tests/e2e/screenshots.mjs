@@ -79,6 +79,7 @@ try {
   await page.goto(`${url}/#/jobs/report-build`);
   await page.getByRole('button', { name: `Output of ${report.run_id} attempt 1` }).click();
   await page.waitForTimeout(4000);
+  await page.evaluate(() => window.scrollTo(0, 0)); // the sticky header at the top of the shot
   await page.screenshot({ path: path.join(out, 'live-output.png'), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   for (const [hash, name] of [['#/jobs', 'jobs-phone'], ['#/jobs/invoice-export', 'job-phone']]) {
