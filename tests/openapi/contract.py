@@ -18,7 +18,11 @@ import subprocess
 import sys
 import tempfile
 
-import jsonschema
+try:
+    import jsonschema
+except ImportError:  # an interpreter of its own (pyenv, venv): Debian's python3-jsonschema
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import jsonschema
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(HERE, "..", "..", "src", "server", "openapi.json")
