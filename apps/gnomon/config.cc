@@ -261,19 +261,19 @@ Status ParseApi(const std::string& file, const std::string& base_dir, const toml
 Status LoadFiles(const std::vector<std::string>& jobs_files,
                  const std::vector<std::string>& crontab_files, const JobSpec& defaults,
                  const std::string& jobs_at, const std::string& crontab_at,
-                 std::vector<JobSpec>* jobs) {
+                 std::vector<CompiledJob>* jobs) {
   auto located = [](const std::string& at, const Status& s) {
     return at.empty() || s.code() != StatusCode::kNotFound ? s : s.WithPrefix(at);
   };
   for (const std::string& f : jobs_files) {
-    Result<std::vector<JobSpec>> loaded = LoadJobsFile(f, defaults);
+    Result<std::vector<CompiledJob>> loaded = LoadJobsFile(f, defaults);
     if (!loaded.ok()) return located(jobs_at, loaded.status());
-    for (JobSpec& j : *loaded) jobs->push_back(std::move(j));
+    for (CompiledJob& j : *loaded) jobs->push_back(std::move(j));
   }
   for (const std::string& f : crontab_files) {
-    Result<std::vector<JobSpec>> loaded = LoadCrontab(f, defaults);
+    Result<std::vector<CompiledJob>> loaded = LoadCrontab(f, defaults);
     if (!loaded.ok()) return located(crontab_at, loaded.status());
-    for (JobSpec& j : *loaded) jobs->push_back(std::move(j));
+    for (CompiledJob& j : *loaded) jobs->push_back(std::move(j));
   }
   return Status::Ok();
 }
@@ -474,7 +474,7 @@ std::string DataDirFor(const ServeConfig& config) {
 
 Status AddJobFiles(ServeConfig* config, const std::vector<std::string>& jobs_files,
                    const std::vector<std::string>& crontab_files) {
-  std::vector<JobSpec> jobs = config->jobs;
+  std::vector<CompiledJob> jobs = config->jobs;
   GNOMON_RETURN_IF_ERROR(LoadFiles(jobs_files, crontab_files, config->defaults, "", "", &jobs));
   GNOMON_RETURN_IF_ERROR(CheckUniqueJobIds(jobs));
   config->jobs = std::move(jobs);

@@ -125,8 +125,9 @@ struct ServeConfig {
   // applied under every job's own keys: built-ins < [defaults] < job.
   JobSpec defaults;
   // Every job: the config's inline [[job]] tables, then each jobs file, then each crontab, in
-  // order. Ids are unique; each has source = "file:line" and read_only = true.
-  std::vector<JobSpec> jobs;
+  // order, each checked and compiled once. Ids are unique; each has source = "file:line" and
+  // read_only = true.
+  std::vector<CompiledJob> jobs;
 };
 
 // Reads and checks the config file at `path`, then loads the jobs files and crontabs it names

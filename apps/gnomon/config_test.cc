@@ -54,7 +54,7 @@ class TempDir {
 };
 
 Result<std::vector<JobSpec>> Jobs(std::string_view text, const JobSpec& defaults = {}) {
-  return ParseJobsFile(text, "jobs.toml", defaults);
+  return server::SpecsOf(ParseJobsFile(text, "jobs.toml", defaults));
 }
 
 Result<ServeConfig> Config(std::string_view text) {
@@ -175,7 +175,7 @@ http = { url = "http://127.0.0.1:9000/x", method = "GET", headers = { X-Team = "
 
   // Inline jobs first, then the jobs files in order, then the crontabs.
   ASSERT_EQ(c->jobs.size(), 5u);
-  const JobSpec& inline_job = c->jobs[0];
+  const JobSpec& inline_job = c->jobs[0].spec;
   EXPECT_EQ(inline_job.id, "inline");
   EXPECT_EQ(inline_job.source, config + ":27");
   EXPECT_TRUE(inline_job.read_only);
@@ -187,12 +187,12 @@ http = { url = "http://127.0.0.1:9000/x", method = "GET", headers = { X-Team = "
   EXPECT_THAT(inline_job.argv, ElementsAre("/usr/bin/backup", "--all"));
   EXPECT_EQ(inline_job.env, (std::map<std::string, std::string>{{"LEVEL", "2"}, {"TEAM", "ops"}}));
 
-  const JobSpec& inherits = c->jobs[1];
+  const JobSpec& inherits = c->jobs[1].spec;
   EXPECT_EQ(inherits.id, "inherits");
   EXPECT_EQ(inherits.command, "/bin/true");
   EXPECT_EQ(inherits.env.at("LEVEL"), "1");
 
-  const JobSpec& included = c->jobs[2];
+  const JobSpec& included = c->jobs[2].spec;
   EXPECT_EQ(included.id, "from-include");
   EXPECT_EQ(included.source, etc + "more-jobs.toml:4");
   EXPECT_EQ(included.retries, 5);  // the file's own [defaults]
@@ -200,14 +200,14 @@ http = { url = "http://127.0.0.1:9000/x", method = "GET", headers = { X-Team = "
   EXPECT_EQ(included.timezone, "UTC");
   EXPECT_TRUE(included.read_only);
 
-  const JobSpec& other = c->jobs[3];
+  const JobSpec& other = c->jobs[3].spec;
   EXPECT_EQ(other.id, "other");
   EXPECT_EQ(other.retries, 2);  // the other file's [defaults] do not leak
   ASSERT_TRUE(other.http.has_value());
   EXPECT_EQ(other.command, "");
   EXPECT_EQ(other.http->method, "GET");
 
-  const JobSpec& cron = c->jobs[4];
+  const JobSpec& cron = c->jobs[4].spec;
   EXPECT_EQ(cron.id, "user.crontab-2");
   EXPECT_EQ(cron.command, "/usr/bin/report");
   EXPECT_EQ(cron.timezone, "Europe/Berlin");
@@ -365,8 +365,8 @@ TEST(ServeConfigTest, AddJobFilesIsAllOrNothing) {
   ServeConfig config = *c;
   ASSERT_TRUE(AddJobFiles(&config, {good}, {tab}).ok());
   ASSERT_EQ(config.jobs.size(), 2u);
-  EXPECT_EQ(config.jobs[0].command, "true");
-  EXPECT_EQ(config.jobs[1].id, "tab-1");
+  EXPECT_EQ(config.jobs[0].spec.command, "true");
+  EXPECT_EQ(config.jobs[1].spec.id, "tab-1");
   EXPECT_THAT(config.jobs_files, ElementsAre(good));
   EXPECT_THAT(config.crontab_files, ElementsAre(tab));
 
@@ -668,7 +668,7 @@ TEST(JobsFileTest, LoadJobsFileReadsTheFile) {
   TempDir dir;
   const std::string path =
       dir.Write("j.toml", "[[job]]\nid = \"a\"\nschedule = \"@daily\"\ncommand = \"x\"\n");
-  Result<std::vector<JobSpec>> jobs = LoadJobsFile(path, JobSpec{});
+  Result<std::vector<JobSpec>> jobs = server::SpecsOf(LoadJobsFile(path, JobSpec{}));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   EXPECT_EQ((*jobs)[0].source, path + ":1");
   EXPECT_EQ(LoadJobsFile(dir.path(), JobSpec{}).status().code(), StatusCode::kNotFound);

@@ -94,12 +94,13 @@ int Runs(const JobArgs& a) {
 // Every [[job]] of a TOML jobs file, created through the API (all must be valid first); with
 // --replace, a job that exists is replaced (PUT with the version read as If-Match).
 int Add(const JobArgs& a) {
-  Result<std::vector<JobSpec>> jobs = LoadJobsFile(a.file, JobSpec{});
+  Result<std::vector<CompiledJob>> jobs = LoadJobsFile(a.file, JobSpec{});
   if (!jobs.ok()) {
     std::cerr << "gnomon job add: " << jobs.status().message() << "\n";
     return kExitUsage;
   }
-  for (JobSpec job : *jobs) {
+  for (const CompiledJob& compiled : *jobs) {
+    JobSpec job = compiled.spec;
     job.read_only = false;
     job.source.clear();
     const std::string body = server::DumpJson(server::JobSpecToJson(job));

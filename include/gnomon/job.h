@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "gnomon/cron.h"
 #include "gnomon/heap_optional.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
@@ -106,8 +108,20 @@ inline constexpr size_t kMaxParamsBytes = 16 * 1024;
 // naming what is wrong: not JSON, not an object, or larger than kMaxParamsBytes once merged.
 Result<std::string> MergeParams(std::string_view defaults, std::string_view overrides);
 
-// Checks every field; the error names the field ("job \"x\": retries: -1 is out of range 0-100").
-// Also parses the schedule in its zone.
+// A definition checked and its schedule compiled in its zone: what Scheduler::AddJob and SetJobs
+// take, so that a node checks and compiles each definition once (CompileJob), wherever it came
+// from (a jobs file, the API, another node through the backend).
+struct CompiledJob {
+  JobSpec spec;
+  std::shared_ptr<const CronExpr> schedule;  // spec.schedule in spec.timezone; never null
+};
+
+// Checks every field and compiles the schedule in its zone; the error names the field
+// ("job \"x\": retries: -1 is out of range 0-100"). Jobs with the same schedule and zone share
+// one compiled expression (a million jobs have few distinct schedules; it lives while a job
+// uses it), unless the schedule may use H, which hashes the job id. Thread-safe.
+Result<CompiledJob> CompileJob(JobSpec job);
+// CompileJob's checks, for a definition that is only checked (its compiled schedule dropped).
 Status ValidateJobSpec(const JobSpec& job);
 // Whether `id` matches [A-Za-z0-9_.-]{1,128} and is not made only of dots ("." and ".." would
 // name other paths in URLs and files).

@@ -107,6 +107,7 @@ struct BackfillPlan {
 // A job as the scheduler sees it.
 struct JobView {
   JobSpec spec;
+  std::shared_ptr<const CronExpr> schedule;  // spec.schedule as compiled (never null)
   std::optional<Instant> next_fire;
   bool paused = false;
   std::string pause_reason;
@@ -121,10 +122,14 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Adds or replaces a job (validated with ValidateJobSpec). A running fire keeps the definition
-  // it started with. Works before and after Start().
+  // Adds or replaces a job, checked and compiled once by CompileJob (the JobSpec form compiles
+  // it here). A running fire keeps the definition it started with. Works before and after
+  // Start().
+  Status AddJob(const CompiledJob& job);
   Status AddJob(const JobSpec& job);
-  // Replaces the whole set of jobs (reload): all are validated first; nothing changes on error.
+  // Replaces the whole set of jobs (reload): ids must be unique (and, in the JobSpec form, all
+  // are compiled first); nothing changes on error.
+  Status SetJobs(const std::vector<CompiledJob>& jobs);
   Status SetJobs(const std::vector<JobSpec>& jobs);
   Status RemoveJob(const std::string& job_id);
 

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gnomon/cron.h"
 #include "src/job/job_schema.h"
@@ -226,16 +230,10 @@ Result<std::string> MergeParams(std::string_view defaults, std::string_view over
   return text;
 }
 
-Status ValidateJobSpec(const JobSpec& job) {
-  if (!IsValidJobId(job.id)) {
-    return InvalidArgumentError("id: \"" + Shown(job.id) +
-                                "\" must match [A-Za-z0-9_.-]{1,128} and not be only dots");
-  }
-  if (job.schedule.empty()) return FieldError(job, "schedule", "is required");
-  Result<TimeZone> zone = TimeZone::Load(job.timezone);
-  if (!zone.ok()) return FieldError(job, "timezone", zone.status().message());
-  Result<CronExpr> expr = CronExpr::Parse(job.schedule, CronOptions{*zone, job.id});
-  if (!expr.ok()) return FieldError(job, "schedule", expr.status().message());
+namespace {
+
+// The checks of the fields after id, timezone and schedule (CompileJob checks those first).
+Status CheckFields(const JobSpec& job) {
   const int executors = (job.command.empty() ? 0 : 1) + (job.argv.empty() ? 0 : 1) +
                         (job.http ? 1 : 0) + (job.in_process ? 1 : 0);
   if (executors != 1) {
@@ -331,5 +329,64 @@ Status ValidateJobSpec(const JobSpec& job) {
   }
   return Status::Ok();
 }
+
+// Compiled schedules shared by the jobs of one schedule and zone, held weakly.
+class ScheduleCache {
+ public:
+  static ScheduleCache& Get() {
+    static ScheduleCache* cache = new ScheduleCache;  // never destroyed: used until exit
+    return *cache;
+  }
+  std::shared_ptr<const CronExpr> Find(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : it->second.lock();
+  }
+  // Keeps `expr` under `key` unless a live one is there already; returns the one kept.
+  std::shared_ptr<const CronExpr> Insert(const std::string& key,
+                                         std::shared_ptr<const CronExpr> expr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() >= kSweepAt) {
+      std::erase_if(entries_, [](const auto& e) { return e.second.expired(); });
+    }
+    std::weak_ptr<const CronExpr>& slot = entries_[key];
+    if (std::shared_ptr<const CronExpr> existing = slot.lock()) return existing;
+    slot = expr;
+    return expr;
+  }
+
+ private:
+  static constexpr size_t kSweepAt = 4096;  // expired entries are dropped at this size
+  mutable std::mutex mu_;
+  std::map<std::string, std::weak_ptr<const CronExpr>> entries_;  // guarded by mu_
+};
+
+}  // namespace
+
+Result<CompiledJob> CompileJob(JobSpec job) {
+  if (!IsValidJobId(job.id)) {
+    return InvalidArgumentError("id: \"" + Shown(job.id) +
+                                "\" must match [A-Za-z0-9_.-]{1,128} and not be only dots");
+  }
+  if (job.schedule.empty()) return FieldError(job, "schedule", "is required");
+  // Jobs with the same schedule and zone share one compiled expression (many jobs, few
+  // schedules), unless it may use H, which hashes the job id.
+  ScheduleCache& cache = ScheduleCache::Get();
+  const bool shareable = job.schedule.find_first_of("Hh") == std::string::npos;
+  const std::string key = shareable ? job.timezone + '\n' + job.schedule : std::string();
+  std::shared_ptr<const CronExpr> schedule = shareable ? cache.Find(key) : nullptr;
+  if (schedule == nullptr) {
+    Result<TimeZone> zone = TimeZone::Load(job.timezone);
+    if (!zone.ok()) return FieldError(job, "timezone", zone.status().message());
+    Result<CronExpr> expr = CronExpr::Parse(job.schedule, CronOptions{*zone, job.id});
+    if (!expr.ok()) return FieldError(job, "schedule", expr.status().message());
+    schedule = std::make_shared<const CronExpr>(std::move(*expr));
+    if (shareable) schedule = cache.Insert(key, std::move(schedule));
+  }
+  GNOMON_RETURN_IF_ERROR(CheckFields(job));
+  return CompiledJob{std::move(job), std::move(schedule)};
+}
+
+Status ValidateJobSpec(const JobSpec& job) { return CompileJob(job).status(); }
 
 }  // namespace gnomon

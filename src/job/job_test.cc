@@ -220,5 +220,32 @@ TEST(ByteSizeTest, ParsesUnitsAndRefusesGarbage) {
   }
 }
 
+TEST(CompileJobTest, CompilesOnceAndSharesASchedulePerZone) {
+  JobSpec a = Valid();
+  a.id = "a";
+  a.schedule = "*/7 * * * *";
+  JobSpec b = a;
+  b.id = "b";
+  Result<CompiledJob> ca = CompileJob(a);
+  Result<CompiledJob> cb = CompileJob(b);
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  EXPECT_EQ(ca->spec.id, "a");
+  EXPECT_EQ(ca->schedule.get(), cb->schedule.get()) << "same schedule and zone: one expression";
+  b.timezone = "Asia/Tokyo";
+  EXPECT_NE(CompileJob(b)->schedule.get(), ca->schedule.get()) << "another zone";
+  // H hashes the id: never shared.
+  a.schedule = b.schedule = "H * * * *";
+  b.timezone = a.timezone;
+  EXPECT_NE(CompileJob(a)->schedule.get(), CompileJob(b)->schedule.get());
+  // The compiled schedule is the definition's: its next fire is the expression's.
+  const Instant from = Instant::FromUnixMillis(1'800'000'000'000);
+  const CronOptions in_zone{*TimeZone::Load(ca->spec.timezone), "a"};
+  EXPECT_EQ(ca->schedule->Next(from), CronExpr::Parse("*/7 * * * *", in_zone)->Next(from));
+  // Errors name the field, as ValidateJobSpec's do.
+  a.timezone = "Mars/Olympus";
+  EXPECT_EQ(CompileJob(a).status().message(), ValidateJobSpec(a).message());
+  EXPECT_NE(ValidateJobSpec(a).message().find("timezone:"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gnomon

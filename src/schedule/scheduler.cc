@@ -113,59 +113,28 @@ class Scheduler::Impl {
     Instant catchup_until;  // the catch-up pass covers fires up to here (the install cursor)
   };
 
-  Result<std::shared_ptr<const CronExpr>> Compile(const JobSpec& job) {
-    GNOMON_RETURN_IF_ERROR(ValidateJobSpec(job));
-    // Jobs with the same schedule and zone share one compiled expression (many jobs, few
-    // schedules), unless it may use H, which hashes the job id.
-    const bool shared = job.schedule.find_first_of("Hh") == std::string::npos;
-    const std::string key = shared ? job.timezone + '\n' + job.schedule : std::string();
-    if (shared) {
-      std::lock_guard<std::mutex> lock(compiled_mu_);
-      if (auto it = compiled_.find(key); it != compiled_.end()) {
-        if (std::shared_ptr<const CronExpr> p = it->second.lock()) return p;
-      }
-    }
-    Result<TimeZone> zone = TimeZone::Load(job.timezone);
-    Result<CronExpr> expr = CronExpr::Parse(job.schedule, CronOptions{*zone, job.id});
-    if (!expr.ok()) return expr.status();
-    auto compiled = std::make_shared<const CronExpr>(std::move(*expr));
-    if (shared) {
-      std::lock_guard<std::mutex> lock(compiled_mu_);
-      if (compiled_.size() >= 4096)
-        std::erase_if(compiled_, [](auto& e) { return e.second.expired(); });
-      compiled_[key] = compiled;
-    }
-    return std::shared_ptr<const CronExpr>(std::move(compiled));
-  }
-
-  Status AddJob(const JobSpec& job) {
-    Result<std::shared_ptr<const CronExpr>> expr = Compile(job);
-    if (!expr.ok()) return expr.status();
+  Status AddJob(const CompiledJob& job) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      InstallLocked(job, *expr);
+      InstallLocked(job.spec, job.schedule);
     }
     cv_.notify_all();
     return Status::Ok();
   }
 
-  Status SetJobs(const std::vector<JobSpec>& jobs) {
-    std::vector<std::shared_ptr<const CronExpr>> exprs;
+  Status SetJobs(const std::vector<CompiledJob>& jobs) {
     std::set<std::string> ids;
-    for (const JobSpec& job : jobs) {
-      Result<std::shared_ptr<const CronExpr>> expr = Compile(job);
-      if (!expr.ok()) return expr.status();
-      if (!ids.insert(job.id).second) {
-        return InvalidArgumentError("job \"" + job.id + "\" is defined twice");
+    for (const CompiledJob& job : jobs) {
+      if (!ids.insert(job.spec.id).second) {
+        return InvalidArgumentError("job \"" + job.spec.id + "\" is defined twice");
       }
-      exprs.push_back(*expr);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = jobs_.begin(); it != jobs_.end();) {
         it = ids.count(it->first) ? std::next(it) : jobs_.erase(it);
       }
-      for (size_t i = 0; i < jobs.size(); ++i) InstallLocked(jobs[i], exprs[i]);
+      for (const CompiledJob& job : jobs) InstallLocked(job.spec, job.schedule);
     }
     cv_.notify_all();
     return Status::Ok();
@@ -1785,7 +1754,7 @@ class Scheduler::Impl {
 
  private:
   static JobView View(const JobEntry& e) {
-    return JobView{*e.spec, e.next, e.paused, e.pause_reason, e.running};
+    return JobView{*e.spec, e.expr, e.next, e.paused, e.pause_reason, e.running};
   }
 
   // The job's definition; null when it is not defined.
@@ -1881,9 +1850,6 @@ class Scheduler::Impl {
   std::vector<Instant> missed_scratch_;
   std::vector<Instant> on_time_scratch_;
   std::vector<std::string> live_nodes_;  // guarded by mu_: node ids with a live heartbeat
-  std::mutex compiled_mu_;
-  // Compiled schedules by "zone\nschedule", shared by the jobs that use them (compiled_mu_).
-  std::map<std::string, std::weak_ptr<const CronExpr>> compiled_;
   // Owned on-time fires waiting to be claimed together (guarded by mu_; Loop flushes them).
   std::vector<std::pair<SpecPtr, FireKey>> claim_batch_;
   static constexpr size_t kClaimBatch = 256;
@@ -1954,8 +1920,22 @@ Scheduler::Scheduler(SchedulerOptions options, Coordinator& coordinator, Executo
                      Clock& clock)
     : impl_(std::make_unique<Impl>(std::move(options), coordinator, executor, clock)) {}
 Scheduler::~Scheduler() = default;
-Status Scheduler::AddJob(const JobSpec& job) { return impl_->AddJob(job); }
-Status Scheduler::SetJobs(const std::vector<JobSpec>& jobs) { return impl_->SetJobs(jobs); }
+Status Scheduler::AddJob(const CompiledJob& job) { return impl_->AddJob(job); }
+Status Scheduler::AddJob(const JobSpec& job) {
+  Result<CompiledJob> compiled = CompileJob(job);
+  return compiled.ok() ? impl_->AddJob(*compiled) : compiled.status();
+}
+Status Scheduler::SetJobs(const std::vector<CompiledJob>& jobs) { return impl_->SetJobs(jobs); }
+Status Scheduler::SetJobs(const std::vector<JobSpec>& jobs) {
+  std::vector<CompiledJob> compiled;
+  compiled.reserve(jobs.size());
+  for (const JobSpec& job : jobs) {
+    Result<CompiledJob> c = CompileJob(job);
+    if (!c.ok()) return c.status();
+    compiled.push_back(std::move(c).value());
+  }
+  return impl_->SetJobs(compiled);
+}
 Status Scheduler::RemoveJob(const std::string& id) { return impl_->RemoveJob(id); }
 Status Scheduler::Pause(const std::string& id, const std::string& reason) {
   return impl_->Pause(id, reason);

@@ -91,9 +91,9 @@ std::string CrontabJobId(std::string_view path, int line) {
   return id + suffix;
 }
 
-Result<std::vector<JobSpec>> ParseCrontab(std::string_view text, const std::string& name,
-                                          const JobSpec& defaults) {
-  std::vector<JobSpec> jobs;
+Result<std::vector<CompiledJob>> ParseCrontab(std::string_view text, const std::string& name,
+                                              const JobSpec& defaults) {
+  std::vector<CompiledJob> jobs;
   std::map<std::string, std::string> env = defaults.env;
   std::string timezone = defaults.timezone;
   int line_no = 0;
@@ -186,14 +186,17 @@ Result<std::vector<JobSpec>> ParseCrontab(std::string_view text, const std::stri
     job.env = env;
     job.source = where;
     job.read_only = true;
-    Status s = ValidateJobSpec(job);
-    if (!s.ok()) return InvalidArgumentError(where + ": " + ToLineColumns(s.message(), raw_column));
-    jobs.push_back(std::move(job));
+    Result<CompiledJob> compiled = CompileJob(std::move(job));
+    if (!compiled.ok()) {
+      return InvalidArgumentError(where + ": " +
+                                  ToLineColumns(compiled.status().message(), raw_column));
+    }
+    jobs.push_back(std::move(compiled).value());
   }
   return jobs;
 }
 
-Result<std::vector<JobSpec>> LoadCrontab(const std::string& path, const JobSpec& defaults) {
+Result<std::vector<CompiledJob>> LoadCrontab(const std::string& path, const JobSpec& defaults) {
   Result<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
   return ParseCrontab(*text, path, defaults);

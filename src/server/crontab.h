@@ -31,12 +31,12 @@ namespace gnomon::server {
 
 // Reads the crontab at `path`. Each job starts from `defaults` (its executor replaced by the
 // command, its env extended by the file's variables), gets source = "<path>:<line>" and
-// read_only = true, and is checked with ValidateJobSpec. Errors: NotFound when the file cannot be
-// read; InvalidArgument "<path>:<line>: ..." for the first wrong line. All-or-nothing.
-Result<std::vector<JobSpec>> LoadCrontab(const std::string& path, const JobSpec& defaults);
+// read_only = true, and is checked and compiled (CompileJob). Errors: NotFound when the file cannot
+// be read; InvalidArgument "<path>:<line>: ..." for the first wrong line. All-or-nothing.
+Result<std::vector<CompiledJob>> LoadCrontab(const std::string& path, const JobSpec& defaults);
 // As LoadCrontab, from `text`; `name` is the file name used for ids, messages and sources.
-Result<std::vector<JobSpec>> ParseCrontab(std::string_view text, const std::string& name,
-                                          const JobSpec& defaults);
+Result<std::vector<CompiledJob>> ParseCrontab(std::string_view text, const std::string& name,
+                                              const JobSpec& defaults);
 
 // The id of the job on line `line` of the crontab `path`: "<sanitised basename>-<line>".
 std::string CrontabJobId(std::string_view path, int line);

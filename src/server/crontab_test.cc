@@ -9,6 +9,9 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "src/server/jobs_file.h"
 
 namespace gnomon::server {
 namespace {
@@ -16,7 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 
 Result<std::vector<JobSpec>> Tab(std::string_view text, const JobSpec& defaults = {}) {
-  return ParseCrontab(text, "/etc/cron/ops", defaults);
+  return SpecsOf(ParseCrontab(text, "/etc/cron/ops", defaults));
 }
 
 std::string ErrorOf(const Result<std::vector<JobSpec>>& r) {
@@ -146,7 +149,7 @@ TEST(CrontabTest, LoadCrontabReadsTheFile) {
     std::ofstream out(path);
     out << "0 * * * * echo hi\n";
   }
-  Result<std::vector<JobSpec>> jobs = LoadCrontab(path, JobSpec{});
+  Result<std::vector<JobSpec>> jobs = SpecsOf(LoadCrontab(path, JobSpec{}));
   std::filesystem::remove(path);
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   EXPECT_EQ((*jobs)[0].source, path + ":1");

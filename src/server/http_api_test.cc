@@ -60,7 +60,7 @@ class HttpApiTest : public ::testing::Test {
     o.clock = &clock_;
     server_ = std::make_unique<TestApiServer>(*scheduler_, coord_, metrics_, std::move(tokens), o,
                                               std::move(http));
-    ASSERT_TRUE(server_->catalog.SetStaticJobs({cfg_}).ok());
+    ASSERT_TRUE(server_->catalog.SetStaticJobs({*CompileJob(cfg_)}).ok());
     Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
     client_ = server_->Client();
@@ -438,7 +438,7 @@ TEST_F(HttpApiTest, AuditRecordsSurviveABackendOutage) {
   HttpApiOptions o;
   o.clock = &clock_;
   TestApiServer api(*scheduler_, flaky, metrics_, {{"ops", kOperate, TokenRole::kOperate, {}}}, o);
-  ASSERT_TRUE(api.catalog.SetStaticJobs({cfg_}).ok());
+  ASSERT_TRUE(api.catalog.SetStaticJobs({*CompileJob(cfg_)}).ok());
   ASSERT_TRUE(api.Start().ok());
   httplib::Client c("127.0.0.1", api.port());
   flaky.down = true;

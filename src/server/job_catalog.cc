@@ -41,27 +41,29 @@ Status ReadOnly(const JobSpec& spec) {
 
 }  // namespace
 
-Status JobCatalog::CheckStaticJobs(const std::vector<JobSpec>& jobs) const {
+// Each job was checked when it was compiled (CompileJob); what is left is the set's uniqueness.
+Status JobCatalog::CheckStaticJobs(const std::vector<CompiledJob>& jobs) const {
   std::set<std::string_view> ids;
-  for (const JobSpec& j : jobs) {
+  for (const CompiledJob& c : jobs) {
+    const JobSpec& j = c.spec;
     if (!ids.insert(j.id).second) {
       return AlreadyExistsError("job \"" + Shown(j.id) + "\" is defined twice" +
                                 (j.source.empty() ? "" : " (" + j.source + ")"));
     }
-    GNOMON_RETURN_IF_ERROR(ValidateJobSpec(j).WithPrefix(j.source));
   }
   return Status::Ok();
 }
 
-Status JobCatalog::SetStaticJobs(std::vector<JobSpec> jobs) {
+Status JobCatalog::SetStaticJobs(std::vector<CompiledJob> jobs) {
   GNOMON_RETURN_IF_ERROR(CheckStaticJobs(jobs));
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, JobSpec> fresh;
-  for (JobSpec& j : jobs) {
-    j.read_only = true;
-    fresh.emplace(j.id, std::move(j));
+  std::map<std::string, CompiledJob> fresh;
+  for (CompiledJob& j : jobs) {
+    j.spec.read_only = true;
+    std::string id = j.spec.id;
+    fresh.emplace(std::move(id), std::move(j));
   }
-  std::map<std::string, JobSpec> previous = std::exchange(static_, std::move(fresh));
+  std::map<std::string, CompiledJob> previous = std::exchange(static_, std::move(fresh));
   Status s = InstallLocked();
   if (!s.ok()) {
     static_ = std::move(previous);
@@ -78,11 +80,11 @@ Status JobCatalog::SetStaticJobs(std::vector<JobSpec> jobs) {
 }
 
 Status JobCatalog::InstallLocked() {
-  std::vector<JobSpec> all;
+  std::vector<CompiledJob> all;
   all.reserve(static_.size() + dynamic_.size());
-  for (const auto& [id, spec] : static_) all.push_back(spec);
+  for (const auto& [id, job] : static_) all.push_back(job);
   for (const auto& [id, d] : dynamic_) {
-    if (!static_.count(id)) all.push_back(d.spec);
+    if (!static_.count(id)) all.push_back(d.job);
   }
   return scheduler_.SetJobs(all);
 }
@@ -114,12 +116,13 @@ Status JobCatalog::Sync() {
     auto it = dynamic_.find(sj.job_id);
     if (it != dynamic_.end() && it->second.version == sj.version) continue;
     Result<JobSpec> spec = ParseStored(sj);
-    Status s = spec.ok() ? scheduler_.AddJob(*spec) : spec.status();
+    Result<CompiledJob> job = spec.ok() ? CompileJob(std::move(*spec)) : spec.status();
+    Status s = job.ok() ? scheduler_.AddJob(*job) : job.status();
     if (!s.ok()) {
       if (first.ok()) first = s.WithPrefix("dynamic job \"" + Shown(sj.job_id) + "\"");
       continue;
     }
-    dynamic_[sj.job_id] = Dynamic{sj.version, std::move(*spec)};
+    dynamic_[sj.job_id] = Dynamic{sj.version, std::move(*job)};
   }
   for (auto it = dynamic_.begin(); it != dynamic_.end();) {
     if (present.count(it->first)) {
@@ -181,11 +184,12 @@ Result<std::optional<StoredJob>> JobCatalog::FindStored(const std::string& id) c
   return std::optional<StoredJob>();
 }
 
-Result<JobCatalog::Change> JobCatalog::Create(const JobSpec& spec) {
+Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
+  const JobSpec& spec = job.spec;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = static_.find(spec.id); it != static_.end()) {
     return AlreadyExistsError("job \"" + spec.id + "\" already exists (defined in " +
-                              it->second.source + ")");
+                              it->second.spec.source + ")");
   }
   const std::string definition = DumpJson(JobSpecToJson(spec));
   Result<int64_t> version = coordinator_.PutJob(spec.id, definition, 0);
@@ -196,18 +200,20 @@ Result<JobCatalog::Change> JobCatalog::Create(const JobSpec& spec) {
     }
     return version.status();
   }
-  if (Status s = scheduler_.AddJob(spec); !s.ok()) {
+  if (Status s = scheduler_.AddJob(job); !s.ok()) {
     (void)coordinator_.DeleteJob(spec.id, *version);  // roll back: nothing half-created
     return s;
   }
-  dynamic_[spec.id] = Dynamic{*version, spec};
+  Change change{*version, "", AuditedDefinition(spec)};
+  dynamic_[spec.id] = Dynamic{*version, std::move(job)};
   ++changes_;
-  return Change{*version, "", AuditedDefinition(spec)};
+  return change;
 }
 
-Result<JobCatalog::Change> JobCatalog::Replace(JobSpec spec, int64_t expected_version) {
+Result<JobCatalog::Change> JobCatalog::Replace(CompiledJob job, int64_t expected_version) {
+  JobSpec& spec = job.spec;  // the secrets restored below do not change the schedule
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = static_.find(spec.id); it != static_.end()) return ReadOnly(it->second);
+  if (auto it = static_.find(spec.id); it != static_.end()) return ReadOnly(it->second.spec);
   Result<std::optional<StoredJob>> stored = FindStored(spec.id);
   if (!stored.ok()) return stored.status();
   if (!*stored) return NotFoundError("job \"" + spec.id + "\" is not defined");
@@ -228,16 +234,17 @@ Result<JobCatalog::Change> JobCatalog::Replace(JobSpec spec, int64_t expected_ve
     }
     return version.status();
   }
-  GNOMON_RETURN_IF_ERROR(scheduler_.AddJob(spec));
-  dynamic_[spec.id] = Dynamic{*version, spec};
+  GNOMON_RETURN_IF_ERROR(scheduler_.AddJob(job));
+  Change change{*version, old.ok() ? AuditedDefinition(*old) : "", AuditedDefinition(spec)};
+  dynamic_[spec.id] = Dynamic{*version, std::move(job)};
   ++changes_;
-  return Change{*version, old.ok() ? AuditedDefinition(*old) : "", AuditedDefinition(spec)};
+  return change;
 }
 
 Result<JobCatalog::Change> JobCatalog::Delete(const std::string& id,
                                               std::optional<int64_t> expected_version) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = static_.find(id); it != static_.end()) return ReadOnly(it->second);
+  if (auto it = static_.find(id); it != static_.end()) return ReadOnly(it->second.spec);
   Result<std::optional<StoredJob>> stored = FindStored(id);
   if (!stored.ok()) return stored.status();
   if (!*stored) return NotFoundError("job \"" + id + "\" is not defined");
@@ -259,9 +266,11 @@ Result<JobCatalog::Change> JobCatalog::Delete(const std::string& id,
 
 std::optional<JobCatalog::Entry> JobCatalog::Find(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = static_.find(id); it != static_.end()) return Entry{it->second, std::nullopt};
+  if (auto it = static_.find(id); it != static_.end()) {
+    return Entry{it->second.spec, it->second.schedule, std::nullopt};
+  }
   if (auto it = dynamic_.find(id); it != dynamic_.end()) {
-    return Entry{it->second.spec, it->second.version};
+    return Entry{it->second.job.spec, it->second.job.schedule, it->second.version};
   }
   return std::nullopt;
 }
@@ -276,7 +285,7 @@ std::map<std::string, int64_t> JobCatalog::Versions() const {
 std::vector<JobSpec> JobCatalog::DynamicJobs() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobSpec> out;
-  for (const auto& [id, d] : dynamic_) out.push_back(d.spec);
+  for (const auto& [id, d] : dynamic_) out.push_back(d.job.spec);
   return out;
 }
 

@@ -73,6 +73,7 @@ class JobCatalog {
   // What the catalog knows of one job.
   struct Entry {
     JobSpec spec;
+    std::shared_ptr<const CronExpr> schedule;  // spec.schedule compiled (CompiledJob::schedule)
     std::optional<int64_t> version;  // a dynamic job's backend version; nullopt when static
   };
   // The result of a change: the new version and the definitions before and after (JSON, secrets
@@ -83,11 +84,11 @@ class JobCatalog {
     std::string after_json;
   };
 
-  // Replaces the static definitions (ids unique, each valid: all are checked first, nothing
-  // changes on error) and installs them with the dynamic ones in the scheduler.
-  Status SetStaticJobs(std::vector<JobSpec> jobs);
+  // Replaces the static definitions (ids unique: checked first, nothing changes on error) and
+  // installs them with the dynamic ones in the scheduler.
+  Status SetStaticJobs(std::vector<CompiledJob> jobs);
   // Checks a static set as SetStaticJobs would, without installing it.
-  Status CheckStaticJobs(const std::vector<JobSpec>& jobs) const;
+  Status CheckStaticJobs(const std::vector<CompiledJob>& jobs) const;
 
   // Installs the stored definitions (made on any node), replaces changed ones and removes deleted
   // ones. Idempotent and cheap when nothing changed (one JobsVersion call). Returns the first
@@ -102,11 +103,11 @@ class JobCatalog {
   // Creates a dynamic job. AlreadyExists when the id is taken (static or stored); Unavailable
   // when the backend cannot be reached; the scheduler's error (the definition is then removed
   // from the backend again).
-  Result<Change> Create(const JobSpec& spec);
+  Result<Change> Create(CompiledJob job);
   // Replaces a dynamic job at `expected_version`. NotFound; FailedPrecondition when the job is
   // static ("read-only") or at another version; InvalidArgument for a kSecretPlaceholder value
   // of a key that has no stored value.
-  Result<Change> Replace(JobSpec spec, int64_t expected_version);
+  Result<Change> Replace(CompiledJob job, int64_t expected_version);
   // Deletes a dynamic job (expected_version nullopt = any). NotFound; FailedPrecondition as
   // Replace.
   Result<Change> Delete(const std::string& id, std::optional<int64_t> expected_version);
@@ -136,7 +137,7 @@ class JobCatalog {
  private:
   struct Dynamic {
     int64_t version = 0;
-    JobSpec spec;
+    CompiledJob job;
   };
   Status InstallLocked();  // static + dynamic into the scheduler (SetJobs)
   Result<JobSpec> ParseStored(const StoredJob& stored) const;
@@ -150,9 +151,9 @@ class JobCatalog {
 
   // Guards the definitions; serialises changes (and their backend writes) with Sync.
   mutable std::mutex mu_;
-  std::map<std::string, JobSpec> static_;   // by id
-  std::map<std::string, Dynamic> dynamic_;  // by id; never an id of static_
-  std::optional<int64_t> synced_version_;   // JobsVersion at the last complete Sync
+  std::map<std::string, CompiledJob> static_;  // by id
+  std::map<std::string, Dynamic> dynamic_;     // by id; never an id of static_
+  std::optional<int64_t> synced_version_;      // JobsVersion at the last complete Sync
   std::atomic<uint64_t> changes_{0};
 
   // The watcher.

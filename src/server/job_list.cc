@@ -19,13 +19,6 @@ std::string Executor(const JobSpec& s) {
   return "command";
 }
 
-std::string Describe(const JobSpec& spec) {
-  Result<TimeZone> zone = TimeZone::Load(spec.timezone);
-  if (!zone.ok()) return "";
-  Result<CronExpr> expr = CronExpr::Parse(spec.schedule, CronOptions{*zone, spec.id});
-  return expr.ok() ? expr->Describe() : "";
-}
-
 }  // namespace
 
 json JobViewJson(const JobView& v, std::optional<int64_t> version, bool with_secrets) {
@@ -34,7 +27,7 @@ json JobViewJson(const JobView& v, std::optional<int64_t> version, bool with_sec
   return json{{"id", v.spec.id},
               {"spec", std::move(spec)},
               {"executor", Executor(v.spec)},
-              {"schedule_description", Describe(v.spec)},
+              {"schedule_description", v.schedule ? v.schedule->Describe() : ""},
               {"timezone", v.spec.timezone},
               {"next_fire", InstantOrNull(v.next_fire)},
               {"paused", v.paused},

@@ -149,7 +149,7 @@ params = { day = 2026-12-01, n = 3 }
 env = { A = "1" }
 kill_grace = "3s"
 )";
-  Result<std::vector<JobSpec>> from_toml = ParseJobsFile(toml, "jobs.toml", JobSpec{});
+  Result<std::vector<JobSpec>> from_toml = SpecsOf(ParseJobsFile(toml, "jobs.toml", JobSpec{}));
   ASSERT_TRUE(from_toml.ok()) << from_toml.status().ToString();
   const json body = json::parse(R"({"id":"same","schedule":"*/5 * * * *",
       "http":{"url":"http://127.0.0.1:9/x","method":"GET","headers":{"X-Team":"fin"}},
@@ -159,9 +159,9 @@ kill_grace = "3s"
   ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
   EXPECT_EQ(WriteJobKeys((*from_toml)[0]), WriteJobKeys(*from_json));
 
-  Result<std::vector<JobSpec>> bad = ParseJobsFile(
+  Result<std::vector<JobSpec>> bad = SpecsOf(ParseJobsFile(
       "[[job]]\nid = \"b\"\nschedule = \"@daily\"\ncommand = \"true\"\nretries = \"x\"\n",
-      "jobs.toml", JobSpec{});
+      "jobs.toml", JobSpec{}));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("jobs.toml:5"), std::string::npos)
       << bad.status().ToString();

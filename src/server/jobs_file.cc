@@ -135,9 +135,9 @@ Status ValidateDefaults(const Reporter& r, int line, const JobSpec& defaults) {
   return r.Fail(line, what);
 }
 
-// One [[job]] table: defaults, then its keys, then ValidateJobSpec prefixed with its location.
-Result<JobSpec> ParseJobTable(const std::string& file, const toml::table& t, size_t index,
-                              const JobSpec& defaults) {
+// One [[job]] table: defaults, then its keys, then CompileJob prefixed with its location.
+Result<CompiledJob> ParseJobTable(const std::string& file, const toml::table& t, size_t index,
+                                  const JobSpec& defaults) {
   const int line = LineOf(t);
   std::string scope = "job #" + std::to_string(index + 1);
   const toml::node* id = t.get("id");
@@ -149,16 +149,17 @@ Result<JobSpec> ParseJobTable(const std::string& file, const toml::table& t, siz
   job.in_process = false;
   job.source = Source(file, line);
   job.read_only = true;
-  Status s = ValidateJobSpec(job);
-  if (!s.ok()) return s.WithPrefix(job.source);
-  return job;
+  std::string source = job.source;
+  Result<CompiledJob> compiled = CompileJob(std::move(job));
+  if (!compiled.ok()) return compiled.status().WithPrefix(source);
+  return compiled;
 }
 
 }  // namespace
 
 // The jobs of a `job` key: an array of tables.
 Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec& defaults,
-                     std::vector<JobSpec>* jobs) {
+                     std::vector<CompiledJob>* jobs) {
   const Reporter r(file, "");
   const auto* arr = n.as_array();
   if (arr == nullptr) return r.WrongType(n, "job", "an array of tables ([[job]])");
@@ -168,7 +169,7 @@ Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec
     if (t == nullptr) {
       return r.WrongType(e, "job[" + std::to_string(i) + "]", "a table ([[job]])");
     }
-    Result<JobSpec> job = ParseJobTable(file, *t, i, defaults);
+    Result<CompiledJob> job = ParseJobTable(file, *t, i, defaults);
     if (!job.ok()) return job.status();
     jobs->push_back(std::move(job).value());
   }
@@ -187,9 +188,10 @@ Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defa
   return Status::Ok();
 }
 
-Status CheckUniqueJobIds(const std::vector<JobSpec>& jobs) {
+Status CheckUniqueJobIds(const std::vector<CompiledJob>& jobs) {
   std::map<std::string_view, const JobSpec*> seen;
-  for (const JobSpec& j : jobs) {
+  for (const CompiledJob& compiled : jobs) {
+    const JobSpec& j = compiled.spec;
     auto [it, inserted] = seen.emplace(j.id, &j);
     if (!inserted) {
       const std::string& first = it->second->source.empty() ? "(unknown)" : it->second->source;
@@ -201,8 +203,8 @@ Status CheckUniqueJobIds(const std::vector<JobSpec>& jobs) {
   return Status::Ok();
 }
 
-Result<std::vector<JobSpec>> ParseJobsFile(std::string_view text, const std::string& name,
-                                           const JobSpec& defaults) {
+Result<std::vector<CompiledJob>> ParseJobsFile(std::string_view text, const std::string& name,
+                                               const JobSpec& defaults) {
   Result<toml::table> root = ParseToml(text, name);
   if (!root.ok()) return root.status();
   const Reporter r(name, "");
@@ -210,7 +212,7 @@ Result<std::vector<JobSpec>> ParseJobsFile(std::string_view text, const std::str
   if (const toml::node* d = root->get("defaults")) {
     GNOMON_RETURN_IF_ERROR(ParseDefaults(name, *d, &file_defaults));
   }
-  std::vector<JobSpec> jobs;
+  std::vector<CompiledJob> jobs;
   for (const auto& [k, v] : Ordered(*root)) {
     if (k->str() == "job") {
       GNOMON_RETURN_IF_ERROR(ParseJobArray(name, *v, file_defaults, &jobs));
@@ -222,7 +224,15 @@ Result<std::vector<JobSpec>> ParseJobsFile(std::string_view text, const std::str
   return jobs;
 }
 
-Result<std::vector<JobSpec>> LoadJobsFile(const std::string& path, const JobSpec& defaults) {
+Result<std::vector<JobSpec>> SpecsOf(Result<std::vector<CompiledJob>> jobs) {
+  if (!jobs.ok()) return jobs.status();
+  std::vector<JobSpec> specs;
+  specs.reserve(jobs->size());
+  for (CompiledJob& j : *jobs) specs.push_back(std::move(j.spec));
+  return specs;
+}
+
+Result<std::vector<CompiledJob>> LoadJobsFile(const std::string& path, const JobSpec& defaults) {
   Result<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
   return ParseJobsFile(*text, path, defaults);

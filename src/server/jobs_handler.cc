@@ -312,10 +312,12 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
     spec->in_process = false;
     const std::shared_ptr<const Policies> policies = catalog_.policies().Get();
     *spec = policies->WithDefaults(std::move(*spec));
-    if (Status s = ValidateJobSpec(*spec); !s.ok()) {
-      return Error(400, "invalid_argument", s.message(), FieldOfDefinitionError(s.message()));
+    Result<CompiledJob> job = CompileJob(std::move(*spec));
+    if (!job.ok()) {
+      const std::string_view what = job.status().message();
+      return Error(400, "invalid_argument", std::string(what), FieldOfDefinitionError(what));
     }
-    if (Status s = policies->Check(*spec, DaemonRunsAsRoot()); !s.ok()) {
+    if (Status s = policies->Check(job->spec, DaemonRunsAsRoot()); !s.ok()) {
       return Error(403, "policy_denied", s.message());
     }
     if (method == "POST") {
@@ -323,9 +325,9 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
         if (q.code() != StatusCode::kFailedPrecondition) return FromStatus(q);
         return Error(403, "quota_exceeded", q.message());
       }
-      change = catalog_.Create(*spec);
+      change = catalog_.Create(std::move(*job));
     } else {
-      change = catalog_.Replace(std::move(*spec), *expected);
+      change = catalog_.Replace(std::move(*job), *expected);
     }
   }
   if (!change.ok()) {

@@ -61,8 +61,8 @@ struct NodeOptions {
   // in gnomon/net.h): a CA file instead of the system CAs, a client certificate. Overrides the
   // `tls` of `tracing`. Default: the system CAs, no client certificate.
   TlsOptions http_tls;
-  // The static jobs (config and jobs files).
-  std::vector<JobSpec> jobs;
+  // The static jobs (config and jobs files), compiled.
+  std::vector<CompiledJob> jobs;
   LogFormat log_format = LogFormat::kText;
   LogLevel log_level = LogLevel::kInfo;
   std::string version = "0.1.0";
@@ -70,7 +70,7 @@ struct NodeOptions {
 
 // What SIGHUP changes, together or not at all.
 struct NodeReload {
-  std::vector<JobSpec> jobs;
+  std::vector<CompiledJob> jobs;
   std::vector<ApiToken> tokens;  // none = the generated admin token (re-read: delete it to rotate)
   std::vector<NamespaceQuota> quotas;
   std::vector<ExecutorPolicy> policies;
