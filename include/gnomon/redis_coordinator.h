@@ -54,11 +54,11 @@
 // fire_retention after they close, so a pruned fire still cannot be claimed twice.
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
-// per script in ms and multiplied by 1000, see redis_scripts.cc counter_after). The
-// counter makes tokens strictly increase while the server keeps its writes; the server-clock
-// floor makes them keep increasing after a restart that lost the last writes (no AOF, or an
-// fsync window): any token issued before the restart is at most the server's microsecond clock
-// at that moment (unless a job claimed more than once per microsecond, which one script per
+// per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc
+// counter_after). The counter makes tokens strictly increase while the server keeps its writes; the
+// server-clock floor makes them keep increasing after a restart that lost the last writes (no AOF,
+// or an fsync window): any token issued before the restart is at most the server's microsecond
+// clock at that moment (unless a job claimed more than once per microsecond, which one script per
 // claim cannot do), so the first token after it is larger. REQUIRES: the server's clock does
 // not step backwards across a restart by more than the writes lost. Job-definition versions use
 // the same scheme, so a re-created job never reuses a version. Tokens are about 1.8e15 today.
