@@ -8,6 +8,12 @@ Status LedgerTxn::Prefetch(const FireKey&, int, bool, bool) { return Status::Ok(
 
 Result<int> LedgerTxn::LastAttempt(const FireEntry& fire) { return fire.attempt; }
 
+Status StoreRenewal(gnomon::Claim& claim, const Result<Instant>& expires) {
+  if (!expires.ok()) return expires.status();
+  claim.lease_expires_at = *expires;
+  return Status::Ok();
+}
+
 Result<FireEntry> FireLedger::Fenced(const gnomon::Claim& claim, Instant now) {
   Result<std::optional<FireEntry>> loaded = txn_.LoadFire(claim.fire, claim.attempt);
   if (!loaded.ok()) return loaded.status();

@@ -135,6 +135,16 @@ class FireLedger {
   LedgerTxn& txn_;
 };
 
+// Stores a committed FireLedger::Renew's expiry in `claim`; its error otherwise.
+Status StoreRenewal(gnomon::Claim& claim, const Result<Instant>& expires);
+
+// The status of an operation's answer (a transaction commits only when it is OK).
+inline const Status& StatusOf(const Status& s) { return s; }
+template <class T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
 }  // namespace gnomon::coord
 
 #endif  // GNOMON_SRC_COORD_FIRE_LEDGER_H_

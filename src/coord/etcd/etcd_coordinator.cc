@@ -168,9 +168,7 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
     return kv_.Read(s, keys, prefixes);
   }
   using Committed = coord::etcd::EtcdKv::Committed;
-  Result<Committed> Commit(const Snapshot& s, const Writes& w) {
-    return kv_.Commit(s, w);
-  }
+  Result<Committed> Commit(const Snapshot& s, const Writes& w) { return kv_.Commit(s, w); }
   Result<json> Txn(const json& compares, const json& success, const json& failure) {
     return kv_.Txn(compares, success, failure);
   }
@@ -184,13 +182,7 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
     if (!IsValidJobId(job_id)) return JobState{};
     Snapshot s;
     GNOMON_RETURN_IF_ERROR(Read(s, {StateKey(job_id)}));
-    StateRec st = DecodeState(s.Value(StateKey(job_id)));
-    JobState out;
-    out.paused = st.paused;
-    out.pause_reason = st.reason;
-    out.consecutive_failures = st.fails;
-    if (st.last) out.last_scheduled = Instant::FromUnixMillis(*st.last);
-    return out;
+    return coord::etcd::ToJobState(DecodeState(s.Value(StateKey(job_id))));
   }
 
   Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) {

@@ -29,12 +29,6 @@ void FillToken(Result<T>& r, int64_t revision) {
   if (r.ok()) FillToken(*r, revision);
 }
 
-const Status& StatusOf(const Status& s) { return s; }
-template <class T>
-const Status& StatusOf(const Result<T>& r) {
-  return r.status();
-}
-
 }  // namespace
 
 template <class Op>
@@ -82,11 +76,8 @@ Result<ClaimOutcome> EtcdFires::Claim(const ClaimRequest& req) {
 }
 
 Status EtcdFires::Renew(gnomon::Claim& claim, Duration ttl) {
-  Result<Instant> expires =
-      Run("renew", claim.fire, [&](FireLedger& l) { return l.Renew(claim, ttl); });
-  if (!expires.ok()) return expires.status();
-  claim.lease_expires_at = *expires;
-  return Status::Ok();
+  return StoreRenewal(claim,
+                      Run("renew", claim.fire, [&](FireLedger& l) { return l.Renew(claim, ttl); }));
 }
 
 Result<gnomon::Claim> EtcdFires::NextAttempt(const gnomon::Claim& claim, Duration ttl) {

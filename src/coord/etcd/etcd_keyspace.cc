@@ -96,6 +96,24 @@ StateRec DecodeState(const std::string& text) {
   return s;
 }
 
+JobState ToJobState(const StateRec& s) {
+  JobState out;
+  out.paused = s.paused;
+  out.pause_reason = s.reason;
+  out.consecutive_failures = s.fails;
+  if (s.last) out.last_scheduled = Instant::FromUnixMillis(*s.last);
+  return out;
+}
+
+StateRec ToStateRec(const JobState& s) {
+  StateRec out;
+  out.paused = s.paused;
+  out.reason = s.pause_reason;
+  out.fails = s.consecutive_failures;
+  if (s.last_scheduled) out.last = s.last_scheduled->unix_millis();
+  return out;
+}
+
 std::string Encode(const RunRecord& r) {
   json j{{"run", r.run_id},
          {"job", r.job_id},

@@ -80,6 +80,8 @@ struct StateRec {
 };
 std::string Encode(const StateRec& s);
 StateRec DecodeState(const std::string& text);
+JobState ToJobState(const StateRec& s);
+StateRec ToStateRec(const JobState& s);
 
 std::string Encode(const RunRecord& r);
 Result<RunRecord> DecodeRecord(const std::string& text);

@@ -201,22 +201,11 @@ Status EtcdLedgerTxn::PutCheckpoint(const FireKey& fire, const std::string& valu
 Result<JobState> EtcdLedgerTxn::LoadJobState(const std::string& job_id) {
   const std::string sk = keys_.StateKey(job_id);
   GNOMON_RETURN_IF_ERROR(Ensure({sk}));
-  const StateRec st = DecodeState(s_.Value(sk));
-  JobState out;
-  out.paused = st.paused;
-  out.pause_reason = st.reason;
-  out.consecutive_failures = st.fails;
-  if (st.last) out.last_scheduled = Instant::FromUnixMillis(*st.last);
-  return out;
+  return ToJobState(DecodeState(s_.Value(sk)));
 }
 
 Status EtcdLedgerTxn::PutJobState(const std::string& job_id, const JobState& state) {
-  StateRec st;
-  st.paused = state.paused;
-  st.reason = state.pause_reason;
-  st.fails = state.consecutive_failures;
-  if (state.last_scheduled) st.last = state.last_scheduled->unix_millis();
-  w_.Put(keys_.StateKey(job_id), Encode(st));
+  w_.Put(keys_.StateKey(job_id), Encode(ToStateRec(state)));
   return Status::Ok();
 }
 

@@ -132,11 +132,8 @@ Result<ClaimOutcome> MemoryCoordinator::Claim(const ClaimRequest& req) {
 }
 
 Status MemoryCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
-  Result<Instant> expires =
-      Txn::Run(*this, [&](coord::FireLedger& l) { return l.Renew(claim, ttl); });
-  if (!expires.ok()) return expires.status();
-  claim.lease_expires_at = *expires;
-  return Status::Ok();
+  return coord::StoreRenewal(
+      claim, Txn::Run(*this, [&](coord::FireLedger& l) { return l.Renew(claim, ttl); }));
 }
 
 Result<gnomon::Claim> MemoryCoordinator::NextAttempt(const gnomon::Claim& claim, Duration ttl) {

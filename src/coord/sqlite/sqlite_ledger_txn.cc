@@ -33,7 +33,7 @@ class SqliteCoordinator::Txn final : public coord::LedgerTxn {
       Txn txn(*c.db_, c.clock_);
       coord::FireLedger ledger(txn);
       out.emplace(op(ledger));
-      return StatusOf(*out);
+      return coord::StatusOf(*out);
     });
     if (!status.ok()) return R(status);
     return std::move(*out);
@@ -177,12 +177,6 @@ class SqliteCoordinator::Txn final : public coord::LedgerTxn {
     return s->Run();
   }
 
-  static const Status& StatusOf(const Status& s) { return s; }
-  template <class T>
-  static const Status& StatusOf(const Result<T>& r) {
-    return r.status();
-  }
-
   Db& db_;
   Clock& clock_;
 };
@@ -192,11 +186,8 @@ Result<ClaimOutcome> SqliteCoordinator::Claim(const ClaimRequest& req) {
 }
 
 Status SqliteCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
-  Result<Instant> expires =
-      Txn::Run(*this, [&](coord::FireLedger& l) { return l.Renew(claim, ttl); });
-  if (!expires.ok()) return expires.status();
-  claim.lease_expires_at = *expires;
-  return Status::Ok();
+  return coord::StoreRenewal(
+      claim, Txn::Run(*this, [&](coord::FireLedger& l) { return l.Renew(claim, ttl); }));
 }
 
 Result<gnomon::Claim> SqliteCoordinator::NextAttempt(const gnomon::Claim& claim, Duration ttl) {
