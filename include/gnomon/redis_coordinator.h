@@ -268,9 +268,11 @@ class RedisCoordinator final : public Coordinator {
   // The server-clock instant after which a claim sent now must not be applied: the client has
   // given up on it by then (io_timeout), so applying it would leave a claim nobody runs.
   std::string ClaimDeadline(Duration lease_ttl) const;
-  // The 11 script arguments of one claim (claim_one in redis_scripts.cc).
+  // The script arguments of one claim (claim_one; layout kClaimItem in
+  // src/coord/redis/redis_scripts.h).
   std::vector<std::string> ClaimArgs(const ClaimRequest& req) const;
-  // The script arguments of one report (report_one in redis_scripts.cc), once it is valid.
+  // The script arguments of one report (report_one; layout kReportItem in
+  // src/coord/redis/redis_scripts.h), once it is valid.
   Result<std::vector<std::string>> ReportArgs(const gnomon::Claim& claim, const RunRecord& record,
                                               bool final) const;
   static Status ParseReportReply(const gnomon::Claim& claim, const coord::RedisReply& reply);
