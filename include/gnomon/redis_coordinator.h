@@ -54,11 +54,11 @@
 // fire_retention after they close, so a pruned fire still cannot be claimed twice.
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
-// per script in ms and multiplied by 1000, see redis_scripts.cc counter_after). The
-// counter makes tokens strictly increase while the server keeps its writes; the server-clock
-// floor makes them keep increasing after a restart that lost the last writes (no AOF, or an
-// fsync window): any token issued before the restart is at most the server's microsecond clock
-// at that moment (unless a job claimed more than once per microsecond, which one script per
+// per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc
+// counter_after). The counter makes tokens strictly increase while the server keeps its writes; the
+// server-clock floor makes them keep increasing after a restart that lost the last writes (no AOF,
+// or an fsync window): any token issued before the restart is at most the server's microsecond
+// clock at that moment (unless a job claimed more than once per microsecond, which one script per
 // claim cannot do), so the first token after it is larger. REQUIRES: the server's clock does
 // not step backwards across a restart by more than the writes lost. Job-definition versions use
 // the same scheme, so a re-created job never reuses a version. Tokens are about 1.8e15 today.
@@ -268,9 +268,11 @@ class RedisCoordinator final : public Coordinator {
   // The server-clock instant after which a claim sent now must not be applied: the client has
   // given up on it by then (io_timeout), so applying it would leave a claim nobody runs.
   std::string ClaimDeadline(Duration lease_ttl) const;
-  // The 11 script arguments of one claim (claim_one in redis_scripts.cc).
+  // The script arguments of one claim (claim_one; layout kClaimItem in
+  // src/coord/redis/redis_scripts.h).
   std::vector<std::string> ClaimArgs(const ClaimRequest& req) const;
-  // The script arguments of one report (report_one in redis_scripts.cc), once it is valid.
+  // The script arguments of one report (report_one; layout kReportItem in
+  // src/coord/redis/redis_scripts.h), once it is valid.
   Result<std::vector<std::string>> ReportArgs(const gnomon::Claim& claim, const RunRecord& record,
                                               bool final) const;
   static Status ParseReportReply(const gnomon::Claim& claim, const coord::RedisReply& reply);

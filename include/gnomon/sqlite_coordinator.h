@@ -113,6 +113,7 @@ class SqliteCoordinator final : public Coordinator {
  private:
   class Db;       // a connection and its prepared statements (hides sqlite3.h)
   struct Reader;  // a read-only Db and the mutex that guards it
+  class Txn;      // the fire ledger's transaction on db_ (src/coord/sqlite/sqlite_ledger_txn.cc)
 
   SqliteCoordinator(std::unique_ptr<Db> db, std::vector<std::unique_ptr<Reader>> readers,
                     Clock& clock);

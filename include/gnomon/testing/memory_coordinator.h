@@ -99,21 +99,10 @@ class MemoryCoordinator final : public Coordinator {
     Instant expires_at;
   };
 
+  class Txn;  // the fire ledger's transaction over these maps (memory_coordinator.cc)
+
   static FireId IdOf(const FireKey& fire);
   static RunKey RunKeyOf(const FireKey& fire, int attempt);
-
-  // The open fire `claim` holds, or LeaseLost. REQUIRES: mu_ held.
-  Result<Fire*> FencedLocked(const gnomon::Claim& claim, Instant now);
-  // Creates a closed fire with one skipped record. REQUIRES: mu_ held; the fire has no record.
-  void RecordSkippedLocked(const FireKey& fire, const std::string& node_id,
-                           const std::string& reason, Instant now);
-  // Starts attempt `attempt` of `fire` for `node_id` with a new token. REQUIRES: mu_ held.
-  gnomon::Claim StartAttemptLocked(Fire& fire, int attempt, const std::string& node_id,
-                                   Duration ttl, Instant now);
-  // Closes the current attempt's record (if still running) with `outcome`. REQUIRES: mu_ held.
-  void FinishRunningLocked(const Fire& fire, RunOutcome outcome, const std::string& error,
-                           Instant now);
-  void AdvanceLastScheduledLocked(const FireKey& fire);
 
   Clock& clock_;
   std::mutex mu_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "src/coord/coordinator_util.h"
+#include "src/coord/fire_ledger.h"
 
 namespace gnomon::testing {
 
@@ -18,182 +19,139 @@ MemoryCoordinator::RunKey MemoryCoordinator::RunKeyOf(const FireKey& fire, int a
 
 Result<Instant> MemoryCoordinator::Now() { return clock_.Now(); }
 
-Result<MemoryCoordinator::Fire*> MemoryCoordinator::FencedLocked(const gnomon::Claim& claim,
-                                                                 Instant now) {
-  auto it = fires_.find(IdOf(claim.fire));
-  const std::string what =
-      claim.fire.RunId() + " (token " + std::to_string(claim.fencing_token) + ")";
-  if (it == fires_.end()) return LeaseLostError(what + ": the fire has no claim");
-  Fire& fire = it->second;
-  if (fire.fencing_token != claim.fencing_token) {
-    return LeaseLostError(what + ": fenced off by token " + std::to_string(fire.fencing_token));
+// The fire ledger's storage: these maps, under mu_ (held by the caller for the Txn's life).
+class MemoryCoordinator::Txn final : public coord::LedgerTxn {
+ public:
+  explicit Txn(MemoryCoordinator& c) : c_(c) {}
+
+  // `op` on a ledger over `c`, under its mutex.
+  template <class Op>
+  static auto Run(MemoryCoordinator& c, Op op) {
+    std::lock_guard<std::mutex> lock(c.mu_);
+    Txn txn(c);
+    coord::FireLedger ledger(txn);
+    return op(ledger);
   }
-  if (!fire.open) return LeaseLostError(what + ": the lease was released or revoked");
-  if (fire.lease_expires_at <= now) return LeaseLostError(what + ": the lease expired");
-  return &fire;
-}
 
-void MemoryCoordinator::AdvanceLastScheduledLocked(const FireKey& fire) {
-  std::optional<Instant>& last = jobs_[fire.job_id].state.last_scheduled;
-  if (!last || *last < fire.scheduled_at) last = fire.scheduled_at;
-}
+  Instant Now() override { return c_.clock_.Now(); }
 
-void MemoryCoordinator::RecordSkippedLocked(const FireKey& key, const std::string& node_id,
-                                            const std::string& reason, Instant now) {
-  Fire fire;
-  fire.key = key;
-  fire.node_id = node_id;
-  fire.lease_expires_at = now;
-  fire.open = false;
-  fires_.emplace(IdOf(key), std::move(fire));
-  RunRecord record = coord::NewRecord(key, 1, 0, node_id, now, RunOutcome::kSkipped);
-  record.skip_reason = reason;
-  runs_[RunKeyOf(key, 1)] = std::move(record);
-  AdvanceLastScheduledLocked(key);
-}
+  Result<std::optional<coord::FireEntry>> LoadFire(const FireKey& key, int) override {
+    auto it = c_.fires_.find(IdOf(key));
+    if (it == c_.fires_.end()) return std::optional<coord::FireEntry>();
+    return std::optional<coord::FireEntry>(EntryOf(it->second));
+  }
 
-gnomon::Claim MemoryCoordinator::StartAttemptLocked(Fire& fire, int attempt,
-                                                    const std::string& node_id, Duration ttl,
-                                                    Instant now) {
-  Job& job = jobs_[fire.key.job_id];
-  fire.attempt = attempt;
-  fire.fencing_token = ++job.last_token;
-  fire.node_id = node_id;
-  fire.lease_expires_at = now + ttl;
-  fire.open = true;
-  runs_[RunKeyOf(fire.key, attempt)] =
-      coord::NewRecord(fire.key, attempt, fire.fencing_token, node_id, now, RunOutcome::kRunning);
-  return gnomon::Claim{fire.key, attempt, fire.fencing_token, node_id, fire.lease_expires_at};
-}
+  Result<std::vector<coord::FireEntry>> LiveFires(const FireKey& fire, Instant now) override {
+    std::vector<coord::FireEntry> out;
+    auto first = c_.fires_.lower_bound(FireId{fire.job_id, INT64_MIN, INT32_MIN});
+    for (auto it = first; it != c_.fires_.end() && std::get<0>(it->first) == fire.job_id; ++it) {
+      coord::FireEntry other = EntryOf(it->second);
+      if (other.HeldAt(now) && other.key.scheduled_at != fire.scheduled_at) out.push_back(other);
+    }
+    return out;
+  }
 
-void MemoryCoordinator::FinishRunningLocked(const Fire& fire, RunOutcome outcome,
-                                            const std::string& error, Instant now) {
-  auto it = runs_.find(RunKeyOf(fire.key, fire.attempt));
-  if (it == runs_.end() || it->second.outcome != RunOutcome::kRunning) return;
-  it->second.outcome = outcome;
-  it->second.finished_at = now;
-  it->second.error = error;
-}
+  Status CreateFire(const FireKey& key, const std::string& node_id, Instant now) override {
+    Fire fire;
+    fire.key = key;
+    fire.node_id = node_id;
+    fire.lease_expires_at = now;
+    c_.fires_.emplace(IdOf(key), std::move(fire));
+    return Status::Ok();
+  }
+
+  Result<gnomon::Claim> StartAttempt(const FireKey& key, int attempt, const std::string& node_id,
+                                     Duration ttl, Instant now, const std::string& cause) override {
+    Fire& fire = c_.fires_.at(IdOf(key));
+    fire.attempt = attempt;
+    fire.fencing_token = ++c_.jobs_[key.job_id].last_token;
+    fire.node_id = node_id;
+    fire.lease_expires_at = now + ttl;
+    fire.open = true;
+    RunRecord running =
+        coord::NewRecord(fire.key, attempt, fire.fencing_token, node_id, now, RunOutcome::kRunning);
+    running.cause = cause;
+    c_.runs_[RunKeyOf(fire.key, attempt)] = std::move(running);
+    return gnomon::Claim{fire.key, attempt, fire.fencing_token, node_id, fire.lease_expires_at};
+  }
+
+  Status ExtendLease(const coord::FireEntry& entry, Duration ttl, Instant now) override {
+    c_.fires_.at(IdOf(entry.key)).lease_expires_at = now + ttl;
+    return Status::Ok();
+  }
+
+  Status CloseFire(const coord::FireEntry& entry) override {
+    c_.fires_.at(IdOf(entry.key)).open = false;
+    return Status::Ok();
+  }
+
+  Result<std::optional<RunRecord>> LoadRecord(const FireKey& key, int attempt) override {
+    auto it = c_.runs_.find(RunKeyOf(key, attempt));
+    if (it == c_.runs_.end()) return std::optional<RunRecord>();
+    return std::optional<RunRecord>(it->second);
+  }
+
+  Status PutRecord(const RunRecord& record) override {
+    FireKey key{record.job_id, record.scheduled_at, record.shard, record.shard_count};
+    c_.runs_[RunKeyOf(key, record.attempt)] = record;
+    return Status::Ok();
+  }
+
+  Status PutCheckpoint(const FireKey& key, const std::string& value) override {
+    c_.fires_.at(IdOf(key)).checkpoint = value;
+    return Status::Ok();
+  }
+
+  Result<JobState> LoadJobState(const std::string& job_id) override {
+    auto it = c_.jobs_.find(job_id);
+    return it == c_.jobs_.end() ? JobState{} : it->second.state;
+  }
+
+  Status PutJobState(const std::string& job_id, const JobState& state) override {
+    c_.jobs_[job_id].state = state;
+    return Status::Ok();
+  }
+
+  Status BumpJobsVersion(const std::string&) override {
+    ++c_.jobs_version_;
+    c_.jobs_changed_.notify_all();
+    return Status::Ok();
+  }
+
+ private:
+  static coord::FireEntry EntryOf(const Fire& fire) {
+    return coord::FireEntry{fire.key,     fire.attempt,          fire.fencing_token,
+                            fire.node_id, fire.lease_expires_at, fire.open};
+  }
+
+  MemoryCoordinator& c_;
+};
 
 Result<ClaimOutcome> MemoryCoordinator::Claim(const ClaimRequest& req) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
-  std::lock_guard<std::mutex> lock(mu_);
-  const Instant now = clock_.Now();
-  using R = ClaimOutcome::Result;
-  if (fires_.contains(IdOf(req.fire))) return coord::MakeOutcome(R::kAlreadyClaimed, now);
-  if (req.fire.scheduled_at > now + req.skew_tolerance) {
-    return coord::MakeOutcome(R::kTooEarly, now);
-  }
-  if (jobs_[req.fire.job_id].state.paused) {
-    RecordSkippedLocked(req.fire, req.node_id, "paused", now);
-    return coord::MakeOutcome(R::kPaused, now);
-  }
-  ClaimOutcome out = coord::MakeOutcome(R::kClaimed, now);
-  if (req.overlap != OverlapPolicy::kAllow) {
-    // Live fires of the same job at other instants (sibling shards of this instant run together).
-    auto first = fires_.lower_bound(FireId{req.fire.job_id, INT64_MIN, INT32_MIN});
-    for (auto it = first; it != fires_.end() && std::get<0>(it->first) == req.fire.job_id; ++it) {
-      Fire& other = it->second;
-      if (!other.open || other.lease_expires_at <= now ||
-          other.key.scheduled_at == req.fire.scheduled_at) {
-        continue;
-      }
-      if (req.overlap == OverlapPolicy::kForbid) {
-        RecordSkippedLocked(req.fire, req.node_id, "overlap", now);
-        return coord::MakeOutcome(R::kOverlap, now);
-      }
-      FinishRunningLocked(other, RunOutcome::kCancelled, "replaced by " + req.fire.RunId(), now);
-      other.open = false;
-      out.replaced.push_back(other.key);
-    }
-  }
-  Fire fire;
-  fire.key = req.fire;
-  auto [it, inserted] = fires_.emplace(IdOf(req.fire), std::move(fire));
-  GNOMON_CHECK(inserted);
-  out.claim = StartAttemptLocked(it->second, 1, req.node_id, req.lease_ttl, now);
-  out.claim->cause = req.cause;
-  runs_[RunKeyOf(req.fire, 1)].cause = req.cause;
-  AdvanceLastScheduledLocked(req.fire);
-  return out;
+  return Txn::Run(*this, [&](coord::FireLedger& l) { return l.Claim(req); });
 }
 
 Status MemoryCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "renew: ttl"));
-  std::lock_guard<std::mutex> lock(mu_);
-  const Instant now = clock_.Now();
-  Result<Fire*> fire = FencedLocked(claim, now);
-  if (!fire.ok()) return fire.status();
-  (*fire)->lease_expires_at = now + ttl;
-  claim.lease_expires_at = now + ttl;
-  return Status::Ok();
+  return coord::StoreRenewal(
+      claim, Txn::Run(*this, [&](coord::FireLedger& l) { return l.Renew(claim, ttl); }));
 }
 
 Result<gnomon::Claim> MemoryCoordinator::NextAttempt(const gnomon::Claim& claim, Duration ttl) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "next attempt: ttl"));
-  std::lock_guard<std::mutex> lock(mu_);
-  const Instant now = clock_.Now();
-  Result<Fire*> fire = FencedLocked(claim, now);
-  if (!fire.ok()) return fire.status();
-  FinishRunningLocked(
-      **fire, RunOutcome::kFailed,
-      "superseded by attempt " + std::to_string(claim.attempt + 1) + " without a report", now);
-  return StartAttemptLocked(**fire, (*fire)->attempt + 1, claim.node_id, ttl, now);
+  return Txn::Run(*this, [&](coord::FireLedger& l) { return l.NextAttempt(claim, ttl); });
 }
 
 Status MemoryCoordinator::Report(const gnomon::Claim& claim, const RunRecord& record, bool final) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateReport(claim, record, final));
-  std::lock_guard<std::mutex> lock(mu_);
-  const Instant now = clock_.Now();
-  Result<Fire*> fire = FencedLocked(claim, now);
-  if (!fire.ok()) return fire.status();
-  RunRecord stored = record;
-  stored.output = coord::TruncateOutput(std::move(stored.output));
-  runs_[RunKeyOf(claim.fire, claim.attempt)] = std::move(stored);
-  if (final) {
-    (*fire)->open = false;
-    int& failures = jobs_[claim.fire.job_id].state.consecutive_failures;
-    switch (coord::FailureEffectOf(record.outcome)) {
-      case coord::FailureEffect::kReset:
-        failures = 0;
-        break;
-      case coord::FailureEffect::kIncrement:
-        ++failures;
-        break;
-      case coord::FailureEffect::kUnchanged:
-        break;
-    }
-  }
-  return Status::Ok();
+  return Txn::Run(*this, [&](coord::FireLedger& l) { return l.Report(claim, record, final); });
 }
 
 Status MemoryCoordinator::CancelFire(const FireKey& key, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = fires_.find(IdOf(key));
-  if (it == fires_.end()) return coord::NoSuchFire(key);
-  Fire& fire = it->second;
-  if (!fire.open) return coord::FireEnded(key);
-  if (auto run = runs_.find(RunKeyOf(fire.key, fire.attempt)); run != runs_.end()) {
-    coord::CancelRecord(run->second, reason, clock_.Now());
-  }
-  fire.open = false;
-  ++jobs_version_;
-  jobs_changed_.notify_all();
-  return Status::Ok();
+  return Txn::Run(*this, [&](coord::FireLedger& l) { return l.CancelFire(key, reason); });
 }
 
 Result<gnomon::Claim> MemoryCoordinator::RerunFire(const FireKey& key, const std::string& node_id,
                                                    Duration ttl, const std::string& cause) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateRerun(key, node_id, ttl, cause));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = fires_.find(IdOf(key));
-  if (it == fires_.end()) return coord::NoSuchFire(key);
-  Fire& fire = it->second;
-  if (fire.open) return coord::FireNotEnded(key);
-  gnomon::Claim claim = StartAttemptLocked(fire, fire.attempt + 1, node_id, ttl, clock_.Now());
-  runs_[RunKeyOf(fire.key, claim.attempt)].cause = cause;
-  claim.cause = cause;
-  return claim;
+  return Txn::Run(*this,
+                  [&](coord::FireLedger& l) { return l.RerunFire(key, node_id, ttl, cause); });
 }
 
 Result<std::vector<ExpiredFire>> MemoryCoordinator::ListExpired(int limit) {
@@ -218,56 +176,22 @@ Result<std::optional<gnomon::Claim>> MemoryCoordinator::ResolveLost(const Expire
                                                                     const std::string& node_id,
                                                                     LostPolicy policy,
                                                                     Duration ttl) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateResolveLost(expired, node_id, policy, ttl));
-  std::lock_guard<std::mutex> lock(mu_);
-  const Instant now = clock_.Now();
-  auto it = fires_.find(IdOf(expired.fire));
-  if (it == fires_.end()) return NotFoundError("fire " + expired.fire.RunId() + " has no record");
-  Fire& fire = it->second;
-  if (!fire.open || fire.fencing_token != expired.fencing_token || fire.lease_expires_at > now) {
-    return FailedPreconditionError("fire " + expired.fire.RunId() + " (token " +
-                                   std::to_string(expired.fencing_token) +
-                                   ") was resolved, renewed or taken over meanwhile");
-  }
-  FinishRunningLocked(fire, RunOutcome::kLost,
-                      "lease expired; holder " + fire.node_id + " vanished", now);
-  if (policy == LostPolicy::kFail) {
-    fire.open = false;
-    ++jobs_[fire.key.job_id].state.consecutive_failures;
-    return std::optional<gnomon::Claim>();
-  }
-  return std::optional<gnomon::Claim>(
-      StartAttemptLocked(fire, fire.attempt + 1, node_id, ttl, now));
+  return Txn::Run(
+      *this, [&](coord::FireLedger& l) { return l.ResolveLost(expired, node_id, policy, ttl); });
 }
 
 Status MemoryCoordinator::RecordSkipped(const FireKey& fire, const std::string& node_id,
                                         const std::string& reason) {
-  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fires_.contains(IdOf(fire))) {
-    return AlreadyExistsError("fire " + fire.RunId() + " already has a record");
-  }
-  RecordSkippedLocked(fire, node_id, reason, clock_.Now());
-  return Status::Ok();
+  return Txn::Run(*this,
+                  [&](coord::FireLedger& l) { return l.RecordSkipped(fire, node_id, reason); });
 }
 
 Status MemoryCoordinator::SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Fire*> fire = FencedLocked(claim, clock_.Now());
-  if (!fire.ok()) return fire.status();
-  (*fire)->checkpoint = value;
-  return Status::Ok();
+  return Txn::Run(*this, [&](coord::FireLedger& l) { return l.SaveCheckpoint(claim, value); });
 }
 
 Status MemoryCoordinator::SaveLiveOutput(const gnomon::Claim& claim, const std::string& output) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Result<Fire*> fire = FencedLocked(claim, clock_.Now());
-  if (!fire.ok()) return fire.status();
-  auto it = runs_.find(RunKeyOf(claim.fire, claim.attempt));
-  if (it != runs_.end() && it->second.outcome == RunOutcome::kRunning) {
-    it->second.output = coord::TruncateOutput(output);
-  }
-  return Status::Ok();
+  return Txn::Run(*this, [&](coord::FireLedger& l) { return l.SaveLiveOutput(claim, output); });
 }
 
 Result<std::optional<std::string>> MemoryCoordinator::LoadCheckpoint(const FireKey& fire) {

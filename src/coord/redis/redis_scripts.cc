@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "gnomon/status.h"
+#include "src/coord/redis/redis_script_helpers.h"
 
 namespace gnomon::coord::redis_scripts {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 // command costs about 3k to call, a write command several k more (it is also propagated to the
 // AOF, argument by argument), and a number passed to redis.call 2k more than a string (it is
 // formatted with %.17g). So a script's source holds only the helpers it uses (WithHelpers picks
-// them from kHelpers), and the hot paths (a claim, a report) read and write each key once,
+// them from ScriptHelpers()), and the hot paths (a claim, a report) read and write each key once,
 // write only what changes, build key names from the job's base once, and pass the instant,
 // shard and shard count on as the caller's text (the client formats them canonically, so they
 // equal S() of their value) instead of reformatting them.
@@ -28,260 +29,6 @@ namespace {
 // Key names (B = KEYS[2], the global base; jb = a job's base "B:{job}", KEYS[1] in the scripts of
 // one job): jb:state, jb:fire:<fid>, jb:live, jb:runs, jb:run:<fid>:<attempt>, where the fid is
 // "<ms>:<shard>"; see gnomon/redis_coordinator.h.
-
-// The shared definitions, each `local <name>` or `local function <name>(`, in dependency order
-// (one uses only those above it). WithHelpers includes one when the script's body, or a
-// definition it includes, names it.
-struct Helper {
-  const char* name;
-  const char* code;
-};
-constexpr Helper kHelpers[] = {
-    {"GB", R"lua(
-local GB = KEYS[2]
-)lua"},
-    {"JB", R"lua(
-local JB = KEYS[1]
-)lua"},
-    {"format", R"lua(
-local format = string.format
-)lua"},
-    {"S", R"lua(
-local function S(n) return format('%d', n) end
-)lua"},
-    {"server_ms", R"lua(
--- The server's clock in ms, read (TIME) at most once per script.
-local server_ms_read
-local function server_ms()
-  if not server_ms_read then
-    local t = redis.call('TIME')
-    local usec = t[2] + 0
-    server_ms_read = t[1] * 1000 + (usec - usec % 1000) / 1000
-  end
-  return server_ms_read
-end
-)lua"},
-    {"NOW", R"lua(
--- "Now" in ms: ARGV[1] (the test seam), else the server's clock.
-local NOW
-if ARGV[1] ~= '' then NOW = ARGV[1] + 0 else NOW = server_ms() end
-)lua"},
-    {"NOW_S", R"lua(
-local NOW_S = S(NOW)
-)lua"},
-    {"counter_after", R"lua(
--- The value after `prev` (text or false) of a counter that never goes backwards, also after a
--- restart that lost its last value: max(prev + 1, server clock in microseconds). The clock is
--- the script's one TIME read, in ms times 1000: a value handed out while the server's clock
--- read M ms is below (M + 1) * 1000 unless one counter advanced 1,000 times within that
--- millisecond, which cannot happen (each advance is a claim or a definition change, several µs
--- of server CPU each, and a batch holds at most 128 claims), so after a restart (its clock at
--- least a millisecond later) the first value is larger than any issued before it.
-local function counter_after(prev)
-  local v = (prev or 0) + 1
-  local floor = server_ms() * 1000
-  if floor > v then v = floor end
-  return v
-end
-)lua"},
-    {"next_counter", R"lua(
-local function next_counter(key, field)
-  local v = counter_after(redis.call('HGET', key, field))
-  redis.call('HSET', key, field, S(v))
-  return v
-end
-)lua"},
-    {"bump_jobs_version", R"lua(
--- Every definition or pause-state change: a new jobs version, announced on the events channel
--- (nodes waiting in WaitJobsChange wake at once; a missed message is healed by their resync).
-local function bump_jobs_version()
-  local v = next_counter(GB .. ':meta', 'jobs_version')
-  redis.call('PUBLISH', GB .. ':events', S(v))
-  return v
-end
-)lua"},
-    {"jb_of", R"lua(
-local function jb_of(job) return GB .. ':{' .. job .. '}' end
-)lua"},
-    {"member", R"lua(
-local function member(job, ms, shard, att)
-  return format('%016d %s %010d %010d', 9000000000000000 - ms, job, shard, 2147483647 - att)
-end
-)lua"},
-    {"parse_member", R"lua(
-local function parse_member(m)
-  local inv, job, shard, iatt = string.match(m, '^(%d+) (%S+) (%d+) (%d+)$')
-  return job, 9000000000000000 - inv, shard + 0, 2147483647 - iatt
-end
-)lua"},
-    {"rec_key_of", R"lua(
-local function rec_key_of(m)
-  local job, ms, shard, att = parse_member(m)
-  return jb_of(job) .. ':run:' .. S(ms) .. ':' .. S(shard) .. ':' .. S(att)
-end
-)lua"},
-    {"drop_records", R"lua(
--- Deletes the records of the listing members `ms` and their index entries, 256 per command.
-local function drop_records(ms)
-  for from = 1, #ms, 256 do
-    local to = math.min(#ms, from + 255)
-    local keys, by_job = {}, {}
-    for i = from, to do
-      local m = ms[i]
-      local job = string.match(m, '^%d+ (%S+) ')
-      keys[#keys + 1] = rec_key_of(m)
-      local l = by_job[job]
-      if not l then
-        l = {}
-        by_job[job] = l
-      end
-      l[#l + 1] = m
-    end
-    redis.call('DEL', unpack(keys))
-    redis.call('ZREM', GB .. ':runs', unpack(ms, from, to))
-    for job, l in pairs(by_job) do redis.call('ZREM', jb_of(job) .. ':runs', unpack(l)) end
-  end
-end
-)lua"},
-    {"trim", R"lua(
--- Bounds an index (a job's or the global listing) to `cap` finished records plus a slack:
--- nothing happens until the excess reaches the slack (cap / 16, 1 to 64), and then the oldest
--- finished records beyond the cap go in one batch of at most 4 slacks, so one fetch and a few
--- deletions serve `slack` writes and, in steady state, an index holds at most cap + slack - 1
--- records besides running ones. One call looks at no more than 4 slacks + 64 records.
--- A job's index keeps its running records (up to 64 of them among the oldest are looked past):
--- when more hold the trim back, the state's trim_at (now + 1 s) says to look again only a second
--- later (runs end with time), so the writes meanwhile pay one HGET, not a scan of the excess each.
--- The global index (no `hint`) never waits for running records: a running one among its oldest
--- leaves the global listing only (it stays listed under its job, which trims it once finished).
--- Late claims of old instants (a misfire catch-up) list at the old end of the indexes; a trim that
--- scanned past all of them at every write made a backlog slow every claim down.
-local function trim(zkey, cap, hint)
-  local global = not hint
-  local n = redis.call('ZCARD', zkey)
-  local excess = n - cap
-  local slack = (cap - cap % 16) / 16
-  if slack > 64 then slack = 64 elseif slack < 1 then slack = 1 end
-  if excess < slack then return end
-  local wait = nil
-  if not global then
-    wait = redis.call('HGET', hint, 'trim_at')
-    if wait and NOW < wait + 0 then return end
-  end
-  local want = excess
-  if want > 4 * slack then want = 4 * slack end
-  local victims, unlisted = {}, {}
-  local look = want + 64
-  if global then look = want end
-  for _, m in ipairs(redis.call('ZREVRANGEBYLEX', zkey, '+', '-', 'LIMIT', '0', S(look))) do
-    if #victims >= want then break end
-    if redis.call('HGET', rec_key_of(m), 'out') ~= 'running' then
-      victims[#victims + 1] = m
-    elseif global then
-      unlisted[#unlisted + 1] = m
-    end
-  end
-  drop_records(victims)
-  if #unlisted > 0 then redis.call('ZREM', zkey, unpack(unlisted)) end
-  if global then return end
-  if #victims < want then
-    redis.call('HSET', hint, 'trim_at', S(NOW + 1000))
-  elseif wait then
-    redis.call('HDEL', hint, 'trim_at')
-  end
-end
-)lua"},
-    {"index_record", R"lua(
--- Lists a new record in its job's index (jb:runs) and the global one, and trims both.
-local function index_record(jb, job, ms, shard, att)
-  local m = member(job, ms, shard, att)
-  redis.call('ZADD', jb .. ':runs', '0', m)
-  redis.call('ZADD', GB .. ':runs', '0', m)
-  trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state')
-  trim(GB .. ':runs', ARGV[3] + 0, nil)
-end
-)lua"},
-    {"new_record", R"lua(
--- Writes the record of a new attempt (or of a skipped fire); `...` are its field/value pairs.
--- Fields a running record does not have yet (err, output, skip, exit) are left out; readers
--- take a missing one as empty. HSET answers how many fields it added: all of them when the
--- record is new (then it is indexed); fewer when a record of an earlier claim of the fire is
--- still there (kept longer than its fire marker), which is replaced whole (it is indexed
--- already).
-local function new_record(jb, job, fid, ms, shard, att, att_s, ...)
-  local rk = jb .. ':run:' .. fid .. ':' .. att_s
-  if redis.call('HSET', rk, ...) * 2 == select('#', ...) then
-    index_record(jb, job, ms, shard, att)
-  else
-    redis.call('DEL', rk)
-    redis.call('HSET', rk, ...)
-  end
-end
-)lua"},
-    {"advance_last", R"lua(
-local function advance_last(jb, ms, ms_s)
-  local cur = redis.call('HGET', jb .. ':state', 'last')
-  if not cur or cur + 0 < ms then redis.call('HSET', jb .. ':state', 'last', ms_s) end
-end
-)lua"},
-    {"finish_running", R"lua(
-local function finish_running(jb, fid, att_s, outcome, err)
-  local rk = jb .. ':run:' .. fid .. ':' .. att_s
-  if redis.call('HGET', rk, 'out') == 'running' then
-    redis.call('HSET', rk, 'out', outcome, 'fin', NOW_S, 'err', err)
-  end
-end
-)lua"},
-    {"close_fire", R"lua(
-local function close_fire(jb, job, fid)
-  local fk = jb .. ':fire:' .. fid
-  redis.call('HSET', fk, 'open', '0')
-  redis.call('PEXPIRE', fk, ARGV[4])
-  redis.call('ZREM', jb .. ':live', fid)
-  redis.call('ZREM', GB .. ':leases', job .. ' ' .. fid)
-end
-)lua"},
-    {"start_attempt", R"lua(
--- Opens attempt `att` of a fire with fencing token `tok` and a lease of `ttl` ms: on a new
--- marker (a claim) or an open one (a retry, a rerun); neither has a TTL (PEXPIRE comes only
--- when a marker closes), so there is none to remove. -> token and lease end as text.
-local function start_attempt(jb, job, fid, ms, shard, sc_s, att, att_s, node, ttl, tok)
-  local tok_s, lease_s = S(tok), S(NOW + ttl)
-  redis.call('HSET', jb .. ':fire:' .. fid, 'att', att_s, 'tok', tok_s, 'node', node, 'lease',
-             lease_s, 'open', '1', 'sc', sc_s)
-  redis.call('ZADD', jb .. ':live', lease_s, fid)
-  redis.call('ZADD', GB .. ':leases', lease_s, job .. ' ' .. fid)
-  new_record(jb, job, fid, ms, shard, att, att_s, 'sc', sc_s, 'tok', tok_s, 'node', node, 'st',
-             NOW_S, 'fin', '0', 'out', 'running')
-  return tok_s, lease_s
-end
-)lua"},
-    {"record_skipped", R"lua(
-local function record_skipped(jb, job, ms_s, shard_s, sc_s, node, reason)
-  local fid = ms_s .. ':' .. shard_s
-  local fk = jb .. ':fire:' .. fid
-  redis.call('HSET', fk, 'att', '1', 'tok', '0', 'node', node, 'lease', NOW_S, 'open', '0',
-             'sc', sc_s)
-  redis.call('PEXPIRE', fk, ARGV[4])
-  local ms = ms_s + 0
-  new_record(jb, job, fid, ms, shard_s + 0, 1, '1', 'sc', sc_s, 'tok', '0', 'node', node, 'st',
-             NOW_S, 'fin', NOW_S, 'out', 'skipped', 'skip', reason)
-  advance_last(jb, ms, ms_s)
-end
-)lua"},
-    {"fenced", R"lua(
--- nil and the marker's fields tok open lease ... (the extra ones asked for) when `tok` holds
--- the live lease of the fire whose marker is `fk`, else the reason it does not.
-local function fenced(fk, tok, ...)
-  local f = redis.call('HMGET', fk, 'tok', 'open', 'lease', ...)
-  if not f[1] then return 'the fire has no claim' end
-  if f[1] ~= tok then return 'fenced off by token ' .. f[1] end
-  if f[2] ~= '1' then return 'the lease was released or revoked' end
-  if f[3] + 0 <= NOW then return 'the lease expired' end
-  return nil, f
-end
-)lua"},
-};
 
 // True when `text` names `name`: not preceded nor followed by a name character.
 bool Uses(std::string_view text, std::string_view name) {
@@ -302,6 +49,7 @@ bool Uses(std::string_view text, std::string_view name) {
 // run_id, deadline, cause ('' = by schedule).
 // -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/... now
 constexpr const char* kClaimFn = R"lua(
+-- A[i..]: job ms shard shard_count node ttl_ms skew_ms overlap run_id deadline cause
 local function claim_one(A, i)
   local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
   -- A claim executed after its client gave up (it waited in a buffer) is not applied.
@@ -352,6 +100,7 @@ end
 
 // ARGV[5..]: job ids. -> per job: paused reason fails last (each false when unset).
 constexpr const char* kGetJobStatesBody = R"lua(
+-- ARGV[5..]: jobs...
 local out = {}
 for i = 5, #ARGV do
   out[#out + 1] = redis.call('HMGET', jb_of(ARGV[i]) .. ':state', 'paused', 'reason', 'fails',
@@ -362,6 +111,7 @@ return out
 
 // ARGV[5]: n; ARGV[6..]: n claims of 11 arguments each (claim_one). -> one reply per claim.
 constexpr const char* kClaimManyBody = R"lua(
+-- ARGV[5..]: n claims...
 local out = {}
 for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 11) end
 return out
@@ -369,6 +119,7 @@ return out
 
 // ARGV[5..]: job, ms, shard, token, ttl_ms. -> OK lease | LEASE reason
 constexpr const char* kRenewBody = R"lua(
+-- ARGV[5..]: job ms shard token ttl_ms
 local fid = ARGV[6] .. ':' .. ARGV[7]
 local fk = JB .. ':fire:' .. fid
 local why = fenced(fk, ARGV[8])
@@ -382,6 +133,7 @@ return {'OK', lease_s}
 
 // ARGV[5..]: job, ms, shard, token, ttl_ms, node. -> OK attempt token lease | LEASE reason
 constexpr const char* kNextAttemptBody = R"lua(
+-- ARGV[5..]: job ms shard token ttl_ms node
 local fid = ARGV[6] .. ':' .. ARGV[7]
 local why, f = fenced(JB .. ':fire:' .. fid, ARGV[8], 'att', 'sc')
 if why then return {'LEASE', why} end
@@ -398,6 +150,7 @@ return {'OK', att_s, tok_s, lease_s}
 // effect (reset/inc/none); A[i+7..last] the record's field/value pairs: all of sc tok node st fin
 // out err output skip, and exit last when known. -> OK | LEASE reason
 constexpr const char* kReportFn = R"lua(
+-- A[i..]: job ms shard token attempt final failure_effect fields...
 local function report_one(A, i, last)
   local job, ms_s, shard_s = A[i], A[i + 1], A[i + 2]
   local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
@@ -430,6 +183,7 @@ end
 // ARGV[5]: n; then n reports, each its argument count and its arguments (report_one).
 // -> one reply per report.
 constexpr const char* kReportManyBody = R"lua(
+-- ARGV[5..]: n reports...
 local out = {}
 local at = 6
 for k = 1, ARGV[5] + 0 do
@@ -443,6 +197,7 @@ return out
 // KEYS[1] = global base. ARGV[5]: limit.
 // -> OK, then per fire: job ms shard shard_count attempt token node lease
 constexpr const char* kListExpiredBody = R"lua(
+-- ARGV[5..]: limit
 local rows = redis.call('ZRANGEBYSCORE', GB .. ':leases', '-inf', NOW_S, 'LIMIT', '0', ARGV[5])
 local out = {'OK'}
 for _, m in ipairs(rows) do
@@ -463,6 +218,7 @@ return out
 // ARGV[5..]: job, ms, shard, token, policy (fail/rerun), node, ttl_ms.
 // -> OK [attempt token lease] | NOTFOUND | PRECOND
 constexpr const char* kResolveLostBody = R"lua(
+-- ARGV[5..]: job ms shard token policy node ttl_ms
 local fid = ARGV[6] .. ':' .. ARGV[7]
 local f = redis.call('HMGET', JB .. ':fire:' .. fid, 'tok', 'open', 'lease', 'att', 'node', 'sc')
 if not f[1] then return {'NOTFOUND'} end
@@ -483,6 +239,7 @@ return {'OK', att_s, tok_s, lease_s}
 
 // ARGV[5..]: job, ms, shard, shard_count, node, reason. -> OK | EXISTS
 constexpr const char* kRecordSkippedBody = R"lua(
+-- ARGV[5..]: job ms shard shard_count node reason
 if redis.call('EXISTS', JB .. ':fire:' .. ARGV[6] .. ':' .. ARGV[7]) == 1 then
   return {'EXISTS'}
 end
@@ -490,28 +247,30 @@ record_skipped(JB, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 return {'OK'}
 )lua";
 
-// ARGV[5..]: job, ms, shard, token, value. -> OK | LEASE reason
+// The job is KEYS[1]'s. -> OK | LEASE reason
 constexpr const char* kSaveCheckpointBody = R"lua(
-local fk = JB .. ':fire:' .. ARGV[6] .. ':' .. ARGV[7]
-local why = fenced(fk, ARGV[8])
+-- ARGV[5..]: ms shard token value
+local fk = JB .. ':fire:' .. ARGV[5] .. ':' .. ARGV[6]
+local why = fenced(fk, ARGV[7])
 if why then return {'LEASE', why} end
-redis.call('HSET', fk, 'cp', ARGV[9])
+redis.call('HSET', fk, 'cp', ARGV[8])
 return {'OK'}
 )lua";
 
-// ARGV[5..]: job, ms, shard, token, output. -> OK | LEASE reason. Into the attempt's record,
-// while it runs.
+// The job is KEYS[1]'s. -> OK | LEASE reason. Into the attempt's record, while it runs.
 constexpr const char* kSaveLiveOutputBody = R"lua(
-local fk = JB .. ':fire:' .. ARGV[6] .. ':' .. ARGV[7]
-local why = fenced(fk, ARGV[8])
+-- ARGV[5..]: ms shard token value
+local fk = JB .. ':fire:' .. ARGV[5] .. ':' .. ARGV[6]
+local why = fenced(fk, ARGV[7])
 if why then return {'LEASE', why} end
-local rk = JB .. ':run:' .. ARGV[6] .. ':' .. ARGV[7] .. ':' .. redis.call('HGET', fk, 'att')
-if redis.call('HGET', rk, 'out') == 'running' then redis.call('HSET', rk, 'output', ARGV[9]) end
+local rk = JB .. ':run:' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. redis.call('HGET', fk, 'att')
+if redis.call('HGET', rk, 'out') == 'running' then redis.call('HSET', rk, 'output', ARGV[8]) end
 return {'OK'}
 )lua";
 
 // ARGV[5..]: paused (1/0), reason. -> OK
 constexpr const char* kSetPausedBody = R"lua(
+-- ARGV[5..]: paused reason
 local reason = ARGV[6]
 if ARGV[5] ~= '1' then reason = '' end
 redis.call('HSET', JB .. ':state', 'paused', ARGV[5], 'reason', reason)
@@ -523,6 +282,7 @@ return {'OK'}
 // change is coord::CancelRecord's: a running attempt ends cancelled; one that already ended (the
 // fire waits for its retry) keeps its outcome and its error says the retry was cancelled.
 constexpr const char* kCancelFireBody = R"lua(
+-- ARGV[5..]: job ms shard reason
 local fid = ARGV[6] .. ':' .. ARGV[7]
 local f = redis.call('HMGET', JB .. ':fire:' .. fid, 'att', 'open')
 if not f[1] then return {'NOTFOUND'} end
@@ -544,6 +304,7 @@ return {'OK'}
 // ARGV[5..]: job, ms, shard, ttl ms, node, cause. -> OK attempt token lease | NOTFOUND | PRECOND
 // (the fire runs or waits for its retry). A closed marker has a TTL (close_fire): it goes.
 constexpr const char* kRerunFireBody = R"lua(
+-- ARGV[5..]: job ms shard ttl_ms node cause
 local fid = ARGV[6] .. ':' .. ARGV[7]
 local fk = JB .. ':fire:' .. fid
 local f = redis.call('HMGET', fk, 'att', 'open', 'sc')
@@ -563,6 +324,7 @@ return {'OK', att_s, tok_s, lease_s}
 
 // ARGV[5..]: keep_last, max_age_ms. -> OK
 constexpr const char* kPruneBody = R"lua(
+-- ARGV[5..]: keep_last max_age_ms
 local keep, cutoff = ARGV[5] + 0, NOW - ARGV[6]
 local fires, current = 0, nil
 local victims = {}
@@ -585,6 +347,7 @@ return {'OK'}
 // syntax), outcome ("" = any), scheduled_from ms ("" = none), how many to return.
 // -> OK, then per record: member, HGETALL array
 constexpr const char* kListRunsBody = R"lua(
+-- ARGV[5..]: start outcome from_ms count
 local start, outcome, want = ARGV[5], ARGV[6], tonumber(ARGV[8])
 local from = nil
 if ARGV[7] ~= '' then from = tonumber(ARGV[7]) end
@@ -619,6 +382,7 @@ return out
 // ARGV[5]: the members' common prefix for one fire. -> OK, then per attempt (descending):
 // member, HGETALL array
 constexpr const char* kGetRunBody = R"lua(
+-- ARGV[5..]: member_prefix
 local p = ARGV[5]
 local out = {'OK'}
 for _, m in ipairs(redis.call('ZRANGEBYLEX', JB .. ':runs', '[' .. p, '(' .. p .. '~')) do
@@ -633,6 +397,7 @@ return out
 
 // KEYS[1] = global base. ARGV[5..]: node, ttl_ms, encoded info. -> OK
 constexpr const char* kHeartbeatBody = R"lua(
+-- ARGV[5..]: node ttl_ms info
 redis.call('HSET', GB .. ':nodes', ARGV[5], NOW_S .. '\n' .. ARGV[7])
 redis.call('ZADD', GB .. ':nodes:exp', S(NOW + tonumber(ARGV[6])), ARGV[5])
 return {'OK'}
@@ -640,6 +405,7 @@ return {'OK'}
 
 // KEYS[1] = global base. -> OK, then per live node: node, "<last heartbeat>\n<info>"
 constexpr const char* kListNodesBody = R"lua(
+-- ARGV[5..]:
 local exp = GB .. ':nodes:exp'
 for _, dead in ipairs(redis.call('ZRANGEBYSCORE', exp, '-inf', NOW_S)) do
   redis.call('HDEL', GB .. ':nodes', dead)
@@ -659,6 +425,7 @@ return out
 // KEYS[1] = global base. ARGV[5..]: job, definition, expected version.
 // -> OK version | EXISTS | PRECOND current-version-or-""
 constexpr const char* kPutJobBody = R"lua(
+-- ARGV[5..]: job definition expected_version
 local cur = redis.call('HGET', GB .. ':jobs', ARGV[5])
 if not cur then
   if ARGV[7] ~= '0' then return {'PRECOND', ''} end
@@ -675,6 +442,7 @@ return {'OK', S(v)}
 // KEYS[1] = global base. ARGV[5..]: job, expected version (-1 = any).
 // -> OK | NOTFOUND | PRECOND current-version
 constexpr const char* kDeleteJobBody = R"lua(
+-- ARGV[5..]: job expected_version
 local cur = redis.call('HGET', GB .. ':jobs', ARGV[5])
 if not cur then return {'NOTFOUND'} end
 local ver = string.match(cur, '^(%d+)\n')
@@ -688,6 +456,7 @@ return {'OK'}
 // for a status >= 400: B:audit_failed, else B:audit; each capped at its own keep).
 // -> OK seq. Members are "<seq>\n<at ms>\n<record>", scored by seq.
 constexpr const char* kAppendAuditBody = R"lua(
+-- ARGV[5..]: keep record class
 local seq = next_counter(GB .. ':meta', 'audit_seq')
 local log = GB .. ':audit'
 if ARGV[7] == 'failed' then log = GB .. ':audit_failed' end
@@ -698,6 +467,7 @@ return {'OK', S(seq)}
 
 // KEYS[1] = global base. ARGV[5..]: triples job, ms, shard. -> OK, then 1/0 per fire.
 constexpr const char* kFiresRecordedBody = R"lua(
+-- ARGV[5..]: fires...
 local out = {'OK'}
 for i = 5, #ARGV, 3 do
   out[#out + 1] = redis.call('EXISTS', jb_of(ARGV[i]) .. ':fire:' .. ARGV[i + 1] .. ':' .. ARGV[i + 2])
@@ -707,96 +477,111 @@ return out
 
 // The definitions `body` needs (directly or through another helper), then `body`.
 std::string WithHelpers(const std::string& body) {
-  constexpr size_t kCount = sizeof(kHelpers) / sizeof(kHelpers[0]);
-  bool needed[kCount] = {};
+  const std::span<const ScriptHelper> helpers = ScriptHelpers();
+  std::vector<bool> needed(helpers.size());
   std::string scanned = body;
-  for (size_t i = kCount; i-- > 0;) {
-    if (Uses(scanned, kHelpers[i].name)) {
+  for (size_t i = helpers.size(); i-- > 0;) {
+    if (Uses(scanned, helpers[i].name)) {
       needed[i] = true;
-      scanned += kHelpers[i].code;
+      scanned += helpers[i].code;
     }
   }
   std::string out;
-  for (size_t i = 0; i < kCount; ++i) {
-    if (needed[i]) out += kHelpers[i].code;
+  for (size_t i = 0; i < helpers.size(); ++i) {
+    if (needed[i]) out += helpers[i].code;
   }
   return out + body;
 }
 
+// Each script: its id, the item function placed before its body (or ""), its body; in Id order.
+struct Script {
+  Id id;
+  const char* item_fn;
+  const char* body;
+};
+constexpr Script kScripts[] = {
+    {kRenew, "", kRenewBody},
+    {kNextAttempt, "", kNextAttemptBody},
+    {kReportMany, kReportFn, kReportManyBody},
+    {kListExpired, "", kListExpiredBody},
+    {kResolveLost, "", kResolveLostBody},
+    {kRecordSkipped, "", kRecordSkippedBody},
+    {kSaveCheckpoint, "", kSaveCheckpointBody},
+    {kSaveLiveOutput, "", kSaveLiveOutputBody},
+    {kSetPaused, "", kSetPausedBody},
+    {kPrune, "", kPruneBody},
+    {kListRuns, "", kListRunsBody},
+    {kGetRun, "", kGetRunBody},
+    {kHeartbeat, "", kHeartbeatBody},
+    {kListNodes, "", kListNodesBody},
+    {kPutJob, "", kPutJobBody},
+    {kDeleteJob, "", kDeleteJobBody},
+    {kAppendAudit, "", kAppendAuditBody},
+    {kFiresRecorded, "", kFiresRecordedBody},
+    {kClaimMany, kClaimFn, kClaimManyBody},
+    {kGetJobStates, "", kGetJobStatesBody},
+    {kCancelFire, "", kCancelFireBody},
+    {kRerunFire, "", kRerunFireBody},
+};
+static_assert(std::size(kScripts) == kCount);
+
+// Each script's own arguments (see redis_scripts.h); in Id order.
+constexpr std::string_view kRenewArgs[] = {"job", "ms", "shard", "token", "ttl_ms"};
+constexpr std::string_view kNextAttemptArgs[] = {"job", "ms", "shard", "token", "ttl_ms", "node"};
+constexpr std::string_view kReportManyArgs[] = {"n", "reports..."};
+constexpr std::string_view kListExpiredArgs[] = {"limit"};
+constexpr std::string_view kResolveLostArgs[] = {"job",    "ms",   "shard", "token",
+                                                 "policy", "node", "ttl_ms"};
+constexpr std::string_view kRecordSkippedArgs[] = {"job",         "ms",   "shard",
+                                                   "shard_count", "node", "reason"};
+constexpr std::string_view kSaveCheckpointArgs[] = {"ms", "shard", "token", "value"};
+constexpr std::string_view kSaveLiveOutputArgs[] = {"ms", "shard", "token", "value"};
+constexpr std::string_view kSetPausedArgs[] = {"paused", "reason"};
+constexpr std::string_view kPruneArgs[] = {"keep_last", "max_age_ms"};
+constexpr std::string_view kListRunsArgs[] = {"start", "outcome", "from_ms", "count"};
+constexpr std::string_view kGetRunArgs[] = {"member_prefix"};
+constexpr std::string_view kHeartbeatArgs[] = {"node", "ttl_ms", "info"};
+constexpr std::span<const std::string_view> kListNodesArgs;
+constexpr std::string_view kPutJobArgs[] = {"job", "definition", "expected_version"};
+constexpr std::string_view kDeleteJobArgs[] = {"job", "expected_version"};
+constexpr std::string_view kAppendAuditArgs[] = {"keep", "record", "class"};
+constexpr std::string_view kFiresRecordedArgs[] = {"fires..."};
+constexpr std::string_view kClaimManyArgs[] = {"n", "claims..."};
+constexpr std::string_view kGetJobStatesArgs[] = {"jobs..."};
+constexpr std::string_view kCancelFireArgs[] = {"job", "ms", "shard", "reason"};
+constexpr std::string_view kRerunFireArgs[] = {"job", "ms", "shard", "ttl_ms", "node", "cause"};
+constexpr std::span<const std::string_view> kArgNames[] = {
+    kRenewArgs,       kNextAttemptArgs,   kReportManyArgs,     kListExpiredArgs,
+    kResolveLostArgs, kRecordSkippedArgs, kSaveCheckpointArgs, kSaveLiveOutputArgs,
+    kSetPausedArgs,   kPruneArgs,         kListRunsArgs,       kGetRunArgs,
+    kHeartbeatArgs,   kListNodesArgs,     kPutJobArgs,         kDeleteJobArgs,
+    kAppendAuditArgs, kFiresRecordedArgs, kClaimManyArgs,      kGetJobStatesArgs,
+    kCancelFireArgs,  kRerunFireArgs,
+};
+static_assert(std::size(kArgNames) == kCount);
+
 }  // namespace
 
 std::string Source(Id id) {
-  const char* body = nullptr;
-  switch (id) {
-    case kClaimMany:
-      return WithHelpers(std::string(kClaimFn) + kClaimManyBody);
-    case kGetJobStates:
-      body = kGetJobStatesBody;
-      break;
-    case kRenew:
-      body = kRenewBody;
-      break;
-    case kNextAttempt:
-      body = kNextAttemptBody;
-      break;
-    case kReportMany:
-      return WithHelpers(std::string(kReportFn) + kReportManyBody);
-    case kListExpired:
-      body = kListExpiredBody;
-      break;
-    case kResolveLost:
-      body = kResolveLostBody;
-      break;
-    case kRecordSkipped:
-      body = kRecordSkippedBody;
-      break;
-    case kSaveCheckpoint:
-      body = kSaveCheckpointBody;
-      break;
-    case kSaveLiveOutput:
-      body = kSaveLiveOutputBody;
-      break;
-    case kSetPaused:
-      body = kSetPausedBody;
-      break;
-    case kPrune:
-      body = kPruneBody;
-      break;
-    case kCancelFire:
-      body = kCancelFireBody;
-      break;
-    case kRerunFire:
-      body = kRerunFireBody;
-      break;
-    case kListRuns:
-      body = kListRunsBody;
-      break;
-    case kGetRun:
-      body = kGetRunBody;
-      break;
-    case kHeartbeat:
-      body = kHeartbeatBody;
-      break;
-    case kListNodes:
-      body = kListNodesBody;
-      break;
-    case kPutJob:
-      body = kPutJobBody;
-      break;
-    case kDeleteJob:
-      body = kDeleteJobBody;
-      break;
-    case kAppendAudit:
-      body = kAppendAuditBody;
-      break;
-    case kFiresRecorded:
-      body = kFiresRecordedBody;
-      break;
-    case kCount:
-      break;
-  }
-  GNOMON_CHECK(body != nullptr);
-  return WithHelpers(body);
+  GNOMON_CHECK(id >= 0 && id < kCount && kScripts[id].id == id);
+  return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body);
+}
+
+std::span<const std::string_view> ArgNames(Id id) {
+  GNOMON_CHECK(id >= 0 && id < kCount);
+  return kArgNames[id];
+}
+
+ArgList& ArgList::Add(std::string_view name, std::string value) {
+  GNOMON_CHECK(next_ < names_.size() && names_[next_] == name);
+  if (!name.ends_with("...")) ++next_;
+  args_.push_back(std::move(value));
+  return *this;
+}
+
+std::vector<std::string> ArgList::Take() {
+  GNOMON_CHECK(next_ == names_.size() || names_[next_].ends_with("..."));
+  return std::move(args_);
 }
 
 }  // namespace gnomon::coord::redis_scripts

@@ -12,7 +12,11 @@
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_SCRIPTS_H_
 #define GNOMON_SRC_COORD_REDIS_REDIS_SCRIPTS_H_
 
+#include <cstddef>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace gnomon::coord::redis_scripts {
 
@@ -45,6 +49,44 @@ enum Id {
 
 // The full source (shared prelude + body) of script `id`.
 std::string Source(Id id);
+
+// --- Argument layouts ------------------------------------------------------------------------
+// The one description of what each script reads: ARGV[1..4] are kCommonArgs; a script's own
+// arguments, from ARGV[5] on, are ArgNames(id), in order. A name ending in "..." is a rest of
+// any length (the batch scripts' items: kClaimItem for claim_one, kReportItem for report_one).
+// The C++ call sites build their argument vectors through ArgList against these names, and
+// redis_scripts_test checks every script's source against them: the "-- ARGV[5..]:" (or, for
+// an item function, "-- A[i..]:") line the script carries and the ARGV[n] / A[i + n] it reads.
+// bench/redis_script_cost.py passes the claim and report batches in the same layout.
+
+inline constexpr std::string_view kCommonArgs[] = {"now_ms", "max_records_per_job",
+                                                   "max_records_total", "fire_retention_ms"};
+inline constexpr std::string_view kClaimItem[] = {"job",    "ms",       "shard",   "shard_count",
+                                                  "node",   "ttl_ms",   "skew_ms", "overlap",
+                                                  "run_id", "deadline", "cause"};
+inline constexpr std::string_view kReportItem[] = {
+    "job", "ms", "shard", "token", "attempt", "final", "failure_effect", "fields..."};
+
+// The script's own arguments (ARGV[5] on).
+std::span<const std::string_view> ArgNames(Id id);
+
+// An argument vector built by name: each Add must name the layout's next argument (a rest name
+// takes any number of values), else GNOMON_CHECK aborts, so no call site can pass arguments in
+// another order than the script reads them.
+class ArgList {
+ public:
+  // `head`: arguments before the layout's (for a script, the kCommonArgs values).
+  explicit ArgList(std::span<const std::string_view> names, std::vector<std::string> head = {})
+      : names_(names), args_(std::move(head)) {}
+  ArgList& Add(std::string_view name, std::string value);
+  // The arguments (moved out). REQUIRES: every name but a final rest was added.
+  std::vector<std::string> Take();
+
+ private:
+  std::span<const std::string_view> names_;
+  size_t next_ = 0;
+  std::vector<std::string> args_;
+};
 
 }  // namespace gnomon::coord::redis_scripts
 

@@ -1,0 +1,134 @@
+#include "src/coord/redis/redis_codec.h"
+
+#include <charconv>
+#include <cstdio>
+
+#include "src/coord/coordinator_util.h"
+
+namespace gnomon::coord::redis {
+
+bool ParseInt(std::string_view text, int64_t& out) {
+  if (text.empty()) return false;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+bool IsValidKeyPart(const std::string& s) { return s.size() <= 64 && IsValidJobId(s); }
+
+std::string Ms(Instant t) { return std::to_string(t.unix_millis()); }
+std::string Ms(Duration d) { return std::to_string(d.count()); }
+
+Status ValidateFire(const FireKey& fire) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
+  const int64_t ms = fire.scheduled_at.unix_millis();
+  if (ms > kMaxAbsMillis || ms < -kMaxAbsMillis) {
+    return InvalidArgumentError("fire " + fire.RunId() + ": scheduled instant is out of range");
+  }
+  return Status::Ok();
+}
+
+std::string MemberPrefix(int64_t scheduled_ms, const std::string& job, int shard) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%016lld ", static_cast<long long>(kInvertBase - scheduled_ms));
+  std::string out = buf;
+  out += job;
+  std::snprintf(buf, sizeof(buf), " %010d ", shard);
+  out += buf;
+  return out;
+}
+std::string Member(const coord::RunPosition& p) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%010lld", static_cast<long long>(kMaxAttempt - p.attempt));
+  return MemberPrefix(p.scheduled_ms, p.job_id, p.shard) + buf;
+}
+
+Status Malformed(const char* what) {
+  return InternalError(std::string("redis: unexpected reply to ") + what);
+}
+
+bool IsArray(const RedisReply& r, size_t min_size) {
+  return r.type == RedisReply::Type::kArray && r.elements.size() >= min_size;
+}
+const std::string& Word(const RedisReply& r) { return r.elements[0].str; }
+
+bool IntAt(const RedisReply& r, size_t i, int64_t& out) {
+  return i < r.elements.size() && ParseInt(r.elements[i].str, out);
+}
+
+Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fields) {
+  // member: "<inv ms> <job> <shard> <inv attempt>"
+  size_t a = member.find(' ');
+  size_t b = member.find(' ', a + 1);
+  size_t c = member.find(' ', b + 1);
+  int64_t inv_ms = 0, shard = 0, inv_att = 0;
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos ||
+      !ParseInt(std::string_view(member).substr(0, a), inv_ms) ||
+      !ParseInt(std::string_view(member).substr(b + 1, c - b - 1), shard) ||
+      !ParseInt(std::string_view(member).substr(c + 1), inv_att) ||
+      fields.type != RedisReply::Type::kArray) {
+    return Malformed("history listing");
+  }
+  std::map<std::string, const std::string*> f;
+  for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
+    f[fields.elements[i].str] = &fields.elements[i + 1].str;
+  }
+  auto num = [&](const char* name, int64_t& out) {
+    auto it = f.find(name);
+    return it != f.end() && ParseInt(*it->second, out);
+  };
+  auto text = [&](const char* name) {
+    auto it = f.find(name);
+    return it == f.end() ? std::string() : *it->second;
+  };
+  int64_t sc = 0, tok = 0, st = 0, fin = 0;
+  if (!num("sc", sc) || !num("tok", tok) || !num("st", st) || !num("fin", fin)) {
+    return Malformed("history record");
+  }
+  Result<RunOutcome> outcome = ParseRunOutcome(text("out"));
+  if (!outcome.ok()) return Malformed("history record outcome");
+  FireKey key;
+  key.job_id = member.substr(a + 1, b - a - 1);
+  key.scheduled_at = Instant::FromUnixMillis(kInvertBase - inv_ms);
+  key.shard = static_cast<int>(shard);
+  key.shard_count = static_cast<int>(sc);
+  RunRecord r;
+  r.run_id = key.RunId();
+  r.job_id = key.job_id;
+  r.scheduled_at = key.scheduled_at;
+  r.shard = key.shard;
+  r.shard_count = key.shard_count;
+  r.attempt = static_cast<int>(kMaxAttempt - inv_att);
+  r.fencing_token = tok;
+  r.node_id = text("node");
+  r.started_at = Instant::FromUnixMillis(st);
+  r.finished_at = Instant::FromUnixMillis(fin);
+  r.outcome = *outcome;
+  int64_t exit_code = 0;
+  if (num("exit", exit_code)) r.exit_code = static_cast<int>(exit_code);
+  r.error = text("err");
+  r.output = text("output");
+  r.skip_reason = text("skip");
+  r.params = text("params");
+  r.cause = text("cause");
+  return r;
+}
+
+Result<std::vector<RunRecord>> DecodeRecords(const RedisReply& reply, const char* what) {
+  if (!IsArray(reply, 1) || Word(reply) != "OK" || reply.elements.size() % 2 != 1) {
+    return Malformed(what);
+  }
+  std::vector<RunRecord> out;
+  for (size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
+    Result<RunRecord> r = DecodeRecord(reply.elements[i].str, reply.elements[i + 1]);
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+Status LeaseLost(const gnomon::Claim& claim, const RedisReply& reply) {
+  return LeaseLostError(claim.fire.RunId() + " (token " + std::to_string(claim.fencing_token) +
+                        "): " + (reply.elements.size() > 1 ? reply.elements[1].str : "fenced"));
+}
+
+}  // namespace gnomon::coord::redis

@@ -1,0 +1,260 @@
+#include "src/coord/redis/redis_script_helpers.h"
+
+namespace gnomon::coord::redis_scripts {
+namespace {
+
+// The shared definitions, each `local <name>` or `local function <name>(`, in dependency order
+// (one uses only those above it). WithHelpers includes one when the script's body, or a
+// definition it includes, names it.
+constexpr ScriptHelper kHelpers[] = {
+    {"GB", R"lua(
+local GB = KEYS[2]
+)lua"},
+    {"JB", R"lua(
+local JB = KEYS[1]
+)lua"},
+    {"format", R"lua(
+local format = string.format
+)lua"},
+    {"S", R"lua(
+local function S(n) return format('%d', n) end
+)lua"},
+    {"server_ms", R"lua(
+-- The server's clock in ms, read (TIME) at most once per script.
+local server_ms_read
+local function server_ms()
+  if not server_ms_read then
+    local t = redis.call('TIME')
+    local usec = t[2] + 0
+    server_ms_read = t[1] * 1000 + (usec - usec % 1000) / 1000
+  end
+  return server_ms_read
+end
+)lua"},
+    {"NOW", R"lua(
+-- "Now" in ms: ARGV[1] (the test seam), else the server's clock.
+local NOW
+if ARGV[1] ~= '' then NOW = ARGV[1] + 0 else NOW = server_ms() end
+)lua"},
+    {"NOW_S", R"lua(
+local NOW_S = S(NOW)
+)lua"},
+    {"counter_after", R"lua(
+-- The value after `prev` (text or false) of a counter that never goes backwards, also after a
+-- restart that lost its last value: max(prev + 1, server clock in microseconds). The clock is
+-- the script's one TIME read, in ms times 1000: a value handed out while the server's clock
+-- read M ms is below (M + 1) * 1000 unless one counter advanced 1,000 times within that
+-- millisecond, which cannot happen (each advance is a claim or a definition change, several µs
+-- of server CPU each, and a batch holds at most 128 claims), so after a restart (its clock at
+-- least a millisecond later) the first value is larger than any issued before it.
+local function counter_after(prev)
+  local v = (prev or 0) + 1
+  local floor = server_ms() * 1000
+  if floor > v then v = floor end
+  return v
+end
+)lua"},
+    {"next_counter", R"lua(
+local function next_counter(key, field)
+  local v = counter_after(redis.call('HGET', key, field))
+  redis.call('HSET', key, field, S(v))
+  return v
+end
+)lua"},
+    {"bump_jobs_version", R"lua(
+-- Every definition or pause-state change: a new jobs version, announced on the events channel
+-- (nodes waiting in WaitJobsChange wake at once; a missed message is healed by their resync).
+local function bump_jobs_version()
+  local v = next_counter(GB .. ':meta', 'jobs_version')
+  redis.call('PUBLISH', GB .. ':events', S(v))
+  return v
+end
+)lua"},
+    {"jb_of", R"lua(
+local function jb_of(job) return GB .. ':{' .. job .. '}' end
+)lua"},
+    {"member", R"lua(
+local function member(job, ms, shard, att)
+  return format('%016d %s %010d %010d', 9000000000000000 - ms, job, shard, 2147483647 - att)
+end
+)lua"},
+    {"parse_member", R"lua(
+local function parse_member(m)
+  local inv, job, shard, iatt = string.match(m, '^(%d+) (%S+) (%d+) (%d+)$')
+  return job, 9000000000000000 - inv, shard + 0, 2147483647 - iatt
+end
+)lua"},
+    {"rec_key_of", R"lua(
+local function rec_key_of(m)
+  local job, ms, shard, att = parse_member(m)
+  return jb_of(job) .. ':run:' .. S(ms) .. ':' .. S(shard) .. ':' .. S(att)
+end
+)lua"},
+    {"drop_records", R"lua(
+-- Deletes the records of the listing members `ms` and their index entries, 256 per command.
+local function drop_records(ms)
+  for from = 1, #ms, 256 do
+    local to = math.min(#ms, from + 255)
+    local keys, by_job = {}, {}
+    for i = from, to do
+      local m = ms[i]
+      local job = string.match(m, '^%d+ (%S+) ')
+      keys[#keys + 1] = rec_key_of(m)
+      local l = by_job[job]
+      if not l then
+        l = {}
+        by_job[job] = l
+      end
+      l[#l + 1] = m
+    end
+    redis.call('DEL', unpack(keys))
+    redis.call('ZREM', GB .. ':runs', unpack(ms, from, to))
+    for job, l in pairs(by_job) do redis.call('ZREM', jb_of(job) .. ':runs', unpack(l)) end
+  end
+end
+)lua"},
+    {"trim", R"lua(
+-- Bounds an index (a job's or the global listing) to `cap` finished records plus a slack:
+-- nothing happens until the excess reaches the slack (cap / 16, 1 to 64), and then the oldest
+-- finished records beyond the cap go in one batch of at most 4 slacks, so one fetch and a few
+-- deletions serve `slack` writes and, in steady state, an index holds at most cap + slack - 1
+-- records besides running ones. One call looks at no more than 4 slacks + 64 records.
+-- A job's index keeps its running records (up to 64 of them among the oldest are looked past):
+-- when more hold the trim back, the state's trim_at (now + 1 s) says to look again only a second
+-- later (runs end with time), so the writes meanwhile pay one HGET, not a scan of the excess each.
+-- The global index (no `hint`) never waits for running records: a running one among its oldest
+-- leaves the global listing only (it stays listed under its job, which trims it once finished).
+-- Late claims of old instants (a misfire catch-up) list at the old end of the indexes; a trim that
+-- scanned past all of them at every write made a backlog slow every claim down.
+local function trim(zkey, cap, hint)
+  local global = not hint
+  local n = redis.call('ZCARD', zkey)
+  local excess = n - cap
+  local slack = (cap - cap % 16) / 16
+  if slack > 64 then slack = 64 elseif slack < 1 then slack = 1 end
+  if excess < slack then return end
+  local wait = nil
+  if not global then
+    wait = redis.call('HGET', hint, 'trim_at')
+    if wait and NOW < wait + 0 then return end
+  end
+  local want = excess
+  if want > 4 * slack then want = 4 * slack end
+  local victims, unlisted = {}, {}
+  local look = want + 64
+  if global then look = want end
+  for _, m in ipairs(redis.call('ZREVRANGEBYLEX', zkey, '+', '-', 'LIMIT', '0', S(look))) do
+    if #victims >= want then break end
+    if redis.call('HGET', rec_key_of(m), 'out') ~= 'running' then
+      victims[#victims + 1] = m
+    elseif global then
+      unlisted[#unlisted + 1] = m
+    end
+  end
+  drop_records(victims)
+  if #unlisted > 0 then redis.call('ZREM', zkey, unpack(unlisted)) end
+  if global then return end
+  if #victims < want then
+    redis.call('HSET', hint, 'trim_at', S(NOW + 1000))
+  elseif wait then
+    redis.call('HDEL', hint, 'trim_at')
+  end
+end
+)lua"},
+    {"index_record", R"lua(
+-- Lists a new record in its job's index (jb:runs) and the global one, and trims both.
+local function index_record(jb, job, ms, shard, att)
+  local m = member(job, ms, shard, att)
+  redis.call('ZADD', jb .. ':runs', '0', m)
+  redis.call('ZADD', GB .. ':runs', '0', m)
+  trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state')
+  trim(GB .. ':runs', ARGV[3] + 0, nil)
+end
+)lua"},
+    {"new_record", R"lua(
+-- Writes the record of a new attempt (or of a skipped fire); `...` are its field/value pairs.
+-- Fields a running record does not have yet (err, output, skip, exit) are left out; readers
+-- take a missing one as empty. HSET answers how many fields it added: all of them when the
+-- record is new (then it is indexed); fewer when a record of an earlier claim of the fire is
+-- still there (kept longer than its fire marker), which is replaced whole (it is indexed
+-- already).
+local function new_record(jb, job, fid, ms, shard, att, att_s, ...)
+  local rk = jb .. ':run:' .. fid .. ':' .. att_s
+  if redis.call('HSET', rk, ...) * 2 == select('#', ...) then
+    index_record(jb, job, ms, shard, att)
+  else
+    redis.call('DEL', rk)
+    redis.call('HSET', rk, ...)
+  end
+end
+)lua"},
+    {"advance_last", R"lua(
+local function advance_last(jb, ms, ms_s)
+  local cur = redis.call('HGET', jb .. ':state', 'last')
+  if not cur or cur + 0 < ms then redis.call('HSET', jb .. ':state', 'last', ms_s) end
+end
+)lua"},
+    {"finish_running", R"lua(
+local function finish_running(jb, fid, att_s, outcome, err)
+  local rk = jb .. ':run:' .. fid .. ':' .. att_s
+  if redis.call('HGET', rk, 'out') == 'running' then
+    redis.call('HSET', rk, 'out', outcome, 'fin', NOW_S, 'err', err)
+  end
+end
+)lua"},
+    {"close_fire", R"lua(
+local function close_fire(jb, job, fid)
+  local fk = jb .. ':fire:' .. fid
+  redis.call('HSET', fk, 'open', '0')
+  redis.call('PEXPIRE', fk, ARGV[4])
+  redis.call('ZREM', jb .. ':live', fid)
+  redis.call('ZREM', GB .. ':leases', job .. ' ' .. fid)
+end
+)lua"},
+    {"start_attempt", R"lua(
+-- Opens attempt `att` of a fire with fencing token `tok` and a lease of `ttl` ms: on a new
+-- marker (a claim) or an open one (a retry, a rerun); neither has a TTL (PEXPIRE comes only
+-- when a marker closes), so there is none to remove. -> token and lease end as text.
+local function start_attempt(jb, job, fid, ms, shard, sc_s, att, att_s, node, ttl, tok)
+  local tok_s, lease_s = S(tok), S(NOW + ttl)
+  redis.call('HSET', jb .. ':fire:' .. fid, 'att', att_s, 'tok', tok_s, 'node', node, 'lease',
+             lease_s, 'open', '1', 'sc', sc_s)
+  redis.call('ZADD', jb .. ':live', lease_s, fid)
+  redis.call('ZADD', GB .. ':leases', lease_s, job .. ' ' .. fid)
+  new_record(jb, job, fid, ms, shard, att, att_s, 'sc', sc_s, 'tok', tok_s, 'node', node, 'st',
+             NOW_S, 'fin', '0', 'out', 'running')
+  return tok_s, lease_s
+end
+)lua"},
+    {"record_skipped", R"lua(
+local function record_skipped(jb, job, ms_s, shard_s, sc_s, node, reason)
+  local fid = ms_s .. ':' .. shard_s
+  local fk = jb .. ':fire:' .. fid
+  redis.call('HSET', fk, 'att', '1', 'tok', '0', 'node', node, 'lease', NOW_S, 'open', '0',
+             'sc', sc_s)
+  redis.call('PEXPIRE', fk, ARGV[4])
+  local ms = ms_s + 0
+  new_record(jb, job, fid, ms, shard_s + 0, 1, '1', 'sc', sc_s, 'tok', '0', 'node', node, 'st',
+             NOW_S, 'fin', NOW_S, 'out', 'skipped', 'skip', reason)
+  advance_last(jb, ms, ms_s)
+end
+)lua"},
+    {"fenced", R"lua(
+-- nil and the marker's fields tok open lease ... (the extra ones asked for) when `tok` holds
+-- the live lease of the fire whose marker is `fk`, else the reason it does not.
+local function fenced(fk, tok, ...)
+  local f = redis.call('HMGET', fk, 'tok', 'open', 'lease', ...)
+  if not f[1] then return 'the fire has no claim' end
+  if f[1] ~= tok then return 'fenced off by token ' .. f[1] end
+  if f[2] ~= '1' then return 'the lease was released or revoked' end
+  if f[3] + 0 <= NOW then return 'the lease expired' end
+  return nil, f
+end
+)lua"},
+};
+
+}  // namespace
+
+std::span<const ScriptHelper> ScriptHelpers() { return kHelpers; }
+
+}  // namespace gnomon::coord::redis_scripts
