@@ -605,6 +605,59 @@ TEST_F(SchedulerTest, RetriesWithBackoffAndNewTokens) {
   EXPECT_EQ(st->consecutive_failures, 1) << "one fire failed (its attempts count once)";
 }
 
+// A retry's backoff is a timer, not a worker waiting on the clock: with one worker, a job whose
+// attempt failed with a long backoff does not hold back another job's fires meanwhile, and its
+// retry still runs when the backoff is over.
+TEST_F(SchedulerTest, ARetryBackoffHoldsNoWorker) {
+  exec_.SetBehavior([](const JobSpec& job, const RunContext&) {
+    return job.id == "flaky" ? ExecResult{RunOutcome::kFailed, 1, "exit 1", ""}
+                             : ExecResult{RunOutcome::kSucceeded, 0, "", ""};
+  });
+  SchedulerOptions opts;
+  opts.node_id = "a";
+  opts.worker_threads = 1;
+  opts.shutdown_grace = Duration(0);
+  opts.random_seed = 7;
+  RecordingObserver observer;
+  opts.observer = &observer;
+  Scheduler scheduler(opts, coord_, exec_, clock_);
+  JobSpec flaky = Job("flaky", "0 0 * * * *");
+  flaky.retries = 1;
+  flaky.retry_backoff = seconds(30);
+  ASSERT_TRUE(scheduler.AddJob(flaky).ok());
+  ASSERT_TRUE(scheduler.Start().ok());
+  const Instant fire = kStart + minutes(60);
+  AdvanceTo(clock_, fire);
+  ASSERT_TRUE(observer.Await(Kind::kRetryScheduled, 1));
+  Duration backoff{0};
+  for (const auto& e : observer.events()) {
+    if (e.kind == Kind::kRetryScheduled) backoff = e.duration;
+  }
+  ASSERT_GT(backoff, seconds(4)) << "the seed gives a backoff long enough to watch";
+  // During the backoff, a job that fires every second runs on the one worker.
+  ASSERT_TRUE(scheduler.AddJob(Job("tick", "* * * * * *")).ok());
+  ASSERT_TRUE(AdvanceUntil(
+      clock_, [&](milliseconds w) { return exec_.AwaitFinished(2, w); }, seconds(1), seconds(3)));
+  EXPECT_LT(clock_.Now(), fire + backoff);
+  std::vector<RecordedAttempt> attempts = exec_.attempts();
+  ASSERT_GE(attempts.size(), 2u);
+  EXPECT_EQ(attempts[1].job_id, "tick");
+  ASSERT_TRUE(scheduler.RemoveJob("tick").ok());
+  // The retry runs once its backoff is over (the clock moves in steps: the lease is renewed).
+  auto retried = [&](milliseconds w) {
+    for (bool last = false;; last = true) {
+      for (const RecordedAttempt& a : exec_.attempts()) {
+        if (a.job_id == "flaky" && a.attempt == 2) return true;
+      }
+      if (last) return false;
+      exec_.AwaitFinished(exec_.attempts().size() + 1, w);
+    }
+  };
+  ASSERT_TRUE(AdvanceUntil(clock_, retried, seconds(1), seconds(31)));
+  EXPECT_GE(clock_.Now(), fire + backoff);
+  scheduler.Stop();
+}
+
 TEST_F(SchedulerTest, BreakerPausesTheJobAndAlerts) {
   exec_.SetBehavior([](const JobSpec&, const RunContext&) {
     return ExecResult{RunOutcome::kFailed, 2, "boom", ""};
