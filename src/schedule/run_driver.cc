@@ -1,4 +1,4 @@
-// RunDriver: attempts, retries as timers, and the report drain.
+// RunDriver: a fire's run: claim, attempts, and retries as timers.
 #include "src/schedule/run_driver.h"
 
 #include <algorithm>
@@ -27,18 +27,6 @@ struct RunDriver::Run {
   std::function<void()> then;
   std::shared_ptr<ActiveRun> active;
   RunOutcome last_outcome = RunOutcome::kRunning;  // of the last attempt reported
-};
-
-// A run's attempt, ended, and the claim its report goes under.
-struct RunDriver::FinishedAttempt {
-  SpecPtr job;
-  FireKey fire;
-  std::shared_ptr<ActiveRun> run;
-  Claim attempt;
-  Claim reporting;
-  RunRecord rec;
-  Duration took{0};
-  std::string traceparent;
 };
 
 // Fires run one after another (RunInOrder).
@@ -135,21 +123,22 @@ void RunDriver::AttemptStep(const std::shared_ptr<Run>& r) {
     // that ran an attempt does not hold back the start of the next fire. The run stays
     // registered, its lease renewed, until its report is in (EndReported).
     if (r->opts.report_inline || r->opts.catch_up) {
-      FinishRun(done, r->then);
+      reporter_.Finish(done, r->then);
     } else {
-      QueueReport(std::move(done));
+      reporter_.Queue(std::move(done));
       Then(r->then);
     }
     return;
   }
-  ReportWhileHeld(
+  reporter_.ReportWhileHeld(
       done, false, std::chrono::milliseconds(100), [this, r, done](const Status& reported) {
         table_.MarkRan(r->fire.job_id);
-        AnnounceFinished(r->fire, done->attempt, done->rec, done->took, done->traceparent);
+        reporter_.AnnounceFinished(r->fire, done->attempt, done->rec, done->took,
+                                   done->traceparent);
         r->last_outcome = done->rec.outcome;
         if (!reported.ok()) {
           ctx_.Emit(SchedulerEvent::Kind::kError, r->fire, "report: " + reported.ToString());
-          EndRun(*r->job, r->fire, r->active, r->last_outcome);
+          reporter_.EndRun(*r->job, r->fire, r->active, r->last_outcome);
           return Then(r->then);
         }
         // Full jitter: uniform in [0, min(cap, backoff * 2^(attempt-1))].
@@ -170,7 +159,7 @@ void RunDriver::AfterBackoff(const std::shared_ptr<Run>& r) {
   Result<Claim> next = ctx_.coord().NextAttempt(last, ctx_.options().lease_ttl);
   if (!next.ok()) {
     ctx_.Emit(SchedulerEvent::Kind::kError, r->fire, "next attempt: " + next.status().ToString());
-    EndRun(*r->job, r->fire, r->active, r->last_outcome);
+    reporter_.EndRun(*r->job, r->fire, r->active, r->last_outcome);
     return Then(r->then);
   }
   next->cause = last.cause;  // the retries of a rerun are the rerun's too
@@ -182,7 +171,7 @@ void RunDriver::AfterBackoff(const std::shared_ptr<Run>& r) {
         ctx_.NotRunRecord(*next, RunOutcome::kCancelled,
                           std::string(ReasonText(StopReason::kShutdown)) + " before the retry"),
         true);
-    EndRun(*r->job, r->fire, r->active, r->last_outcome);
+    reporter_.EndRun(*r->job, r->fire, r->active, r->last_outcome);
     return Then(r->then);
   }
   AttemptStep(r);
@@ -241,118 +230,6 @@ RunRecord RunDriver::Attempt(const JobSpec& spec, const FireKey& fire, const Cla
     rec.error = std::string(ReasonText(reason)) + (rec.error.empty() ? "" : ": " + rec.error);
   }
   return rec;
-}
-
-// A run that finished during a short outage is recorded with its outcome instead of being
-// resolved as lost later (and, with on_lost = "rerun", run again). The backend still checks the
-// lease; a retry of a report that was applied after all is refused (the fire is closed) and
-// logged as an error, never recorded twice.
-void RunDriver::ReportWhileHeld(const std::shared_ptr<FinishedAttempt>& a, bool final,
-                                Duration backoff, std::function<void(const Status&)> then) {
-  Status s = ctx_.coord().Report(a->reporting, a->rec, final);
-  if (s.ok() || s.code() != StatusCode::kUnavailable) return then(s);
-  if (ctx_.clock().SteadyNow() + backoff >= lease_.FenceDeadline(*a->run) || ctx_.Stopping()) {
-    return then(s);
-  }
-  const Duration later = std::min<Duration>(backoff * 2, std::chrono::seconds(1));
-  lease_.ResumeAfter(*a->run, backoff, [this, a, final, later, then = std::move(then)] {
-    ReportWhileHeld(a, final, later, then);
-  });
-}
-
-void RunDriver::FinishRun(const std::shared_ptr<FinishedAttempt>& a, std::function<void()> then) {
-  ReportWhileHeld(a, true, std::chrono::milliseconds(100),
-                  [this, a, then = std::move(then)](const Status& reported) {
-                    EndReported(*a, reported);
-                    Then(then);
-                  });
-}
-
-void RunDriver::EndReported(FinishedAttempt& a, const Status& reported) {
-  AnnounceFinished(a.fire, a.attempt, a.rec, a.took, a.traceparent);
-  if (!reported.ok()) {
-    ctx_.Emit(SchedulerEvent::Kind::kError, a.fire, "report: " + reported.ToString());
-  }
-  EndRun(*a.job, a.fire, a.run, a.rec.outcome);
-}
-
-void RunDriver::QueueReport(std::shared_ptr<FinishedAttempt> done) {
-  {
-    MutexLock lock(reports_mu_);
-    reports_.push_back(std::move(done));
-    if (report_drain_queued_) return;
-    report_drain_queued_ = true;
-  }
-  // A drain dropped by a stopped pool would strand the queue: this caller drains instead.
-  if (!ctx_.pool().Submit([this] { DrainReports(); }, kRunLane, /*kept=*/true)) DrainReports();
-}
-
-void RunDriver::DrainReports() {
-  while (true) {
-    std::vector<std::shared_ptr<FinishedAttempt>> batch;
-    {
-      MutexLock lock(reports_mu_);
-      if (reports_.empty()) {
-        report_drain_queued_ = false;
-        return;
-      }
-      const size_t n = std::min(reports_.size(), kReportBatch);
-      batch.assign(std::make_move_iterator(reports_.begin()),
-                   std::make_move_iterator(reports_.begin() + static_cast<ptrdiff_t>(n)));
-      reports_.erase(reports_.begin(), reports_.begin() + static_cast<ptrdiff_t>(n));
-    }
-    std::vector<ReportRequest> reqs;
-    reqs.reserve(batch.size());
-    for (const auto& a : batch) reqs.push_back({&a->reporting, &a->rec, true});
-    const std::vector<Status> out = ctx_.coord().ReportMany(reqs);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Status s = i < out.size() ? out[i] : InternalError("report: no answer");
-      // Unreachable backend: this report retries on its own, as long as its lease may still
-      // hold (ReportWhileHeld), without holding back the others.
-      if (s.code() == StatusCode::kUnavailable &&
-          ctx_.pool().Submit([this, a = batch[i]] { FinishRun(a, nullptr); }, kRunLane,
-                             /*kept=*/true)) {
-        continue;
-      }
-      EndReported(*batch[i], s);
-    }
-  }
-}
-
-void RunDriver::AnnounceFinished(const FireKey& fire, const Claim& attempt, const RunRecord& rec,
-                                 Duration took, const std::string& traceparent) {
-  if (!ctx_.observed()) return;
-  SchedulerEvent finished = ctx_.MakeEvent(SchedulerEvent::Kind::kRunFinished, fire, attempt);
-  finished.traceparent = traceparent;
-  finished.outcome = rec.outcome;
-  finished.duration = took;
-  finished.detail = rec.error;
-  ctx_.Notify(finished);
-}
-
-void RunDriver::EndRun(const JobSpec& spec, const FireKey& fire,
-                       const std::shared_ptr<ActiveRun>& run, RunOutcome final_outcome) {
-  lease_.Unregister(run);
-  // The last attempt's history mark (MarkRan) goes with the end of the run, one lock less.
-  table_.AdjustRunning(fire.job_id, -1, true);
-  if ((final_outcome == RunOutcome::kFailed || final_outcome == RunOutcome::kTimedOut) &&
-      spec.max_consecutive_failures > 0) {
-    Breaker(spec);
-  }
-}
-
-void RunDriver::Breaker(const JobSpec& spec) {
-  Result<JobState> state = ctx_.coord().GetJobState(spec.id);
-  if (!state.ok() || state->paused || state->consecutive_failures < spec.max_consecutive_failures) {
-    return;
-  }
-  if (!ctx_.coord().SetPaused(spec.id, true, "max_consecutive_failures").ok()) return;
-  table_.SetPaused(spec.id, true, "max_consecutive_failures");
-  SchedulerEvent ev = ctx_.MakeEvent(SchedulerEvent::Kind::kAutoPaused, FireKey{spec.id, {}, 0, 1});
-  ev.detail = "paused after " + std::to_string(state->consecutive_failures) +
-              " consecutive failures (max_consecutive_failures = " +
-              std::to_string(spec.max_consecutive_failures) + ")";
-  ctx_.Notify(ev);
 }
 
 }  // namespace gnomon::internal

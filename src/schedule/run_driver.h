@@ -8,22 +8,17 @@
 // RunFire (claim, register) -> attempt -> [report, backoff timer, NextAttempt -> attempt]... ->
 // final report -> end. Each step holds the run's state (Run) by shared pointer.
 //
-// Final reports go to the backend together (Coordinator::ReportMany): the first report queued
-// while no drain is pending queues one drain task in the run lane, behind the fires already
-// waiting to start; the drain sends every report queued by then in one call, and again while
-// more come. No worker waits for its own report's answer, and the fires that end together are
-// reported together. Catch-up runs, backfills and queue-mode runs report inline instead.
+// Reports go through the RunReporter (final ones queued for its drain; catch-up runs,
+// backfills and queue-mode runs report inline).
 //
 // Threads: pool workers (every step), the LeaseKeeper's watchdog (submits resumed steps; runs
 // them itself only once the pool is shut down).
 //
-// Thread safety: thread-safe. Lock order: reports_mu_ is a leaf, taken with no other lock held;
-// JobTable::mu() and LeaseKeeper::mu_ are taken (by their methods) one at a time. No lock is
-// held during a backend or executor call.
+// Thread safety: thread-safe; it has no lock of its own. JobTable::mu() and LeaseKeeper::mu_ are
+// taken (by their methods) one at a time; none is held during a backend or executor call.
 #ifndef GNOMON_SRC_SCHEDULE_RUN_DRIVER_H_
 #define GNOMON_SRC_SCHEDULE_RUN_DRIVER_H_
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,6 +28,7 @@
 #include "src/schedule/job_table.h"
 #include "src/schedule/lease_keeper.h"
 #include "src/schedule/live_output.h"
+#include "src/schedule/run_reporter.h"
 
 namespace gnomon::internal {
 
@@ -52,7 +48,11 @@ struct RunOptions {
 class RunDriver {
  public:
   RunDriver(EngineContext& ctx, JobTable& table, LeaseKeeper& lease, LiveOutput& live_output)
-      : ctx_(ctx), table_(table), lease_(lease), live_output_(live_output) {}
+      : ctx_(ctx),
+        table_(table),
+        lease_(lease),
+        live_output_(live_output),
+        reporter_(ctx, table, lease) {}
   RunDriver(const RunDriver&) = delete;
   RunDriver& operator=(const RunDriver&) = delete;
   // Claims go through `dispatch` (AcceptClaim, StartClaimed). REQUIRES: before any RunFire.
@@ -71,7 +71,6 @@ class RunDriver {
 
  private:
   struct Run;
-  struct FinishedAttempt;
   struct Sequence;
 
   void RunInOrder(const std::shared_ptr<Sequence>& seq);
@@ -82,39 +81,13 @@ class RunDriver {
   // One attempt: run the executor with the watchdog watching; the record of how it ended.
   RunRecord Attempt(const JobSpec& spec, const FireKey& fire, const Claim& claim, ActiveRun& run,
                     Duration& took, std::string& traceparent);
-  // Reports a->rec under a->reporting, sending it again after a transient backend error
-  // (Unavailable) while the claim may still hold (until the run's self-fence deadline),
-  // `backoff` (100 ms doubling to 1 s) apart, each wait a LeaseKeeper timer; `then` gets the
-  // last answer.
-  void ReportWhileHeld(const std::shared_ptr<FinishedAttempt>& a, bool final, Duration backoff,
-                       std::function<void(const Status&)> then);
-  void QueueReport(std::shared_ptr<FinishedAttempt> done) GNOMON_EXCLUDES(reports_mu_);
-  void DrainReports() GNOMON_EXCLUDES(reports_mu_);
-  // Sends the final report of a run (while its lease holds), then ends the run and calls `then`.
-  void FinishRun(const std::shared_ptr<FinishedAttempt>& a, std::function<void()> then);
-  // Once its final report is answered: announces the run's end and ends it.
-  void EndReported(FinishedAttempt& a, const Status& reported);
-  // Announced once recorded, so whoever hears it can read it back from the backend.
-  void AnnounceFinished(const FireKey& fire, const Claim& attempt, const RunRecord& rec,
-                        Duration took, const std::string& traceparent);
-  void EndRun(const JobSpec& spec, const FireKey& fire, const std::shared_ptr<ActiveRun>& run,
-              RunOutcome final_outcome);
-  // max_consecutive_failures: pauses the job cluster-wide when its failures reached it.
-  void Breaker(const JobSpec& spec);
-
-  static constexpr size_t kReportBatch = 128;  // final reports per ReportMany call
 
   EngineContext& ctx_;
   JobTable& table_;
   LeaseKeeper& lease_;
   LiveOutput& live_output_;
   ClaimDispatcher* dispatch_ = nullptr;
-
-  Mutex reports_mu_;
-  // Final reports waiting to be sent; a drain task is queued or running while
-  // report_drain_queued_.
-  std::deque<std::shared_ptr<FinishedAttempt>> reports_ GNOMON_GUARDED_BY(reports_mu_);
-  bool report_drain_queued_ GNOMON_GUARDED_BY(reports_mu_) = false;
+  RunReporter reporter_;
 };
 
 }  // namespace gnomon::internal
