@@ -4,7 +4,7 @@ BUILD := build/$(PRESET)
 GNOMON := $(BUILD)/apps/gnomon/gnomon
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test test-asan test-tsan run bench bench-scale fuzz format format-check clean chaos screenshots
+.PHONY: all deps configure build test test-asan test-tsan run bench bench-scale fuzz format format-check check-thread-safety clean chaos screenshots
 
 all: build
 
@@ -45,6 +45,13 @@ format:
 
 format-check:
 	@git ls-files '*.cc' '*.h' | xargs clang-format --dry-run -Werror
+
+# clang's thread-safety analysis over the library and the binary (tests not built): every
+# GNOMON_GUARDED_BY field and GNOMON_REQUIRES call is checked against the locks held.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+check-thread-safety: deps
+	@cmake --preset clang-tsa $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache) >/dev/null
+	@cmake --build --preset clang-tsa -j $(JOBS)
 
 clean:
 	@rm -rf build

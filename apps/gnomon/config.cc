@@ -310,8 +310,11 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
   const toml::node* inline_jobs = nullptr;
   for (const auto& [k, v] : Ordered(*root)) {
     const std::string_view key = k->str();
-    // A check of the value of `key` (no location yet) becomes a located error.
-    auto located = [&](const Status& s) { return s.ok() ? s : r.Fail(*v, s.message()); };
+    // A check of the value of `key` (no location yet) becomes a located error. (`value`: clang 14
+    // cannot capture a structured binding.)
+    auto located = [&, value = v](const Status& s) {
+      return s.ok() ? s : r.Fail(*value, s.message());
+    };
     if (key == "backend") {
       GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &config.backend));
       GNOMON_RETURN_IF_ERROR(located(CheckBackend(config.backend)));

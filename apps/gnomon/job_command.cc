@@ -186,7 +186,7 @@ void AddJobCommand(CLI::App& app, int* exit_code) {
       c->add_option("--max-concurrent", a->max_concurrent, "Fires run at once")
           ->capture_default_str();
     }
-    c->callback([a, exit_code, verb, on_run] {
+    c->callback([a, exit_code, verb = verb, on_run] {  // (clang 14: a binding is not captured)
       Result<std::string> params = server::ParamsFromArgs(a->params);
       if (!params.ok()) {
         std::cerr << "gnomon job " << verb << ": " << params.status().message() << "\n";

@@ -180,9 +180,10 @@ ExecResult HttpExecutor::Execute(const JobSpec& job, const RunContext& ctx) {
                 [](const auto& h) { return h.second.empty() || !IsHeaderValue(h.second); });
   bool has_content_type = false;
   for (const auto& [name, value] : target.headers) {
-    const bool overridden = std::any_of(run_headers.begin(), run_headers.end(), [&](const auto& h) {
-      return EqualsIgnoreCase(h.first, name);
-    });
+    // (clang 14 cannot capture a structured binding: the lambda takes the name by a reference.)
+    const bool overridden =
+        std::any_of(run_headers.begin(), run_headers.end(),
+                    [&header = name](const auto& h) { return EqualsIgnoreCase(h.first, header); });
     if (overridden) continue;
     req.headers.emplace_back(name, value);
     has_content_type = has_content_type || EqualsIgnoreCase(name, "Content-Type");

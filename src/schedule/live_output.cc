@@ -7,7 +7,7 @@ namespace gnomon::internal {
 
 void LiveOutput::Tail::Append(std::string_view data) {
   if (data.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (data.size() >= kMaxOutputBytes) {
     buf_.assign(data.substr(data.size() - kMaxOutputBytes));
   } else {
@@ -19,12 +19,12 @@ void LiveOutput::Tail::Append(std::string_view data) {
 }
 
 std::string LiveOutput::Tail::Contents() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return buf_.size() > kMaxOutputBytes ? buf_.substr(buf_.size() - kMaxOutputBytes) : buf_;
 }
 
 std::optional<std::string> LiveOutput::Tail::TakeChanged() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!changed_) return std::nullopt;
   changed_ = false;
   return buf_.size() > kMaxOutputBytes ? buf_.substr(buf_.size() - kMaxOutputBytes) : buf_;
@@ -42,7 +42,7 @@ void LiveOutput::Start() {
 
 void LiveOutput::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -52,24 +52,27 @@ void LiveOutput::Stop() {
 std::shared_ptr<LiveOutput::Tail> LiveOutput::Open(const gnomon::Claim& claim) {
   auto tail = std::make_shared<Tail>(claim);
   if (interval_ > Duration::zero()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     open_.insert(tail);
   }
   return tail;
 }
 
 void LiveOutput::Close(const std::shared_ptr<Tail>& tail) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   open_.erase(tail);
 }
 
 void LiveOutput::Publish() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
-    clock_.WaitFor(lock, cv_, interval_, [&] { return stop_; });
+    clock_.WaitFor(lock.native(), cv_, interval_, [&] {
+      mu_.AssertHeld();
+      return stop_;
+    });
     if (stop_) return;
     std::vector<std::shared_ptr<Tail>> tails(open_.begin(), open_.end());
-    lock.unlock();
+    lock.Unlock();
     for (const std::shared_ptr<Tail>& tail : tails) {
       if (std::optional<std::string> text = tail->TakeChanged()) {
         // A failure is dropped: the report carries the whole output (and a lost lease stops the
@@ -77,20 +80,23 @@ void LiveOutput::Publish() {
         static_cast<void>(coord_.SaveLiveOutput(tail->claim(), *text));
       }
     }
-    lock.lock();
+    lock.Lock();
     ++rounds_;
     cv_.notify_all();
   }
 }
 
 uint64_t LiveOutput::rounds() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return rounds_;
 }
 
 bool LiveOutput::AwaitRounds(uint64_t n, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return rounds_ >= n; });
+  MutexLock lock(mu_);
+  return cv_.wait_for(lock.native(), timeout, [&] {
+    mu_.AssertHeld();
+    return rounds_ >= n;
+  });
 }
 
 }  // namespace gnomon::internal

@@ -24,6 +24,7 @@
 
 #include "gnomon/coordinator.h"
 #include "gnomon/time.h"
+#include "src/base/thread_annotations.h"
 
 namespace gnomon::internal {
 
@@ -33,19 +34,19 @@ class LiveOutput {
   class Tail {
    public:
     explicit Tail(gnomon::Claim claim) : claim_(std::move(claim)) {}
-    void Append(std::string_view data);
-    std::string Contents() const;
+    void Append(std::string_view data) GNOMON_EXCLUDES(mu_);
+    std::string Contents() const GNOMON_EXCLUDES(mu_);
     const gnomon::Claim& claim() const { return claim_; }
 
    private:
     friend class LiveOutput;
     // The contents if they changed since the last call (and marks them saved), else nullopt.
-    std::optional<std::string> TakeChanged();
+    std::optional<std::string> TakeChanged() GNOMON_EXCLUDES(mu_);
 
     const gnomon::Claim claim_;
-    mutable std::mutex mu_;
-    std::string buf_;       // guarded by mu_; its last kMaxOutputBytes are the contents
-    bool changed_ = false;  // guarded by mu_
+    mutable Mutex mu_;
+    std::string buf_ GNOMON_GUARDED_BY(mu_);  // its last kMaxOutputBytes are the contents
+    bool changed_ GNOMON_GUARDED_BY(mu_) = false;
   };
 
   // `interval` 0 = nothing is published (tails still collect output).
@@ -73,11 +74,11 @@ class LiveOutput {
   Coordinator& coord_;
   Clock& clock_;
   const Duration interval_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::set<std::shared_ptr<Tail>> open_;  // guarded by mu_
-  bool stop_ = false;                     // guarded by mu_
-  uint64_t rounds_ = 0;                   // guarded by mu_
+  std::set<std::shared_ptr<Tail>> open_ GNOMON_GUARDED_BY(mu_);
+  bool stop_ GNOMON_GUARDED_BY(mu_) = false;
+  uint64_t rounds_ GNOMON_GUARDED_BY(mu_) = 0;
   std::jthread thread_;
 };
 

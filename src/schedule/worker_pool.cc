@@ -10,7 +10,7 @@ WorkerPool::~WorkerPool() { Shutdown(true); }
 
 bool WorkerPool::Submit(std::function<void()> task, Lane lane, bool kept) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return false;
     lanes_[static_cast<int>(lane)].push_back(Task{std::move(task), kept});
   }
@@ -20,7 +20,7 @@ bool WorkerPool::Submit(std::function<void()> task, Lane lane, bool kept) {
 
 void WorkerPool::Shutdown(bool drop_pending) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     closed_ = true;
     drop_ = drop_ || drop_pending;
   }
@@ -31,15 +31,16 @@ void WorkerPool::Shutdown(bool drop_pending) {
 }
 
 int WorkerPool::busy() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return busy_;
 }
 
 void WorkerPool::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     std::deque<Task>* lane = nullptr;
-    cv_.wait(lock, [&] {
+    cv_.wait(lock.native(), [&] {
+      mu_.AssertHeld();
       for (std::deque<Task>& l : lanes_) {
         if (!l.empty()) {
           lane = &l;
@@ -53,10 +54,10 @@ void WorkerPool::Work() {
     lane->pop_front();
     if (drop_ && !task.kept) continue;
     ++busy_;
-    lock.unlock();
+    lock.Unlock();
     task.run();
     task = {};  // its captures go outside the lock
-    lock.lock();
+    lock.Lock();
     --busy_;
   }
 }

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/thread_annotations.h"
+
 namespace gnomon::internal {
 
 class WorkerPool {
@@ -30,25 +32,26 @@ class WorkerPool {
 
   // Queues `task` in `lane`. Returns false (and drops it) after Shutdown. A `kept` task is run
   // even by a Shutdown that drops the pending ones (the end of something already under way).
-  bool Submit(std::function<void()> task, Lane lane, bool kept = false);
+  bool Submit(std::function<void()> task, Lane lane, bool kept = false) GNOMON_EXCLUDES(mu_);
   // Stops accepting tasks; drops queued ones (but the kept) when `drop_pending`, else runs them;
   // joins threads.
-  void Shutdown(bool drop_pending);
-  int busy() const;
+  void Shutdown(bool drop_pending) GNOMON_EXCLUDES(mu_);
+  int busy() const GNOMON_EXCLUDES(mu_);
 
  private:
-  void Work();
+  void Work() GNOMON_EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
+  // A leaf: nothing is taken under it, and a task runs with it released.
+  mutable Mutex mu_;
   std::condition_variable cv_;
   struct Task {
     std::function<void()> run;
     bool kept;
   };
-  std::deque<Task> lanes_[3];  // by Lane
-  bool closed_ = false;
-  bool drop_ = false;
-  int busy_ = 0;
+  std::deque<Task> lanes_[3] GNOMON_GUARDED_BY(mu_);  // by Lane
+  bool closed_ GNOMON_GUARDED_BY(mu_) = false;
+  bool drop_ GNOMON_GUARDED_BY(mu_) = false;
+  int busy_ GNOMON_GUARDED_BY(mu_) = 0;
   std::vector<std::jthread> threads_;
 };
 
@@ -59,9 +62,9 @@ class WorkerPool {
 class OnePassAtATime {
  public:
   template <class F>
-  void Run(F pass) {
+  void Run(F pass) GNOMON_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (running_) {
         again_ = true;
         return;
@@ -70,7 +73,7 @@ class OnePassAtATime {
     }
     while (true) {
       pass();
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!again_) {
         running_ = false;
         return;
@@ -80,9 +83,9 @@ class OnePassAtATime {
   }
 
  private:
-  std::mutex mu_;
-  bool running_ = false;  // guarded by mu_
-  bool again_ = false;    // guarded by mu_
+  Mutex mu_;
+  bool running_ GNOMON_GUARDED_BY(mu_) = false;
+  bool again_ GNOMON_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gnomon::internal

@@ -1,0 +1,239 @@
+// ClaimDispatcher: claim batches, takeovers, claim answers and the start of claimed fires.
+#include "src/schedule/claim_dispatcher.h"
+
+#include "src/schedule/lease_keeper.h"
+#include "src/schedule/run_driver.h"
+#include "src/schedule/timer_loop.h"
+
+namespace gnomon::internal {
+
+void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) {
+  for (int s = 0; s < spec->shards; ++s) {
+    FireKey fire{spec->id, scheduled_at, s, spec->shards};
+    const int rank = table_.RankLocked(spec->id, s);
+    if (rank == 0) {
+      claim_batch_.emplace_back(spec, std::move(fire));  // claimed together (the loop flushes)
+    } else {
+      loop_.PushLocked(Timer{scheduled_at + ctx_.options().takeover_delay * rank,
+                             TimerKind::kTakeover, 0, std::move(fire)});
+    }
+  }
+}
+
+void ClaimDispatcher::FlushClaimBatchLocked() {
+  if (claim_batch_.empty()) return;
+  ctx_.pool().Submit(
+      [this, batch = std::move(claim_batch_)]() mutable { ClaimBatch(std::move(batch)); },
+      kClaimLane);
+  claim_batch_.clear();
+}
+
+std::optional<Instant> ClaimDispatcher::NextStartLocked() const {
+  if (start_at_.empty()) return std::nullopt;
+  return start_at_.top().first;
+}
+
+bool ClaimDispatcher::StartDueLocked() {
+  if (start_at_.empty() || start_at_.top().first > ctx_.Now()) return false;
+  SubmitStartLocked(start_at_.top().second);
+  start_at_.pop();
+  return true;
+}
+
+void ClaimDispatcher::TakeOver(const std::vector<std::pair<FireKey, Instant>>& due) {
+  std::vector<FireKey> fires;
+  for (const auto& [fire, at] : due) fires.push_back(fire);
+  Result<std::vector<bool>> recorded = ctx_.coord().FiresRecorded(fires);
+  for (size_t i = 0; i < fires.size(); ++i) {
+    if (recorded.ok() && i < recorded->size() && (*recorded)[i]) continue;
+    SpecPtr spec = table_.Spec(fires[i].job_id);
+    if (!spec || spec->shards != fires[i].shard_count) continue;  // removed or changed since
+    {
+      // Late (the check itself was slow: a hung backend), the fire is a misfire: it goes to the
+      // failed claims, which the job's owner handles per `misfire`, rather than being claimed
+      // late beside the owner's catch-up. Measured from this node's own turn, not from the live
+      // set's window now: that shrinks when heartbeats lapse in an outage.
+      MutexLock lock(table_.mu());
+      if (ctx_.Now() - due[i].second > ctx_.options().claim_grace) {
+        table_.KeepFailedLocked(fires[i]);
+        continue;
+      }
+    }
+    SubmitFire(spec, fires[i]);
+  }
+}
+
+void ClaimDispatcher::SubmitFire(const SpecPtr& spec, const FireKey& fire) {
+  ctx_.pool().Submit(
+      [this, spec, fire] {
+        driver_.RunFire(spec, fire, std::nullopt, ctx_.clock().SteadyNow(), {}, nullptr);
+      },
+      kClaimLane);
+}
+
+void ClaimDispatcher::SubmitShards(const SpecPtr& spec, Instant scheduled_at) {
+  for (int s = 0; s < spec->shards; ++s) {
+    SubmitFire(spec, FireKey{spec->id, scheduled_at, s, spec->shards});
+  }
+}
+
+std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const FireKey& fire,
+                                                  const Result<ClaimOutcome>& out, bool catch_up) {
+  // Events of a catch-up's claim say so (SchedulerEvent::catch_up).
+  auto emit = [&](SchedulerEvent::Kind kind, std::string detail) {
+    if (!ctx_.observed()) return;
+    SchedulerEvent ev = ctx_.MakeEvent(kind, fire);
+    ev.detail = std::move(detail);
+    ev.catch_up = catch_up;
+    ctx_.Notify(ev);
+  };
+  if (!out.ok()) {
+    emit(SchedulerEvent::Kind::kError, "claim: " + out.status().ToString());
+    MutexLock lock(table_.mu());
+    table_.KeepFailedLocked(fire);
+    return std::nullopt;
+  }
+  switch (out->result) {
+    case ClaimOutcome::Result::kClaimed:
+      break;
+    case ClaimOutcome::Result::kAlreadyClaimed:
+      emit(SchedulerEvent::Kind::kClaimLost, "");
+      return std::nullopt;
+    case ClaimOutcome::Result::kOverlap:
+      emit(SchedulerEvent::Kind::kSkipped, "overlap");
+      return std::nullopt;
+    case ClaimOutcome::Result::kPaused:
+      emit(SchedulerEvent::Kind::kSkipped, "paused");
+      return std::nullopt;
+    case ClaimOutcome::Result::kTooEarly: {
+      // Our clock is ahead of the backend's: try again when the backend reaches the instant.
+      emit(SchedulerEvent::Kind::kSkipped, "early-guard");
+      const Duration wait = std::max(
+          Duration(10), fire.scheduled_at - ctx_.options().skew_tolerance - out->backend_now);
+      MutexLock lock(table_.mu());
+      loop_.PushLocked(Timer{ctx_.Now() + wait, TimerKind::kClaimRetry, 0, fire});
+      loop_.WakeLocked();
+      return std::nullopt;
+    }
+  }
+  const Claim claim = *out->claim;
+  for (const FireKey& old : out->replaced) lease_.CancelLocalRun(old, StopReason::kReplaced);
+  if (ctx_.observed()) {
+    SchedulerEvent ev = ctx_.MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
+    ev.attempt = claim.attempt;
+    ev.fencing_token = claim.fencing_token;
+    ev.duration = ev.at - fire.scheduled_at;  // lateness
+    ev.catch_up = catch_up;
+    ctx_.Notify(ev);
+  }
+  if (ctx_.options().admit) {
+    if (const std::string why = ctx_.options().admit(spec, claim); !why.empty()) {
+      RunRecord skipped = ctx_.BaseRecord(fire, claim);
+      skipped.outcome = RunOutcome::kSkipped;
+      skipped.skip_reason = why;
+      skipped.finished_at = ctx_.Now();
+      if (Status s = ctx_.coord().Report(claim, skipped, true); !s.ok()) {
+        ctx_.Emit(SchedulerEvent::Kind::kError, fire, "report: " + s.ToString());
+      }
+      ctx_.Emit(SchedulerEvent::Kind::kSkipped, fire, why.substr(0, why.find(':')));
+      return std::nullopt;
+    }
+  }
+  return claim;
+}
+
+// A batch that waited past the takeover window for a worker (the node is overloaded: more fires
+// are due than the backend claims) is no longer on time: its fires go to their jobs' failed
+// claims, which housekeeping hands to the misfire policy, as a late takeover's do.
+void ClaimDispatcher::ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch) {
+  if (ctx_.Stopping()) return;
+  {
+    MutexLock lock(table_.mu());
+    const Instant late = ctx_.Now() - table_.TakeoverWindowLocked();
+    std::erase_if(batch, [&](const std::pair<SpecPtr, FireKey>& f) {
+      table_.mu().AssertHeld();
+      if (f.second.scheduled_at >= late) return false;
+      table_.KeepFailedLocked(f.second);
+      return true;
+    });
+  }
+  if (batch.empty()) return;
+  std::vector<ClaimRequest> reqs;
+  reqs.reserve(batch.size());
+  for (const auto& [spec, fire] : batch) reqs.push_back(ctx_.RequestFor(*spec, fire));
+  const Duration sent = ctx_.clock().SteadyNow();
+  std::vector<Result<ClaimOutcome>> outs = ctx_.coord().ClaimMany(reqs);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& [spec, fire] = batch[i];
+    const Result<ClaimOutcome> out =
+        i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
+    if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, false)) {
+      StartClaimed(spec, *won, sent);
+    }
+  }
+}
+
+// Until its run starts a claimed fire is listed in unstarted_: a graceful stop starts it too
+// (the claim is this node's; no other node may run the fire), and one the stop could not start
+// within shutdown_grace is recorded cancelled and its lease released, not left to expire.
+void ClaimDispatcher::StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent) {
+  lease_.BeginStarting();
+  MutexLock lock(table_.mu());
+  const uint64_t id = ++unstarted_seq_;
+  unstarted_.emplace(id, Unstarted{spec, claim, sent});
+  if (claim.fire.scheduled_at <= ctx_.Now()) {
+    SubmitStartLocked(id);
+    return;
+  }
+  start_at_.emplace(claim.fire.scheduled_at, id);
+  if (start_at_.top().second == id) loop_.WakeLocked();  // earlier than what the loop waits for
+}
+
+void ClaimDispatcher::SubmitStartLocked(uint64_t id) {
+  ctx_.pool().Submit(
+      [this, id] {
+        std::optional<Unstarted> u;
+        {
+          MutexLock lock(table_.mu());
+          auto it = unstarted_.find(id);
+          if (it == unstarted_.end()) return;  // recorded cancelled by Stop
+          u = std::move(it->second);
+          unstarted_.erase(it);
+        }
+        driver_.RunFire(u->spec, u->claim.fire, u->claim, u->sent, {},
+                        [this] { lease_.EndStarting(); });
+      },
+      kRunLane);
+}
+
+void ClaimDispatcher::StartClaimedAhead() {
+  MutexLock lock(table_.mu());
+  while (!start_at_.empty()) {
+    const auto [at, id] = start_at_.top();
+    if (at > ctx_.Now()) {
+      loop_.SleepUntilLocked(lock, at);
+      continue;
+    }
+    SubmitStartLocked(id);
+    start_at_.pop();
+  }
+}
+
+void ClaimDispatcher::RecordUnstarted() {
+  std::vector<Unstarted> left;
+  {
+    MutexLock lock(table_.mu());
+    for (auto& [id, u] : unstarted_) left.push_back(std::move(u));
+    unstarted_.clear();
+  }
+  for (const Unstarted& u : left) {
+    const RunRecord rec = ctx_.NotRunRecord(
+        u.claim, RunOutcome::kCancelled,
+        std::string(ReasonText(StopReason::kShutdown)) + " before the run started");
+    if (Status s = ctx_.coord().Report(u.claim, rec, true); !s.ok()) {
+      ctx_.Emit(SchedulerEvent::Kind::kError, u.claim.fire, "report: " + s.ToString());
+    }
+  }
+}
+
+}  // namespace gnomon::internal

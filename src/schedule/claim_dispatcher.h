@@ -1,0 +1,111 @@
+// ClaimDispatcher: turns due fires into claims and claims into started runs. The fires this node
+// owns at an instant are gathered into a batch claimed in one call (Coordinator::ClaimMany); the
+// fires of other owners get a takeover timer and are claimed here only when they have no record
+// after this node's rank of delays (one FiresRecorded call per batch of due takeovers); single
+// fires (triggers, takeovers, claim retries, failed claims inside claim_grace) are claimed one by
+// one by the RunDriver. Each answer goes through AcceptClaim (recorded skip, claim retry timer,
+// failed claim, admission). A claimed fire is listed as unstarted until its run starts: at once
+// when its instant has come, at its instant when it was claimed ahead (the loop starts it), and
+// by Scheduler::Stop when the node stops first.
+//
+// Threads: the loop thread (...Locked: gathering, flushing, claimed-ahead starts), pool workers
+// (claim batches, takeovers, AcceptClaim, StartClaimed), API callers (SubmitShards), and
+// Scheduler::Stop (StartClaimedAhead, RecordUnstarted).
+//
+// Thread safety: thread-safe. Its state is guarded by JobTable::mu() (the engine lock); methods
+// named ...Locked REQUIRE it, the others take it when they need it. Lock order: JobTable::mu()
+// before WorkerPool::mu_; LeaseKeeper::mu_ is taken with JobTable::mu() released. No lock is
+// held during a backend call.
+#ifndef GNOMON_SRC_SCHEDULE_CLAIM_DISPATCHER_H_
+#define GNOMON_SRC_SCHEDULE_CLAIM_DISPATCHER_H_
+
+#include <optional>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "src/schedule/job_table.h"
+
+namespace gnomon::internal {
+
+class LeaseKeeper;
+class RunDriver;
+class TimerLoop;
+
+class ClaimDispatcher {
+ public:
+  ClaimDispatcher(EngineContext& ctx, JobTable& table, TimerLoop& loop, LeaseKeeper& lease,
+                  RunDriver& driver)
+      : ctx_(ctx), table_(table), loop_(loop), lease_(lease), driver_(driver) {}
+  ClaimDispatcher(const ClaimDispatcher&) = delete;
+  ClaimDispatcher& operator=(const ClaimDispatcher&) = delete;
+
+  // An on-time fire: claimed now by its owner (gathered into the batch); the other nodes check
+  // after their rank's delay (a takeover timer).
+  void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
+  // Submits the gathered on-time fires as one claim batch (claim lane).
+  void FlushClaimBatchLocked() GNOMON_REQUIRES(table_.mu());
+  size_t BatchSizeLocked() const GNOMON_REQUIRES(table_.mu()) { return claim_batch_.size(); }
+  // The earliest instant of a fire claimed ahead, if any.
+  std::optional<Instant> NextStartLocked() const GNOMON_REQUIRES(table_.mu());
+  // Starts the earliest fire claimed ahead if its instant has come; says whether it did.
+  bool StartDueLocked() GNOMON_REQUIRES(table_.mu());
+
+  // Fires of other owners, checked after this node's takeover delay: those still without a
+  // record (the owner is gone, or slow) are claimed here. If the check fails, every one is
+  // claimed (the claims decide). `due`: when this node's rank was to take over; claim_grace
+  // after it, the takeover is late and the fire a misfire. Worker thread.
+  void TakeOver(const std::vector<std::pair<FireKey, Instant>>& due) GNOMON_EXCLUDES(table_.mu());
+  // Claims and runs a fire (each shard of it) on a worker (claim lane).
+  void SubmitFire(const SpecPtr& spec, const FireKey& fire);
+  void SubmitShards(const SpecPtr& spec, Instant scheduled_at);
+
+  // Acts on the answer to this node's claim of `fire`: the claim to run, or nullopt when there
+  // is nothing to run here (the answer is recorded, retried or announced). `catch_up`: a missed
+  // fire run per `misfire` (its events say so). Worker thread.
+  std::optional<Claim> AcceptClaim(const JobSpec& spec, const FireKey& fire,
+                                   const Result<ClaimOutcome>& out, bool catch_up)
+      GNOMON_EXCLUDES(table_.mu());
+  // Runs a claimed fire on a worker, at its instant. `sent`: when its claim was sent (steady).
+  void StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent)
+      GNOMON_EXCLUDES(table_.mu());
+
+  // Scheduler::Stop, after the loop ended: starts each fire claimed ahead at its instant (at
+  // most claim_ahead away): the claim is this node's; no other node may run the fire.
+  void StartClaimedAhead() GNOMON_EXCLUDES(table_.mu());
+  // Scheduler::Stop, after the pool is shut down: claimed fires that did not start within
+  // shutdown_grace are recorded cancelled, their leases released.
+  void RecordUnstarted() GNOMON_EXCLUDES(table_.mu());
+
+ private:
+  // The owner's on-time fires of one instant (or a few due together), claimed in one call; each
+  // claimed fire then runs as its own task.
+  void ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch) GNOMON_EXCLUDES(table_.mu());
+  void SubmitStartLocked(uint64_t id) GNOMON_REQUIRES(table_.mu());
+
+  EngineContext& ctx_;
+  JobTable& table_;
+  TimerLoop& loop_;
+  LeaseKeeper& lease_;
+  RunDriver& driver_;
+
+  // Owned on-time fires waiting to be claimed together (the loop flushes them).
+  std::vector<std::pair<SpecPtr, FireKey>> claim_batch_ GNOMON_GUARDED_BY(table_.mu());
+  // Claimed fires whose run has not started, by a sequence number.
+  struct Unstarted {
+    SpecPtr spec;
+    Claim claim;
+    Duration sent;  // steady: when the claim was sent (the lease counts from there)
+  };
+  std::unordered_map<uint64_t, Unstarted> unstarted_ GNOMON_GUARDED_BY(table_.mu());
+  uint64_t unstarted_seq_ GNOMON_GUARDED_BY(table_.mu()) = 0;
+  // The ones claimed ahead, by instant (the loop hands each to a worker at its instant).
+  std::priority_queue<std::pair<Instant, uint64_t>, std::vector<std::pair<Instant, uint64_t>>,
+                      std::greater<>>
+      start_at_ GNOMON_GUARDED_BY(table_.mu());
+};
+
+}  // namespace gnomon::internal
+
+#endif  // GNOMON_SRC_SCHEDULE_CLAIM_DISPATCHER_H_

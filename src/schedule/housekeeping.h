@@ -1,0 +1,61 @@
+// Housekeeping: the node's periodic upkeep, on the pool's control lane. A pass (every
+// housekeeping_interval) measures the clock skew to the backend, heartbeats into the live set
+// and reads it back (sharded ownership ranks it), resolves lost runs (expired leases of any node,
+// per the job's on_lost: a rerun is started here), hands failed claims and unwritten skip
+// records to the MisfireHandler, and prunes a slice of the jobs' history. The state poll (every
+// state_poll_interval) re-reads pause states when the backend's JobsVersion changed, and renews
+// every lease held here at once (the change may be an operator's cancel).
+//
+// One pass at a time: a pass due while one runs (a slow backend) is skipped, the next comes an
+// interval later. Not coalesced like the state poll (OnePassAtATime): a pass right after a slow
+// one (a backend outage) would retry the outage's failed claims sooner; that once let an older
+// fire be claimed on time after a newer one, which RetryFailedClaimsLocked now prevents itself,
+// but the skipping is what every chaos and CI run since has exercised.
+//
+// Threads: pool workers (control lane), submitted by the TimerLoop's ticks.
+//
+// Thread safety: thread-safe. Lock order: pass_mu_ is outermost: it is held for a whole pass,
+// backend calls included, and JobTable::mu() and LeaseKeeper::mu_ are taken under it, one at a
+// time. The observer is called with it held.
+#ifndef GNOMON_SRC_SCHEDULE_HOUSEKEEPING_H_
+#define GNOMON_SRC_SCHEDULE_HOUSEKEEPING_H_
+
+#include "src/schedule/job_table.h"
+
+namespace gnomon::internal {
+
+class ClaimDispatcher;
+class LeaseKeeper;
+class MisfireHandler;
+
+class Housekeeping {
+ public:
+  Housekeeping(EngineContext& ctx, JobTable& table, LeaseKeeper& lease, ClaimDispatcher& dispatch,
+               MisfireHandler& misfire)
+      : ctx_(ctx), table_(table), lease_(lease), dispatch_(dispatch), misfire_(misfire) {}
+  Housekeeping(const Housekeeping&) = delete;
+  Housekeeping& operator=(const Housekeeping&) = delete;
+
+  // One housekeeping pass (skipped while another runs).
+  void Pass() GNOMON_EXCLUDES(pass_mu_);
+  // One state poll (a poll asked for during a pass makes that pass go once more).
+  void PollStates();
+
+ private:
+  void PassLocked() GNOMON_REQUIRES(pass_mu_);
+  void ResolveLostRuns();
+  void PollStatesPass();
+
+  EngineContext& ctx_;
+  JobTable& table_;
+  LeaseKeeper& lease_;
+  ClaimDispatcher& dispatch_;
+  MisfireHandler& misfire_;
+  Mutex pass_mu_;  // held by the pass under way
+  OnePassAtATime state_polls_;
+  int64_t jobs_version_ = -1;  // used by one state poll pass at a time (state_polls_)
+};
+
+}  // namespace gnomon::internal
+
+#endif  // GNOMON_SRC_SCHEDULE_HOUSEKEEPING_H_

@@ -1,0 +1,154 @@
+// JobTable: the jobs this scheduler knows: each one's definition, compiled schedule, cursor (the
+// last fire handled), pause state, running count, and the fires waiting for the backend (failed
+// claims, unwritten skip records); with the live node set that sharded ownership ranks.
+//
+// Its mutex, mu(), is the engine lock: it also guards the TimerLoop's heap, the
+// ClaimDispatcher's batch and claimed-ahead fires and the MisfireHandler's catch-up queue, whose
+// work reads and moves the jobs' cursors in the same step. Methods named ...Locked REQUIRE it;
+// the others take it themselves.
+//
+// Threads: the loop thread (timers), pool workers (claims, catch-up, housekeeping, state poll,
+// runs counting themselves) and API callers (Scheduler::AddJob, Pause, Jobs, ...).
+//
+// Jobs arrive compiled (CompileJob, which shares one expression per schedule and zone).
+//
+// Lock order: mu() before WorkerPool::mu_ (tasks are submitted under it). mu() is never held
+// together with LeaseKeeper::mu_ or RunDriver's reports_mu_, and never across a backend or
+// executor call.
+#ifndef GNOMON_SRC_SCHEDULE_JOB_TABLE_H_
+#define GNOMON_SRC_SCHEDULE_JOB_TABLE_H_
+
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gnomon/cron.h"
+#include "src/schedule/engine_context.h"
+
+namespace gnomon::internal {
+
+// One job's entry. Guarded by JobTable::mu().
+struct JobEntry {
+  SpecPtr spec;
+  std::shared_ptr<const CronExpr> expr;
+  uint64_t gen = 0;  // bumps on every change; stale timers are dropped
+  Instant cursor;    // fires at or before this were handled
+  std::optional<Instant> next;
+  bool paused = false;
+  std::string pause_reason;
+  int running = 0;
+  // Fires waiting for the backend (allocated only while there are some: a million jobs mostly
+  // have none).
+  struct Backlog {
+    std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
+    std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
+  };
+  std::unique_ptr<Backlog> backlog;
+  Backlog& Waiting() {
+    if (!backlog) backlog = std::make_unique<Backlog>();
+    return *backlog;
+  }
+  // Attempts this node reported since the job's history was last pruned (capped).
+  uint16_t runs_since_prune = 0;
+  // The paused state above came from the state read (or local change) with this sequence
+  // number: an older read, answered late, does not overwrite it (JobTable::SetPausedLocked).
+  uint32_t state_seq = 0;
+  Instant catchup_until;  // the catch-up pass covers fires up to here (the install cursor)
+};
+
+class JobTable {
+ public:
+  explicit JobTable(EngineContext& ctx) : ctx_(ctx) {}
+  JobTable(const JobTable&) = delete;
+  JobTable& operator=(const JobTable&) = delete;
+
+  // The engine lock (see above).
+  Mutex& mu() const GNOMON_RETURN_CAPABILITY(mu_) { return mu_; }
+
+  // Installs or replaces a job; `inserted` says whether it is new. A new job starts at
+  // now - claim_grace: fires within the grace are claimed, older ones are the misfire pass's
+  // business; a changed schedule starts now. The caller queues its next fire.
+  JobEntry& InstallLocked(const JobSpec& job, std::shared_ptr<const CronExpr> expr, bool& inserted)
+      GNOMON_REQUIRES(mu_);
+  // Drops every job whose id is not in `ids` (SetJobs).
+  void RetainLocked(const std::set<std::string>& ids) GNOMON_REQUIRES(mu_);
+  bool Remove(const std::string& id) GNOMON_EXCLUDES(mu_);
+  // Null when not defined.
+  JobEntry* FindLocked(const std::string& id) GNOMON_REQUIRES(mu_);
+  const JobEntry* FindLocked(const std::string& id) const GNOMON_REQUIRES(mu_);
+  std::map<std::string, JobEntry>& EntriesLocked() GNOMON_REQUIRES(mu_) { return jobs_; }
+  // The job's definition; null when it is not defined.
+  SpecPtr Spec(const std::string& id) const GNOMON_EXCLUDES(mu_);
+  std::vector<std::string> Ids() const GNOMON_EXCLUDES(mu_);
+
+  // e.expr->Next(after). Jobs that share a compiled schedule fire together and ask the same
+  // questions in a row, so the last answers are kept.
+  std::optional<Instant> NextLocked(const JobEntry& e, Instant after) GNOMON_REQUIRES(mu_);
+
+  // A fire that was not claimed on time (a backend error, a late takeover or claim batch): kept
+  // in its job's failed claims, which housekeeping hands to the misfire policy.
+  void KeepFailedLocked(const FireKey& fire) GNOMON_REQUIRES(mu_);
+
+  // The live set (housekeeping), and its largest size of the last minute.
+  void SetLiveNodes(std::vector<std::string> ids) GNOMON_EXCLUDES(mu_);
+  std::vector<std::string> LiveNodes() const GNOMON_EXCLUDES(mu_);
+  // This node's rendezvous rank for the job's shard (0 = owner; always 0 without takeovers).
+  int RankLocked(const std::string& job_id, int shard) const GNOMON_REQUIRES(mu_);
+  // How late after its instant a fire may still be claimed as on time: claim_grace, plus the
+  // takeover delays of the other live nodes. The live set counted is the largest of the last
+  // minute: in an outage the heartbeats lapse and nodes come back one by one, while the fires of
+  // that time were ranked over all of them.
+  Duration TakeoverWindowLocked() const GNOMON_REQUIRES(mu_);
+
+  // A job's paused state is read by the catch-up pass, the state poll, the breaker, and changed
+  // by Pause and Resume, on different threads. Each read or change takes a sequence number
+  // before it goes to the backend, or right after a local change is written; a state is applied
+  // only if its number is newer than the job's, so a read answered late cannot undo a newer one.
+  uint32_t NextStateSeqLocked() GNOMON_REQUIRES(mu_) { return ++state_seq_; }
+  uint32_t NextStateSeq() GNOMON_EXCLUDES(mu_);
+  static void SetPausedLocked(JobEntry& e, uint32_t seq, bool paused, std::string reason);
+  // Applies a local change (Pause, Resume, breaker) with a fresh sequence number.
+  void SetPaused(const std::string& id, bool paused, const std::string& reason)
+      GNOMON_EXCLUDES(mu_);
+
+  // Counts attempts running here; `ran`: also marks the job's history as grown (MarkRan).
+  void AdjustRunning(const std::string& id, int delta, bool ran) GNOMON_EXCLUDES(mu_);
+  // A job whose history grew here since it was last pruned.
+  void MarkRan(const std::string& id) GNOMON_EXCLUDES(mu_);
+  // The jobs a housekeeping pass prunes: those whose history this node added a quarter of their
+  // history_keep to since their last pruning, each within a minute, and every job once an hour,
+  // both walked in slices, one per pass.
+  std::vector<SpecPtr> PruneSlice() GNOMON_EXCLUDES(mu_);
+
+  std::vector<JobView> Views() const GNOMON_EXCLUDES(mu_);
+  std::optional<JobView> View(const std::string& id) const GNOMON_EXCLUDES(mu_);
+
+ private:
+  static void CountRunLocked(JobEntry& e);
+
+  EngineContext& ctx_;
+  mutable Mutex mu_;
+  std::map<std::string, JobEntry> jobs_ GNOMON_GUARDED_BY(mu_);
+  // NextLocked's last answers.
+  struct NextMemo {
+    std::shared_ptr<const CronExpr> expr;
+    Instant after;
+    std::optional<Instant> next;
+  };
+  std::array<NextMemo, 2> next_memo_ GNOMON_GUARDED_BY(mu_);
+  size_t next_memo_victim_ GNOMON_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> live_nodes_ GNOMON_GUARDED_BY(mu_);  // with a live heartbeat
+  size_t live_peak_ GNOMON_GUARDED_BY(mu_) = 1;      // the largest live set of the last minute
+  Duration live_peak_at_ GNOMON_GUARDED_BY(mu_){0};  // steady time of that peak
+  uint32_t state_seq_ GNOMON_GUARDED_BY(mu_) = 0;    // the last job-state sequence number given
+  std::string prune_cursor_ GNOMON_GUARDED_BY(mu_);  // the last job the minute's walk visited
+  std::string sweep_cursor_ GNOMON_GUARDED_BY(mu_);  // the last job the hourly sweep visited
+};
+
+}  // namespace gnomon::internal
+
+#endif  // GNOMON_SRC_SCHEDULE_JOB_TABLE_H_

@@ -1,0 +1,209 @@
+// MisfireHandler: missed fires per `misfire`, the start-up catch-up, failed-claim retries.
+#include "src/schedule/misfire_handler.h"
+
+#include <algorithm>
+
+#include "src/schedule/claim_dispatcher.h"
+#include "src/schedule/run_driver.h"
+
+namespace gnomon::internal {
+
+void MisfireHandler::ApplyLocked(const JobEntry& e, const std::vector<Instant>& missed,
+                                 Instant now) {
+  if (missed.empty()) return;
+  std::vector<Instant> run;
+  std::vector<Instant> skip;
+  for (Instant f : missed) {
+    (f >= now - e.spec->catchup_window && e.spec->misfire != gnomon::MisfirePolicy::kSkip ? run
+                                                                                          : skip)
+        .push_back(f);
+  }
+  if (e.spec->misfire == gnomon::MisfirePolicy::kOnce && !run.empty()) {
+    SubmitSkipRecords(e.spec, skip);
+    SubmitCatchUpOnce(e.spec, std::move(run), table_.TakeoverWindowLocked());
+    return;
+  }
+  // Catch-up runs go one after another, oldest first, so that overlap = forbid does not skip
+  // them against each other.
+  if (!run.empty()) {
+    ctx_.pool().Submit([this, spec = e.spec, run] { RunCatchUp(spec, run); }, kClaimLane);
+  }
+  SubmitSkipRecords(e.spec, skip);
+}
+
+void MisfireHandler::RunCatchUp(const SpecPtr& spec, const std::vector<Instant>& fires) {
+  std::vector<FireKey> keys;
+  for (Instant f : fires) {
+    for (int s = 0; s < spec->shards; ++s) keys.push_back(FireKey{spec->id, f, s, spec->shards});
+  }
+  driver_.RunInOrder(spec, std::move(keys), RunOptions{.catch_up = true});
+}
+
+// The latest fire this node failed to claim may have been claimed on time by a peer after all
+// (within `window` of its instant: a takeover, or the backend came back for the peer first); then
+// it was not missed and the next older one is the latest missed. A fire already recorded late
+// (another node's catch-up of this batch) ends the search: the batch is handled.
+void MisfireHandler::SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant> batch,
+                                       Duration window) {
+  ctx_.pool().Submit(
+      [this, spec, batch = std::move(batch), window] {
+        std::optional<Instant> latest;
+        size_t i = batch.size();
+        while (i > 0) {
+          const Instant f = batch[--i];
+          Result<std::vector<RunRecord>> rec =
+              ctx_.coord().GetRun(FireKey{spec->id, f, 0, spec->shards}.RunId());
+          if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) {
+            // The backend cannot tell: decide again on a later pass.
+            MutexLock lock(table_.mu());
+            if (JobEntry* e = table_.FindLocked(spec->id)) {
+              std::set<Instant>& failed = e->Waiting().failed;
+              for (size_t k = 0; k <= i && failed.size() < kMaxMisfires; ++k) {
+                failed.insert(batch[k]);
+              }
+            }
+            return;
+          }
+          if (!rec.ok() || rec->empty()) {
+            latest = f;
+            break;
+          }
+          if (rec->front().started_at - f > window) break;  // recorded late: handled
+        }
+        SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
+        if (latest) RunCatchUp(spec, {*latest});
+      },
+      kClaimLane);
+}
+
+// A record that could not be written (backend down) is kept and written again by housekeeping,
+// so no missed fire goes without its record.
+void MisfireHandler::SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip) {
+  if (skip.empty()) return;
+  ctx_.pool().Submit(
+      [this, spec, skip] {
+        std::vector<Instant> unwritten;
+        for (Instant f : skip) {
+          for (int s = 0; s < spec->shards; ++s) {
+            const FireKey fire{spec->id, f, s, spec->shards};
+            Status st = ctx_.coord().RecordSkipped(fire, ctx_.options().node_id, "misfire");
+            if (st.ok()) {
+              ctx_.Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
+            } else if (st.code() != StatusCode::kAlreadyExists) {
+              ctx_.Emit(SchedulerEvent::Kind::kError, fire, "record skipped: " + st.ToString());
+              if (unwritten.empty() || unwritten.back() != f) unwritten.push_back(f);
+            }
+          }
+        }
+        if (unwritten.empty()) return;
+        MutexLock lock(table_.mu());
+        if (JobEntry* e = table_.FindLocked(spec->id)) {
+          for (Instant f : unwritten) {
+            std::set<Instant>& unrecorded = e->Waiting().unrecorded;
+            if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
+          }
+        }
+      },
+      kClaimLane);
+}
+
+// (A thousand chunks queued at once once held back the claims of on-time fires for the minute
+// they took, and the fires they delayed became misfires: hence one chunk at a time.)
+void MisfireHandler::StartCatchUpLocked(std::vector<std::string> ids) {
+  if (!catchup_queue_.empty() && catchup_queue_.back().size() + ids.size() <= kStateBatch) {
+    auto& back = catchup_queue_.back();
+    back.insert(back.end(), std::make_move_iterator(ids.begin()),
+                std::make_move_iterator(ids.end()));
+  } else {
+    catchup_queue_.push_back(std::move(ids));
+  }
+  if (catchup_busy_) return;
+  catchup_busy_ = true;
+  ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane);
+}
+
+void MisfireHandler::CatchUpStep() {
+  std::vector<std::string> ids;
+  uint32_t seq = 0;
+  {
+    MutexLock lock(table_.mu());
+    if (catchup_queue_.empty()) {
+      catchup_busy_ = false;
+      return;
+    }
+    ids = std::move(catchup_queue_.front());
+    catchup_queue_.pop_front();
+    seq = table_.NextStateSeqLocked();
+  }
+  Result<std::vector<JobState>> states = ctx_.coord().GetJobStates(ids);
+  MutexLock lock(table_.mu());
+  if (states.ok() && states->size() == ids.size()) {
+    const Instant now = ctx_.Now();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const JobState& state = (*states)[i];
+      JobEntry* e = table_.FindLocked(ids[i]);
+      if (!e) continue;
+      JobTable::SetPausedLocked(*e, seq, state.paused, state.pause_reason);
+      if (!state.last_scheduled || !e->spec->enabled) continue;
+      // Newest first, so a long outage of a frequent job keeps the fires inside the window.
+      std::vector<Instant> missed;
+      for (std::optional<Instant> f = e->expr->Prev(e->catchup_until + Duration(1));
+           f && *f > *state.last_scheduled && missed.size() < kMaxMisfires; f = e->expr->Prev(*f)) {
+        missed.push_back(*f);
+      }
+      std::reverse(missed.begin(), missed.end());
+      ApplyLocked(*e, missed, now);
+    }
+  }
+  if (catchup_queue_.empty() || !ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane)) {
+    catchup_busy_ = false;
+  }
+}
+
+void MisfireHandler::RetryFailedClaimsLocked() {
+  const Instant now = ctx_.Now();
+  for (auto& [id, e] : table_.EntriesLocked()) {
+    if (!e.backlog) continue;
+    std::set<Instant>& unrecorded = e.backlog->unrecorded;
+    std::set<Instant>& failed = e.backlog->failed;
+    if (!unrecorded.empty()) {
+      SubmitSkipRecords(e.spec, std::vector<Instant>(unrecorded.begin(), unrecorded.end()));
+      unrecorded.clear();
+    }
+    if (failed.empty()) {
+      e.backlog.reset();
+      continue;
+    }
+    // The misfire decision for a job's failed claims is its owner's alone (nodes come back from
+    // an outage at different moments, each with its own failed set: one decider keeps "once"
+    // once). The others keep theirs for when they become the owner.
+    if (table_.RankLocked(id, 0) != 0) continue;
+    // A failed fire still inside claim_grace is not a misfire yet: it is claimed again, as on
+    // time, unless a newer fire of the job was handed out already (claimed ahead, or the job
+    // fires more often than claim_grace): an on-time claim now would give the older fire a
+    // higher fencing token than the newer one, so it is a misfire. The others form the outage's
+    // batch, decided per `misfire` once it is closed: while the fire after the batch's latest is
+    // still inside its claim window (a peer or a later pass may claim it, or it fails too and
+    // becomes the batch's latest), which fire is "the latest missed" is not known yet.
+    const Duration window = table_.TakeoverWindowLocked();
+    std::vector<Instant> missed;
+    std::vector<Instant> on_time;
+    for (Instant f : failed) {
+      const std::optional<Instant> newer = table_.NextLocked(e, f);
+      const bool overtaken = newer && *newer <= e.cursor;
+      (now - f < ctx_.options().claim_grace && !overtaken ? on_time : missed).push_back(f);
+    }
+    if (!missed.empty()) {
+      const std::optional<Instant> after = e.expr->Next(missed.back());
+      if (after && *after <= now && now < *after + window &&
+          !std::binary_search(on_time.begin(), on_time.end(), *after)) {
+        continue;  // all kept as failed, for a later pass
+      }
+    }
+    e.backlog.reset();
+    ApplyLocked(e, missed, now);
+    for (Instant f : on_time) dispatch_.SubmitShards(e.spec, f);
+  }
+}
+
+}  // namespace gnomon::internal

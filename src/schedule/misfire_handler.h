@@ -1,0 +1,71 @@
+// MisfireHandler: what happens to fires that were not claimed on time (docs/semantics.md,
+// "Misfires"): within the job's catchup_window they run per `misfire` (all: each, oldest first;
+// once: the latest only), older ones (and all with misfire = skip) are recorded as skipped; a
+// skip record that could not be written is kept and written again by housekeeping. Its sources:
+// the timer loop (fires older than the takeover window), the start-up catch-up (fires missed
+// while no node ran, from the backend's last_scheduled: StartCatchUpLocked), and housekeeping
+// (fires whose claim failed: RetryFailedClaimsLocked).
+//
+// Threads: the loop thread and housekeeping (...Locked), API callers (a job added after Start),
+// and pool workers (the submitted catch-up runs, skip records and state reads).
+//
+// Thread safety: thread-safe. Its catch-up queue is guarded by JobTable::mu() (the engine lock);
+// methods named ...Locked REQUIRE it. Lock order: JobTable::mu() before WorkerPool::mu_. No lock
+// is held during a backend call.
+#ifndef GNOMON_SRC_SCHEDULE_MISFIRE_HANDLER_H_
+#define GNOMON_SRC_SCHEDULE_MISFIRE_HANDLER_H_
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "src/schedule/job_table.h"
+
+namespace gnomon::internal {
+
+class ClaimDispatcher;
+class RunDriver;
+
+class MisfireHandler {
+ public:
+  MisfireHandler(EngineContext& ctx, JobTable& table, ClaimDispatcher& dispatch, RunDriver& driver)
+      : ctx_(ctx), table_(table), dispatch_(dispatch), driver_(driver) {}
+  MisfireHandler(const MisfireHandler&) = delete;
+  MisfireHandler& operator=(const MisfireHandler&) = delete;
+
+  // Missed fires of `e` (ascending): within catchup_window, per policy; older ones are recorded
+  // as skipped. Work is submitted to the claim lane.
+  void ApplyLocked(const JobEntry& e, const std::vector<Instant>& missed, Instant now)
+      GNOMON_REQUIRES(table_.mu());
+  // At start (or when a job is added): fires missed while no node ran go through the policy.
+  // The job states of many jobs are read together (512 per call), one call at a time: each next
+  // chunk is queued behind the tasks submitted meanwhile, so the reads never hold back the
+  // claims of on-time fires.
+  void StartCatchUpLocked(std::vector<std::string> ids) GNOMON_REQUIRES(table_.mu());
+  // Housekeeping: fires whose claim failed on a backend error, and skip records that could not
+  // be written, go through the policy again now that the backend may be back.
+  void RetryFailedClaimsLocked() GNOMON_REQUIRES(table_.mu());
+
+ private:
+  // Reads one queued chunk of job states and applies the policy; queues itself again while
+  // chunks are left. Worker thread.
+  void CatchUpStep() GNOMON_EXCLUDES(table_.mu());
+  // misfire = once: runs the latest missed fire of `batch` (ascending) and records the others
+  // skipped (see the .cc for which fire is the latest missed).
+  void SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant> batch, Duration window);
+  // Records fires as skipped ("misfire"), keeping those whose record failed for housekeeping.
+  void SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip);
+  // Runs each shard of each fire, one after another (RunDriver::RunInOrder, catch_up).
+  void RunCatchUp(const SpecPtr& spec, const std::vector<Instant>& fires);
+
+  EngineContext& ctx_;
+  JobTable& table_;
+  ClaimDispatcher& dispatch_;
+  RunDriver& driver_;
+  std::deque<std::vector<std::string>> catchup_queue_ GNOMON_GUARDED_BY(table_.mu());
+  bool catchup_busy_ GNOMON_GUARDED_BY(table_.mu()) = false;  // a CatchUpStep is queued/running
+};
+
+}  // namespace gnomon::internal
+
+#endif  // GNOMON_SRC_SCHEDULE_MISFIRE_HANDLER_H_

@@ -1,0 +1,433 @@
+// Scheduler against a misbehaving backend (ForwardingCoordinator), driven by FakeClock:
+// retention, shared pause state, hanging renewals, failed skip records, outages, failed reports.
+#include "gnomon/scheduler.h"
+#include "src/schedule/scheduler_test_util.h"
+
+namespace gnomon::scheduler_test {
+namespace {
+
+TEST(SchedulerRetentionTest, HousekeepingPrunesHistoryToKeepLast) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator coord(clock);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = minutes(10);  // the first pass runs at start, the next much later
+  Node n("a", coord, exec, clock, opts);
+  JobSpec j = Job("pruned", "*/10 * * * * *");
+  j.history_keep = 3;
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  for (int i = 1; i <= 5; ++i) {
+    AdvanceTo(clock, kStart + seconds(10 * i));
+    ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, i));
+  }
+  EXPECT_EQ(History(coord, "pruned").size(), 5u);
+  j.schedule = "0 0 1 1 *";  // no more fires while time moves on
+  ASSERT_TRUE(n.scheduler->AddJob(j).ok());
+  // The next housekeeping pass (pruning runs at most once a minute) trims the history.
+  clock.Advance(minutes(10));
+  for (int i = 0; i < 250 && History(coord, "pruned").size() > 3; ++i) {
+    n.observer.Await(Kind::kError, 1, {}, milliseconds(20));  // a bounded real wait
+  }
+  n.scheduler->Stop();
+  const auto history = History(coord, "pruned");
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history.back().scheduled_at, kStart + seconds(50)) << "the newest are kept";
+}
+
+class CountingPrunes : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) override {
+    ++prunes;
+    return ForwardingCoordinator::PruneHistory(job_id, keep_last, max_age);
+  }
+  std::atomic<int> prunes{0};
+};
+
+// The hourly sweep over every job (max_age of jobs that stopped running) is spread over the hour:
+// with 5-s passes, 1/720 of the jobs a pass, not all of them in the first minute.
+TEST(SchedulerRetentionTest, TheHourlySweepIsSpreadOverTheHour) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator memory(clock);
+  CountingPrunes coord(memory);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node n("a", coord, exec, clock, opts);
+  for (int k = 0; k < 1440; ++k) {
+    ASSERT_TRUE(n.scheduler->AddJob(Job("j" + std::to_string(k), "0 0 1 1 *")).ok());
+  }
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  for (int pass = 1; pass <= 3; ++pass) {
+    for (int i = 0; i < 500 && coord.prunes < 2 * pass; ++i) {
+      n.observer.Await(Kind::kError, 1, {}, milliseconds(10));  // a bounded real wait
+    }
+    n.observer.Await(Kind::kError, 1, {}, milliseconds(100));  // room for more (there must be none)
+    EXPECT_EQ(coord.prunes, 2 * pass) << "pass " << pass << ": 1440 jobs / 720 passes an hour";
+    clock.Advance(seconds(5));
+  }
+  n.scheduler->Stop();
+}
+
+TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator coord(clock);
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));  // the first poll, at start
+  EXPECT_FALSE(a.scheduler->GetJob("shared")->paused);
+  // Another node pauses the job in the backend; the next poll (500 ms later) sees it, long
+  // before the next housekeeping pass (5 s).
+  ASSERT_TRUE(coord.SetPaused("shared", true, "api").ok());
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
+  EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
+  EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
+  a.scheduler->Stop();
+}
+
+// Job-state reads answer late once armed: the read is made, then its answer held until released
+// (a slow backend answering a read from before a change).
+class LateStateReads : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& ids) override {
+    Result<std::vector<JobState>> answer = ForwardingCoordinator::GetJobStates(ids);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (armed_) {
+      armed_ = false;
+      holding_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !holding_; });
+    }
+    return answer;
+  }
+  void Arm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = true;
+  }
+  bool AwaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  bool holding_ = false;
+};
+
+// A state read made before a pause and answered after it does not undo the pause.
+TEST(SchedulerSharedStateTest, AStateReadAnsweredLateDoesNotUndoANewerPause) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  LateStateReads coord(backend);
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->AddJob(Job("other", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
+  // A change elsewhere makes the next poll read every job's state; its answer ("shared" not
+  // paused) is held while this node pauses "shared".
+  coord.Arm();
+  ASSERT_TRUE(backend.SetPaused("other", true, "elsewhere").ok());
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(coord.AwaitHeld());
+  ASSERT_TRUE(a.scheduler->Pause("shared", "api").ok());
+  coord.Release();
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
+  EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
+  EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
+  EXPECT_TRUE(a.scheduler->GetJob("other")->paused);
+  a.scheduler->Stop();
+}
+
+// Renewals hang (a dead connection) until released.
+class HangingRenewals : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status Renew(gnomon::Claim& claim, Duration ttl) override {
+    gate.Pass();
+    return ForwardingCoordinator::Renew(claim, ttl);
+  }
+  bool AwaitCall() { return gate.AwaitCall(); }
+  void Release() { gate.Open(); }
+  Gate gate;
+};
+
+// Chaos F5: a renewal stuck on a dead connection must not delay the self-fence.
+TEST(SchedulerFenceTest, SelfFencesWhileARenewalHangs) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  HangingRenewals coord(backend);
+  RecordingExecutor exec;
+  exec.SetBehavior([&](const JobSpec&, const RunContext& ctx) {
+    const bool stopped = exec.WaitForStopOrRelease(ctx);
+    return ExecResult{stopped ? RunOutcome::kCancelled : RunOutcome::kSucceeded, {}, "", ""};
+  });
+  SchedulerOptions opts;
+  opts.lease_ttl = seconds(30);  // renew at 10 s, fence at 20 s after the claim
+  Node n("a", coord, exec, clock, opts);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("stuck-renew", "0 * * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock, kStart + seconds(60));
+  ASSERT_TRUE(exec.AwaitStarted(1));
+  clock.Advance(seconds(10));
+  ASSERT_TRUE(coord.AwaitCall()) << "no renewal at ttl/3";
+  Duration waited{0};
+  while (!n.observer.Await(Kind::kSelfFenced, 1, {}, milliseconds(50)) && waited < seconds(20)) {
+    clock.Advance(seconds(1));
+    waited += seconds(1);
+  }
+  EXPECT_EQ(n.observer.Count(Kind::kSelfFenced), 1) << "the hanging renewal delayed the fence";
+  EXPECT_LE(waited, seconds(11));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  EXPECT_TRUE(exec.attempts()[0].stopped);
+  coord.Release();
+  n.scheduler->Stop();
+}
+
+// Backend down while misfires are recorded: the records are written once it is back (chaos F3).
+class FailingSkips : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status RecordSkipped(const FireKey& fire, const std::string& node,
+                       const std::string& reason) override {
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::RecordSkipped(fire, node, reason);
+  }
+  std::atomic<bool> down{false};
+};
+
+TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  FailingSkips coord(backend);
+  RecordingExecutor exec;
+  {
+    Node a("a", coord, exec, clock);
+    ASSERT_TRUE(a.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+    ASSERT_TRUE(a.scheduler->Start().ok());
+    AdvanceTo(clock, kStart + seconds(60));
+    ASSERT_TRUE(exec.AwaitFinished(1));
+    a.scheduler->Stop();
+  }
+  clock.Advance(minutes(10) + seconds(30));
+  coord.down = true;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node b("b", coord, exec, clock, opts);
+  ASSERT_TRUE(b.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  ASSERT_TRUE(exec.AwaitFinished(2));              // misfire = once: the latest missed fire runs
+  ASSERT_TRUE(b.observer.Await(Kind::kError, 9));  // the 9 skip records could not be written
+  EXPECT_EQ(b.observer.Count(Kind::kSkipped, "misfire"), 0);
+  coord.down = false;
+  for (int i = 0; i < 10 && !b.observer.Await(Kind::kSkipped, 9, "misfire", milliseconds(200));
+       ++i) {
+    clock.Advance(seconds(5));
+  }
+  EXPECT_EQ(b.observer.Count(Kind::kSkipped, "misfire"), 9);
+  b.scheduler->Stop();
+  EXPECT_EQ(History(backend, "m").size(), 11u) << "every fire has its record";
+}
+
+// The backend is unreachable for claims too (and skip records, as FailingSkips) while `down`.
+class Outage : public FailingSkips {
+ public:
+  using FailingSkips::FailingSkips;
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    if (down) return UnavailableError("backend down");
+    return FailingSkips::Claim(req);
+  }
+};
+
+// misfire = once after an outage: the latest fire of the outage runs once, even though the first
+// fire after the outage already ran on time (it was missed all the same); the older one is
+// recorded skipped.
+TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  Outage coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  step_to(kStart + seconds(10));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  coord.down = true;  // the fires at :20 and :30 cannot be claimed
+  step_to(kStart + seconds(37));
+  ASSERT_GE(a.observer.Count(Kind::kError), 2);
+  coord.down = false;
+  step_to(kStart + seconds(40));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :40 on time
+  step_to(kStart + seconds(47));       // a housekeeping pass after :40's claim window
+  ASSERT_TRUE(exec.AwaitFinished(3));
+  ASSERT_TRUE(a.observer.Await(Kind::kSkipped, 1, "misfire"));
+  a.scheduler->Stop();
+  const auto attempts = exec.attempts();
+  ASSERT_EQ(attempts.size(), 3u);
+  EXPECT_EQ(attempts[1].scheduled_at, kStart + seconds(40));
+  EXPECT_EQ(attempts[2].scheduled_at, kStart + seconds(30)) << "the latest missed fire, once";
+  const auto history = History(backend, "t");
+  ASSERT_EQ(history.size(), 4u) << "every fire has one record";
+  for (const RunRecord& r : history) {
+    EXPECT_EQ(r.outcome == RunOutcome::kSkipped, r.scheduled_at == kStart + seconds(20))
+        << r.run_id;
+  }
+}
+
+// A fire whose claim failed is retried on time only while no newer fire of the job was handed
+// out: retried after the newer one's claim, it would run on time with a higher fencing token than
+// a newer fire (chaos F3@etcd). It is a misfire instead: misfire = once runs it as a catch-up.
+TEST(SchedulerMisfireTest, AFailedFireOvertakenByANewerClaimIsAMisfireNotAnOnTimeRetry) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  Outage coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);  // passes at kStart + 10 s, 15 s, 20 s, ...
+  opts.claim_grace = seconds(3);            // longer than the job's period
+  opts.claim_ahead = Duration::zero();      // each fire is claimed at its instant
+  Node a("a", coord, exec, clock, opts);
+  // overlap = allow: the catch-up of :13 must not meet an on-time run still live and be skipped
+  // (overlap = forbid would rightly skip it; a slow machine, under TSan, gets there).
+  JobSpec t = Job("t", "* * * * * *");
+  t.overlap = OverlapPolicy::kAllow;
+  ASSERT_TRUE(a.scheduler->AddJob(t).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(milliseconds(250), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  step_to(kStart + seconds(12) + milliseconds(500));
+  ASSERT_GE(a.observer.Count(Kind::kClaimed), 1);
+  coord.down = true;  // the fire at :13 cannot be claimed
+  const int errors = a.observer.Count(Kind::kError);
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kError, errors + 1));
+  coord.down = false;
+  step_to(kStart + seconds(14) + milliseconds(500));  // :14 claimed; then the pass at :15
+  step_to(kStart + seconds(21));                      // :14's claim window closed; pass at :20
+  auto missed_claimed = [&] {
+    for (const SchedulerEvent& ev : a.observer.events()) {
+      if (ev.kind == Kind::kClaimed && ev.scheduled_at == kStart + seconds(13)) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(AdvanceUntil(
+      clock,
+      [&](milliseconds wait) {
+        if (missed_claimed()) return true;
+        a.observer.Await(Kind::kClaimed, a.observer.Count(Kind::kClaimed) + 1, {}, wait);
+        return missed_claimed();
+      },
+      milliseconds(100), seconds(10)))
+      << "misfire = once runs the missed fire; events from :10 on:" << [&] {
+           std::string out;
+           for (const SchedulerEvent& ev : a.observer.events()) {
+             if (ev.scheduled_at < kStart + seconds(10)) continue;
+             out += "\n  " + std::string(ToString(ev.kind)) + " " + ev.run_id +
+                    (ev.catch_up ? " catch_up" : "") + " " + ev.detail;
+           }
+           return out;
+         }();
+  a.scheduler->Stop();
+  std::map<Instant, const SchedulerEvent*> on_time;
+  const SchedulerEvent* missed = nullptr;
+  const auto events = a.observer.events();
+  for (const SchedulerEvent& ev : events) {
+    // (The fires up to kBoot are the start's; from :10 on, the run is steady.)
+    if (ev.kind != Kind::kClaimed || ev.scheduled_at < kStart + seconds(10)) continue;
+    if (ev.scheduled_at == kStart + seconds(13)) {
+      missed = &ev;
+    } else {
+      EXPECT_FALSE(ev.catch_up) << ev.run_id;
+      on_time[ev.scheduled_at] = &ev;
+    }
+  }
+  ASSERT_NE(missed, nullptr);
+  EXPECT_TRUE(missed->catch_up) << "claimed on time after :14, with a higher token";
+  ASSERT_TRUE(on_time.count(kStart + seconds(14)));
+  EXPECT_GT(missed->fencing_token, on_time[kStart + seconds(14)]->fencing_token);
+  int64_t last = 0;
+  for (const auto& [at, ev] : on_time) {
+    EXPECT_GT(ev->fencing_token, last) << "on-time tokens rise with the fires' instants";
+    last = ev->fencing_token;
+  }
+}
+
+// Reports fail while `down` (a short backend outage as the run ends).
+class FailingReports : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override {
+    ++reports;
+    if (down) return UnavailableError("backend down");
+    return ForwardingCoordinator::Report(claim, record, final);
+  }
+  std::atomic<bool> down{false};
+  std::atomic<int> reports{0};
+};
+
+// A run that finished while the backend was briefly down is recorded with its outcome once the
+// backend answers again (its lease still holds), not resolved as lost and run again.
+TEST(SchedulerReportTest, AReportThatFailsTransientlyIsSentAgainWhileTheLeaseHolds) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  FailingReports coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.lease_ttl = seconds(30);
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  JobSpec job = Job("r", "0 * * * * *");
+  job.on_lost = LostPolicy::kRerun;
+  ASSERT_TRUE(a.scheduler->AddJob(job).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  coord.down = true;
+  AdvanceTo(clock, kStart + seconds(60));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  // Two failed reports (100 ms apart on the fake clock), then the backend is back.
+  for (int i = 0; i < 100 && coord.reports.load() < 2; ++i) {
+    clock.Advance(milliseconds(50));
+    a.observer.Await(Kind::kRunFinished, 1, {}, milliseconds(20));
+  }
+  ASSERT_GE(coord.reports.load(), 2);
+  coord.down = false;
+  ASSERT_TRUE(AdvanceUntil(
+      clock, [&](milliseconds w) { return a.observer.Await(Kind::kRunFinished, 1, {}, w); },
+      milliseconds(100), seconds(5)));
+  EXPECT_EQ(a.observer.Count(Kind::kError), 0) << "the report was not given up";
+  // Past the lease: nothing is lost and nothing runs again.
+  clock.Advance(seconds(40));
+  EXPECT_FALSE(a.observer.Await(Kind::kLostRun, 1, {}, milliseconds(300)));
+  a.scheduler->Stop();
+  EXPECT_EQ(exec.attempts().size(), 1u);
+  const auto history = History(backend, "r");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
+}
+
+}  // namespace
+}  // namespace gnomon::scheduler_test
