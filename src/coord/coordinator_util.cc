@@ -109,6 +109,53 @@ Status NoSuchFire(const FireKey& fire) {
   return NotFoundError("run " + fire.RunId() + " has no record");
 }
 
+Status JobNotFound(const std::string& job_id) {
+  return NotFoundError("job " + job_id.substr(0, 128) + " does not exist");
+}
+
+int64_t AuditStoredCode(AuditResult result) {
+  switch (result) {
+    case AuditResult::kOk:
+      return 200;
+    case AuditResult::kInvalid:
+      return 400;
+    case AuditResult::kDenied:
+      return 403;
+    case AuditResult::kNotFound:
+      return 404;
+    case AuditResult::kConflict:
+      return 409;
+    case AuditResult::kRateLimited:
+      return 429;
+    case AuditResult::kUnavailable:
+      return 503;
+    case AuditResult::kFailed:
+      return 500;
+  }
+  return 500;
+}
+
+AuditResult AuditResultOfStoredCode(int64_t code) {
+  if (code < 400) return AuditResult::kOk;
+  switch (code) {
+    case 401:
+    case 403:
+      return AuditResult::kDenied;
+    case 404:
+      return AuditResult::kNotFound;
+    case 409:
+    case 412:
+      return AuditResult::kConflict;
+    case 429:
+      return AuditResult::kRateLimited;
+    case 503:
+    case 504:
+      return AuditResult::kUnavailable;
+    default:
+      return code < 500 ? AuditResult::kInvalid : AuditResult::kFailed;
+  }
+}
+
 Status ValidateRerun(const FireKey& fire, const std::string& node_id, Duration ttl,
                      const std::string& cause) {
   GNOMON_RETURN_IF_ERROR(ValidateFireKey(fire));

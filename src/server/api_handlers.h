@@ -33,13 +33,13 @@ class ProbesHandler final : public ApiHandler {
 // series of its jobs only.
 class MetricsHandler final : public ApiHandler {
  public:
-  MetricsHandler(MetricsObserver& metrics, Coordinator& coordinator, JobList& jobs)
-      : metrics_(metrics), coordinator_(coordinator), jobs_(jobs) {}
+  MetricsHandler(MetricsObserver& metrics, NodeRegistry& nodes, JobList& jobs)
+      : metrics_(metrics), nodes_(nodes), jobs_(jobs) {}
   Response Handle(Call& call) override;
 
  private:
   MetricsObserver& metrics_;
-  Coordinator& coordinator_;
+  NodeRegistry& nodes_;
   JobList& jobs_;
 };
 

@@ -477,8 +477,8 @@ class EtcdCoordinator::Impl {
   std::string JobsVersionKey() const { return p_ + "jobsver"; }
   std::string NodeKey(const std::string& node) const { return p_ + "nodes/" + node; }
   std::string AuditSeqKey() const { return p_ + "auditseq"; }
-  // Records of successful calls under audit/, of failed ones (status >= 400) under auditfail/:
-  // each prefix is capped apart.
+  // Records of calls that were done under audit/, of the others (AuditResult other than kOk)
+  // under auditfail/: each prefix is capped apart.
   std::string AuditPrefix(bool failed) const { return p_ + (failed ? "auditfail/" : "audit/"); }
   std::string AuditKey(bool failed, int64_t seq) const {
     return AuditPrefix(failed) + Pad(seq, 20);
@@ -1552,7 +1552,7 @@ class EtcdCoordinator::Impl {
   }
 
   // --- Job definitions -----------------------------------------------------------------------
-  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition,
                          int64_t expected_version) {
     if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
     if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
@@ -1562,7 +1562,7 @@ class EtcdCoordinator::Impl {
                                       {"result", "EQUAL"},
                                       {"mod_revision", std::to_string(expected_version)}}});
     Writes w;
-    w.Put(key, definition_json);
+    w.Put(key, definition);
     w.Put(JobsVersionKey(), job_id);
     Result<json> r = Txn(compares, w.Ops(), json::array({RangeOp(key)}));
     if (!r.ok()) return r.status();
@@ -1606,6 +1606,15 @@ class EtcdCoordinator::Impl {
                                    std::to_string(expected_version));
   }
 
+  Result<StoredJob> GetJob(const std::string& job_id) {
+    if (!IsValidJobId(job_id)) return coord::JobNotFound(job_id);
+    const std::string key = JobKey(job_id);
+    Snapshot s;
+    GNOMON_RETURN_IF_ERROR(Read(s, {key}));
+    if (!s.Has(key)) return coord::JobNotFound(job_id);
+    return StoredJob{job_id, s.Value(key), s.kvs[key].mod_revision};
+  }
+
   Result<std::vector<StoredJob>> ListJobs() {
     Snapshot s;
     const std::string prefix = p_ + "jobs/";
@@ -1644,7 +1653,7 @@ class EtcdCoordinator::Impl {
   // --- Audit ---------------------------------------------------------------------------------
   Result<int64_t> AppendAudit(const AuditRecord& record, int keep) {
     if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
-    const bool failed = record.status >= 400;
+    const bool failed = record.result != AuditResult::kOk;
     const std::string prefix = AuditPrefix(failed);
     const std::string sk = AuditSeqKey();
     for (int round = 0; round < kMaxRounds; ++round) {
@@ -1658,9 +1667,9 @@ class EtcdCoordinator::Impl {
              {"who", record.who},
              {"action", record.action},
              {"target", record.target},
-             {"status", record.status},
-             {"before", record.before_json},
-             {"after", record.after_json}};
+             {"status", coord::AuditStoredCode(record.result)},
+             {"before", record.before},
+             {"after", record.after}};
       Writes w;
       w.Put(sk, std::to_string(seq));
       w.Put(AuditKey(failed, seq), j.dump(-1, ' ', false, json::error_handler_t::replace));
@@ -1729,9 +1738,9 @@ class EtcdCoordinator::Impl {
         a.who = j.value("who", "");
         a.action = j.value("action", "");
         a.target = j.value("target", "");
-        a.status = j.value("status", 0);
-        a.before_json = j.value("before", "");
-        a.after_json = j.value("after", "");
+        a.result = coord::AuditResultOfStoredCode(j.value("status", int64_t{0}));
+        a.before = j.value("before", "");
+        a.after = j.value("after", "");
         out.push_back(std::move(a));
       }
     }
@@ -1967,13 +1976,15 @@ Status EtcdCoordinator::Heartbeat(const NodeInfo& node, Duration ttl) {
 Result<std::vector<NodeInfo>> EtcdCoordinator::ListNodes() {
   return Guarded([&] { return impl_->ListNodes(); });
 }
-Result<int64_t> EtcdCoordinator::PutJob(const std::string& job_id,
-                                        const std::string& definition_json,
+Result<int64_t> EtcdCoordinator::PutJob(const std::string& job_id, const std::string& definition,
                                         int64_t expected_version) {
-  return Guarded([&] { return impl_->PutJob(job_id, definition_json, expected_version); });
+  return Guarded([&] { return impl_->PutJob(job_id, definition, expected_version); });
 }
 Status EtcdCoordinator::DeleteJob(const std::string& job_id, int64_t expected_version) {
   return Guarded([&] { return impl_->DeleteJob(job_id, expected_version); });
+}
+Result<StoredJob> EtcdCoordinator::GetJob(const std::string& job_id) {
+  return Guarded([&] { return impl_->GetJob(job_id); });
 }
 Result<std::vector<StoredJob>> EtcdCoordinator::ListJobs() {
   return Guarded([&] { return impl_->ListJobs(); });
