@@ -19,14 +19,14 @@
 
 namespace gnomon::server {
 
-// GET /healthz (the process serves) and GET /readyz (the backend answers Now()).
+// GET /healthz (the process serves) and GET /readyz (the backend's claims answer: Now()).
 class ProbesHandler final : public ApiHandler {
  public:
-  explicit ProbesHandler(Coordinator& coordinator) : coordinator_(coordinator) {}
+  explicit ProbesHandler(ClaimStore& claims) : claims_(claims) {}
   Response Handle(Call& call) override;
 
  private:
-  Coordinator& coordinator_;
+  ClaimStore& claims_;
 };
 
 // GET /metrics: the Prometheus exposition; a caller limited to namespaces sees the job-labelled
