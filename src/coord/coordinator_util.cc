@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 #include <tuple>
 
 namespace gnomon::coord {
@@ -114,25 +115,10 @@ Status JobNotFound(const std::string& job_id) {
 }
 
 int64_t AuditStoredCode(AuditResult result) {
-  switch (result) {
-    case AuditResult::kOk:
-      return 200;
-    case AuditResult::kInvalid:
-      return 400;
-    case AuditResult::kDenied:
-      return 403;
-    case AuditResult::kNotFound:
-      return 404;
-    case AuditResult::kConflict:
-      return 409;
-    case AuditResult::kRateLimited:
-      return 429;
-    case AuditResult::kUnavailable:
-      return 503;
-    case AuditResult::kFailed:
-      return 500;
-  }
-  return 500;
+  // By AuditResult: ok, invalid, denied, not found, conflict, rate limited, unavailable, failed.
+  static constexpr int64_t kCodes[] = {200, 400, 403, 404, 409, 429, 503, 500};
+  const auto i = static_cast<size_t>(result);
+  return i < std::size(kCodes) ? kCodes[i] : 500;
 }
 
 AuditResult AuditResultOfStoredCode(int64_t code) {

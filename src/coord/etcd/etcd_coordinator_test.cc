@@ -226,12 +226,17 @@ TEST(EtcdCoordinatorTest, UnreachableClusterIsUnavailableWithoutBlocking) {
 
 // --- etcd leases ---------------------------------------------------------------------------------
 
-// The stored kv of `key` (absent: an empty object), read with a plain range request.
-nlohmann::json RawKv(int port, const std::string& key) {
+// A plain client of the server on `port`, to read and write keys behind the backend's back.
+std::unique_ptr<coord::EtcdClient> RawClient(int port) {
   coord::EtcdClientOptions co;
   co.endpoints = {{"127.0.0.1", port}};
-  coord::EtcdClient client(co);
-  Result<nlohmann::json> r = client.Call("/v3/kv/range", {{"key", coord::Base64Encode(key)}});
+  return std::make_unique<coord::EtcdClient>(co);
+}
+
+// The stored kv of `key` (absent: an empty object), read with a plain range request.
+nlohmann::json RawKv(int port, const std::string& key) {
+  Result<nlohmann::json> r =
+      RawClient(port)->Call("/v3/kv/range", {{"key", coord::Base64Encode(key)}});
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok() || !r->contains("kvs")) return nlohmann::json::object();
   return (*r)["kvs"][0];
@@ -248,13 +253,11 @@ TEST(EtcdAuditTest, RecordsOfEarlierReleasesListWithTheirResults) {
   EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
   auto c = OpenOrFail(o);
   ASSERT_NE(c, nullptr);
-  coord::EtcdClientOptions co;
-  co.endpoints = {{"127.0.0.1", SharedServer()->client_port()}};
-  coord::EtcdClient client(co);
+  std::unique_ptr<coord::EtcdClient> client = RawClient(SharedServer()->client_port());
   auto put = [&](const std::string& key, const nlohmann::json& value) {
     Result<nlohmann::json> r =
-        client.Call("/v3/kv/put", {{"key", coord::Base64Encode(o.prefix + key)},
-                                   {"value", coord::Base64Encode(value.dump())}});
+        client->Call("/v3/kv/put", {{"key", coord::Base64Encode(o.prefix + key)},
+                                    {"value", coord::Base64Encode(value.dump())}});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   };
   put("audit/00000000000000000001", {{"seq", 1},
