@@ -1,318 +1,47 @@
-// Coordinator: the shared state that decides which node runs each fire (docs/guarantees.md
-// 1-10). One interface, several backends (memory for tests, SQLite, Redis, etcd); every backend
-// passes the same conformance suite (src/coord/coordinator_conformance.h).
+// Coordinator: the shared state of a gnomon cluster, kept in one backend (memory for tests,
+// SQLite, Redis, etcd). It is the sum of five role interfaces, each in its own header with its
+// contract; code that needs one role takes that role:
 //
-// Model. A *fire* (job, scheduled instant, shard) has at most one *fire record* in the backend,
-// created by the first successful Claim (or by RecordSkipped). While it runs, the record holds a
-// *lease* (holder node, fencing token, expiry on the backend's clock). Every write for a run
-// (Renew, NextAttempt, Report, SaveCheckpoint) is *fenced*: it carries the claim's token and is
-// rejected with LeaseLost when the fire's current token differs, the lease is released, revoked
-// or expired. Fencing tokens strictly increase per job across all claims and attempts and never
-// go backwards, also across backend restarts.
+//   ClaimStore       gnomon/claim_store.h       which node runs each fire: claims, leases,
+//                                               fenced reports, lost runs, checkpoints, live
+//                                               output, job state (pause, failures)
+//   RunHistory       gnomon/run_history.h       the record of every attempt: list, get, prune
+//   DefinitionStore  gnomon/definition_store.h  job definitions made at run time (opaque bytes,
+//                                               versioned) and the change signal
+//   AuditStore       gnomon/audit_store.h       the audit log of the calls that change jobs
+//   NodeRegistry     gnomon/node_registry.h     node heartbeats
 //
-// Time. Lease expiry and the early-fire guard use the backend's clock (Now()); callers measure
-// their own renew deadlines on their monotonic clock.
+// Every backend implements all five in one class and passes the conformance suite of each role
+// (src/coord/*_conformance.cc). The roles share the backend's clock, and some of their state: a
+// claim writes the records RunHistory lists, pausing a job (ClaimStore::SetPaused) and
+// cancelling a fire change DefinitionStore::JobsVersion.
 //
 // Thread safety: implementations are safe to call from many threads at once.
 #ifndef GNOMON_COORDINATOR_H_
 #define GNOMON_COORDINATOR_H_
 
-#include <algorithm>
-#include <condition_variable>
-#include <cstdint>
-#include <mutex>
-#include <optional>
-#include <string>
 #include <vector>
 
-#include "gnomon/job.h"
-#include "gnomon/status.h"
-#include "gnomon/time.h"
+#include "gnomon/audit_store.h"
+#include "gnomon/claim_store.h"
+#include "gnomon/definition_store.h"
+#include "gnomon/node_registry.h"
+#include "gnomon/run_history.h"
 
 namespace gnomon {
 
-// A held claim on one fire, for one attempt. Returned by Claim/NextAttempt/ResolveLost; passed
-// back on every fenced write.
-struct Claim {
-  FireKey fire;
-  int attempt = 1;
-  int64_t fencing_token = 0;
-  std::string node_id;
-  Instant lease_expires_at;  // backend clock
-  // Why this attempt runs when not by schedule (RerunFire: "rerun by ops"); its records carry it.
-  std::string cause;
-};
-
-// One report of ReportMany: the arguments of Report, pointing into the caller's data for the
-// duration of the call (a record carries up to 64 KiB of output: not copied).
-struct ReportRequest {
-  const gnomon::Claim* claim = nullptr;
-  const RunRecord* record = nullptr;
-  bool final = false;
-};
-
-struct ClaimRequest {
-  FireKey fire;
-  std::string node_id;
-  Duration lease_ttl = std::chrono::seconds(30);
-  // Early-fire guard: refused (kTooEarly) when fire.scheduled_at > backend Now() + this.
-  Duration skew_tolerance = std::chrono::milliseconds(500);
-  // kForbid: refused (kOverlap) while another fire of the same job holds a live lease, and the
-  // fire is recorded as skipped ("overlap") in the same step. kReplace: the other fires' leases
-  // are revoked (their holders' next fenced write fails with LeaseLost) and the claim proceeds.
-  // kAllow: no check.
-  OverlapPolicy overlap = OverlapPolicy::kForbid;
-  // Why the fire runs when not by schedule (at most kMaxCauseBytes; "" = by schedule), kept in
-  // the claim's running record and in Claim::cause, e.g. "backfill by ops".
-  std::string cause;
-};
-
-struct ClaimOutcome {
-  enum class Result {
-    kClaimed,         // `claim` is set; the caller runs the fire
-    kAlreadyClaimed,  // the fire has a record already (someone else claimed or skipped it)
-    kTooEarly,        // early-fire guard: try again at scheduled_at - skew_tolerance (backend)
-    kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
-    kPaused,          // the job is paused: recorded as skipped ("paused") (once)
-  } result = Result::kAlreadyClaimed;
-  std::optional<Claim> claim;
-  Instant backend_now;            // the backend's clock at the claim
-  std::vector<FireKey> replaced;  // overlap = replace: fires whose leases were revoked
-};
-
-// A fire whose lease expired without a final Report.
-struct ExpiredFire {
-  FireKey fire;
-  int attempt = 1;
-  int64_t fencing_token = 0;
-  std::string node_id;       // the vanished holder
-  Instant lease_expired_at;  // backend clock
-};
-
-struct NodeInfo {
-  std::string node_id;
-  std::string host;
-  std::string version;
-  Instant started_at;
-  Instant last_heartbeat;  // backend clock, set by Heartbeat
-  int running = 0;         // runs in progress on the node
-  Duration clock_skew{0};  // node clock minus backend clock, as the node measured it
-};
-
-struct JobState {
-  bool paused = false;
-  std::string pause_reason;  // "api", "max_consecutive_failures", ...
-  int consecutive_failures = 0;
-  std::optional<Instant> last_scheduled;  // latest scheduled instant claimed or recorded
-};
-
-struct RunQuery {
-  std::string job_id;  // empty = all jobs
-  std::optional<RunOutcome> outcome;
-  std::optional<Instant> scheduled_from;   // inclusive
-  std::optional<Instant> scheduled_until;  // exclusive
-  int limit = 50;                          // capped at 1000 by implementations
-  std::string cursor;                      // from RunPage::next_cursor; empty = newest first
-};
-
-struct RunPage {
-  std::vector<RunRecord> runs;  // newest scheduled_at first, then attempt descending
-  std::string next_cursor;      // empty when there is no more
-};
-
-// A job definition stored in the backend (dynamic jobs created through the API), as JSON text.
-struct StoredJob {
-  std::string job_id;
-  std::string definition_json;
-  int64_t version = 0;  // increases on every change; used for optimistic concurrency
-};
-
-// One mutating API call, for the audit log (PRODUCT: who, what, when, before/after).
-struct AuditRecord {
-  int64_t seq = 0;          // assigned by AppendAudit: strictly increasing per backend
-  Instant at;               // assigned by AppendAudit: the backend's clock
-  std::string who;          // token name, or "anonymous"
-  std::string action;       // "create", "replace", "delete", "pause", "resume", "trigger"
-  std::string target;       // job id
-  int status = 0;           // the HTTP status answered
-  std::string before_json;  // the definition/state before ("" = none)
-  std::string after_json;   // after ("" = none)
-};
-
-class Coordinator {
+class Coordinator : public ClaimStore,
+                    public RunHistory,
+                    public DefinitionStore,
+                    public AuditStore,
+                    public NodeRegistry {
  public:
-  // Inside this class `Claim` names the method; the type is spelled gnomon::Claim.
-  virtual ~Coordinator() = default;
+  ~Coordinator() override = default;
 
-  // The backend's clock (for SQLite/memory: the clock they were given).
-  virtual Result<Instant> Now() = 0;
-
-  // --- Claims and leases ---------------------------------------------------------------------
-  // Claims attempt 1 of `req.fire` for `req.node_id` if no record of the fire exists, the job is
-  // not paused and the early-fire guard and overlap policy allow it. On kClaimed the fire's
-  // record exists (outcome running), the job's fencing counter advanced, and
-  // JobState::last_scheduled is at least the fire's instant.
-  virtual Result<ClaimOutcome> Claim(const ClaimRequest& req) = 0;
-  // Claim of each request, in order (one answer per request): the same outcomes as calling
-  // Claim for each, in fewer round trips where the backend can (Redis: one script call per
-  // chunk). The default calls Claim for each.
-  virtual std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs);
-
-  // Extends the lease to backend Now() + ttl. LeaseLost when fenced off (see the file comment).
-  // On success, `claim.lease_expires_at` is updated.
-  virtual Status Renew(gnomon::Claim& claim, Duration ttl) = 0;
-
-  // For a retry by the same holder: a new attempt (attempt + 1) with a new, higher fencing
-  // token and a lease of `ttl`. Fenced on `claim`.
-  virtual Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) = 0;
-
-  // Appends the history record of `claim`'s attempt (record.run_id/attempt/fencing_token must
-  // match the claim). When `final` is true the lease is released and the fire is done; otherwise
-  // the lease is kept (a retry follows). Updates JobState::consecutive_failures (reset on
-  // success, +1 on failed/timed out/lost; unchanged for cancelled/skipped) when final. Fenced.
-  virtual Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) = 0;
-  // Report of each request, in order (one status per request): the same outcomes as calling
-  // Report for each, in fewer round trips where the backend can (Redis: one script call per
-  // chunk). The default calls Report for each.
-  virtual std::vector<Status> ReportMany(const std::vector<ReportRequest>& reqs);
-
-  // Fires whose lease expired (backend clock) and that were not finally reported, oldest first,
-  // at most `limit`.
-  virtual Result<std::vector<ExpiredFire>> ListExpired(int limit) = 0;
-
-  // Handles one expired fire, exactly once across all callers (compare-and-set on its token):
-  // on_lost = fail: records a `lost` history record (attempt, token, vanished node) and closes
-  //   the fire; returns nullopt.
-  // on_lost = rerun: records the `lost` attempt and returns a claim of the next attempt for
-  //   `node_id` with a higher token and a lease of `ttl`.
-  // FailedPrecondition when the fire was already resolved or renewed meanwhile.
-  virtual Result<std::optional<gnomon::Claim>> ResolveLost(const ExpiredFire& fire,
-                                                           const std::string& node_id,
-                                                           LostPolicy policy, Duration ttl) = 0;
-
-  // Records a fire that was not run (misfire, disabled ...) with outcome skipped, if the fire has
-  // no record yet. Returns AlreadyExists if it had one. Advances JobState::last_scheduled.
-  virtual Status RecordSkipped(const FireKey& fire, const std::string& node_id,
-                               const std::string& reason) = 0;
-
-  // Operator cancel (POST /api/v1/runs/{run_id}/cancel): ends a fire that is running or waiting
-  // for its retry, in one step: its lease is revoked (the holder's next fenced write fails with
-  // LeaseLost, as with overlap = replace), the fire is closed (no retry, no lost-run rerun) and
-  // its current attempt's record ends `cancelled` with `reason` as its error (an attempt that
-  // had already failed keeps its outcome; its error says the retry was cancelled). JobsVersion
-  // changes, so every node's state poll renews its leases at once and the holder stops the run.
-  // The fire's shard_count is not needed. NotFound when the fire has no record;
-  // FailedPrecondition when it already ended (nothing changes).
-  virtual Status CancelFire(const FireKey& fire, const std::string& reason) = 0;
-
-  // Operator re-run (POST /api/v1/runs/{run_id}/rerun): a fire that ended (succeeded, failed,
-  // cancelled, lost or skipped) runs again as its next attempt, claimed by `node_id` like a
-  // retry: attempt = its last + 1, a new fencing token above every earlier one of the job, a
-  // running record carrying `cause` (<= 256 bytes; Claim::cause too). The claim is then held like
-  // any other (renew, report; lost if its holder vanishes). The fire's shard_count is not needed.
-  // NotFound when the fire has no record (kept as long as its history); FailedPrecondition while
-  // it runs or waits for a retry (nothing changes).
-  virtual Result<gnomon::Claim> RerunFire(const FireKey& fire, const std::string& node_id,
-                                          Duration ttl, const std::string& cause) = 0;
-
-  // Whether each fire has a record (claimed, running, done or skipped): one answer per fire, in
-  // order. Sharded ownership uses it to take over, in one call, the fires whose owner did not
-  // claim them. The default asks GetRun per fire (a pruned fire's answer may then be false,
-  // which only costs a refused Claim); backends answer from their fire markers in one round trip.
-  virtual Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires);
-
-  // --- Checkpoints ---------------------------------------------------------------------------
-  // Saves the fire's checkpoint value (fenced on `claim`).
-  virtual Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value) = 0;
-  // The fire's last saved checkpoint, if any.
-  virtual Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire) = 0;
-
-  // --- Live output ---------------------------------------------------------------------------
-  // What `claim`'s attempt has printed so far (its last kMaxOutputBytes; longer is cut to them),
-  // written into the attempt's running record (fenced on `claim`), so that GetRun and ListRuns
-  // show it on every node while the attempt runs; the attempt's Report replaces it. The scheduler
-  // sends it at most once per SchedulerOptions::live_output_interval per running attempt, and
-  // only when new output arrived. The default stores nothing (output then shows at the end).
-  virtual Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output);
-
-  // --- Job state -----------------------------------------------------------------------------
-  virtual Result<JobState> GetJobState(const std::string& job_id) = 0;
-  // GetJobState of each id, in order, in fewer round trips where the backend can (Redis: one
-  // call per chunk). The default calls GetJobState for each.
-  virtual Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& job_ids);
-  virtual Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) = 0;
-
-  // --- History -------------------------------------------------------------------------------
-  virtual Result<RunPage> ListRuns(const RunQuery& query) = 0;
-  // All attempts of one fire, attempt ascending. NotFound when none.
-  virtual Result<std::vector<RunRecord>> GetRun(const std::string& run_id) = 0;
-  // Deletes the job's finished records beyond the newest `keep_last` fires or older than
-  // `max_age` (by scheduled_at, backend clock). Running records are never pruned.
-  virtual Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) = 0;
-
-  // --- Nodes ---------------------------------------------------------------------------------
-  // Records the node as alive until backend Now() + ttl.
-  virtual Status Heartbeat(const NodeInfo& node, Duration ttl) = 0;
-  // Nodes whose heartbeat has not expired.
-  virtual Result<std::vector<NodeInfo>> ListNodes() = 0;
-
-  // --- Dynamic job definitions ---------------------------------------------------------------
-  // Creates (expected_version = 0) or replaces (expected_version = current) a definition;
-  // returns the new version. AlreadyExists / FailedPrecondition on a version mismatch.
-  virtual Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
-                                 int64_t expected_version) = 0;
-  // Deletes a definition (expected_version = current, or -1 for any). NotFound if absent.
-  virtual Status DeleteJob(const std::string& job_id, int64_t expected_version) = 0;
-  virtual Result<std::vector<StoredJob>> ListJobs() = 0;
-  // A number that changes whenever a definition or a pause state changes (cheap to poll).
-  virtual Result<int64_t> JobsVersion() = 0;
-  // Waits until JobsVersion() may differ from `since`, at most about `timeout`, and returns the
-  // current JobsVersion(). Backends that can be notified (Redis pub/sub, etcd watch) return soon
-  // after a change made by any node; this default polls JobsVersion() every 100 ms. A spurious
-  // early return is allowed; callers loop.
-  virtual Result<int64_t> WaitJobsChange(int64_t since, Duration timeout);
-
-  // --- Audit log -----------------------------------------------------------------------------
-  // Appends `record` (its seq and at are assigned here) and drops the oldest records of its
-  // class beyond the newest `keep` (>= 1) of that class. The classes are failed calls (status
-  // >= 400) and the others: each is bounded apart, so failures never evict a successful call's
-  // record. Returns the record's seq.
-  virtual Result<int64_t> AppendAudit(const AuditRecord& record, int keep) = 0;
-  // Records of both classes, newest first, with seq < before_seq (0 = from the newest), at most
-  // `limit` (capped at 1000 by implementations).
-  virtual Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) = 0;
+  // ClaimStore::FiresRecorded by RunHistory::GetRun per fire (a pruned fire's answer may then be
+  // false, which only costs a refused Claim). Backends override it with one round trip.
+  Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override;
 };
-
-inline Result<std::vector<JobState>> Coordinator::GetJobStates(
-    const std::vector<std::string>& job_ids) {
-  std::vector<JobState> out;
-  out.reserve(job_ids.size());
-  for (const std::string& id : job_ids) {
-    Result<JobState> s = GetJobState(id);
-    if (!s.ok()) return s.status();
-    out.push_back(std::move(*s));
-  }
-  return out;
-}
-
-inline std::vector<Result<ClaimOutcome>> Coordinator::ClaimMany(
-    const std::vector<ClaimRequest>& reqs) {
-  std::vector<Result<ClaimOutcome>> out;
-  out.reserve(reqs.size());
-  for (const ClaimRequest& r : reqs) out.push_back(Claim(r));
-  return out;
-}
-
-inline std::vector<Status> Coordinator::ReportMany(const std::vector<ReportRequest>& reqs) {
-  std::vector<Status> out;
-  out.reserve(reqs.size());
-  for (const ReportRequest& r : reqs) out.push_back(Report(*r.claim, *r.record, r.final));
-  return out;
-}
-
-inline Status Coordinator::SaveLiveOutput(const gnomon::Claim&, const std::string&) {
-  return Status::Ok();
-}
 
 inline Result<std::vector<bool>> Coordinator::FiresRecorded(const std::vector<FireKey>& fires) {
   std::vector<bool> out;

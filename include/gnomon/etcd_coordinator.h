@@ -214,9 +214,10 @@ class EtcdCoordinator final : public Coordinator {
   Status Heartbeat(const NodeInfo& node, Duration ttl) override;
   Result<std::vector<NodeInfo>> ListNodes() override;
 
-  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition,
                          int64_t expected_version) override;
   Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
+  Result<StoredJob> GetJob(const std::string& job_id) override;
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
   // Watches P jobsver (etcd /v3/watch, a streamed response) from the revision JobsVersion()

@@ -1,14 +1,14 @@
-// The out-of-line default of Coordinator (include/gnomon/coordinator.h): WaitJobsChange polls on
-// the machine's clock, so the public header itself reads no clock.
-#include "gnomon/coordinator.h"
-
+// The out-of-line default of DefinitionStore (include/gnomon/definition_store.h): WaitJobsChange
+// polls on the machine's clock, so the public header itself reads no clock.
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
+#include "gnomon/definition_store.h"
+
 namespace gnomon {
 
-Result<int64_t> Coordinator::WaitJobsChange(int64_t since, Duration timeout) {
+Result<int64_t> DefinitionStore::WaitJobsChange(int64_t since, Duration timeout) {
   SystemClock& clock = SystemClock::Get();
   const Duration deadline = clock.SteadyNow() + timeout;
   std::mutex mu;

@@ -1,5 +1,8 @@
-// The Coordinator conformance suite: backend-independent GoogleTest tests of every contract in
-// gnomon/coordinator.h. A backend is done when it passes them (docs/architecture.md rule 5).
+// The Coordinator conformance suite: backend-independent GoogleTest tests of every contract of
+// the role interfaces in gnomon/coordinator.h, one file per role (claim_store_conformance.cc and
+// claim_store_recovery_conformance.cc, run_history_, definition_store_, audit_store_ and
+// node_registry_conformance.cc, sharing conformance_helpers.h). A backend is done when it passes
+// them all (docs/architecture.md rule 5).
 //
 // Usage, in a backend's test file (linking the CMake target gnomon_coord_conformance):
 //
@@ -47,8 +50,7 @@ class CoordinatorConformanceTest : public ::testing::TestWithParam<CoordinatorFa
   std::unique_ptr<Coordinator> coord_;
 };
 
-// Test-name generator for INSTANTIATE_TEST_SUITE_P: the factory's name. Defined in the suite's
-// object file, so that referencing it also links the suite's tests out of the static library.
+// Test-name generator for INSTANTIATE_TEST_SUITE_P: the factory's name.
 std::string CoordinatorFactoryName(const ::testing::TestParamInfo<CoordinatorFactory>& info);
 
 }  // namespace gnomon::testing

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 #include <tuple>
 
 namespace gnomon::coord {
@@ -107,6 +108,38 @@ void CancelRecord(RunRecord& record, const std::string& reason, Instant now) {
 
 Status NoSuchFire(const FireKey& fire) {
   return NotFoundError("run " + fire.RunId() + " has no record");
+}
+
+Status JobNotFound(const std::string& job_id) {
+  return NotFoundError("job " + job_id.substr(0, 128) + " does not exist");
+}
+
+int64_t AuditStoredCode(AuditResult result) {
+  // By AuditResult: ok, invalid, denied, not found, conflict, rate limited, unavailable, failed.
+  static constexpr int64_t kCodes[] = {200, 400, 403, 404, 409, 429, 503, 500};
+  const auto i = static_cast<size_t>(result);
+  return i < std::size(kCodes) ? kCodes[i] : 500;
+}
+
+AuditResult AuditResultOfStoredCode(int64_t code) {
+  if (code < 400) return AuditResult::kOk;
+  switch (code) {
+    case 401:
+    case 403:
+      return AuditResult::kDenied;
+    case 404:
+      return AuditResult::kNotFound;
+    case 409:
+    case 412:
+      return AuditResult::kConflict;
+    case 429:
+      return AuditResult::kRateLimited;
+    case 503:
+    case 504:
+      return AuditResult::kUnavailable;
+    default:
+      return code < 500 ? AuditResult::kInvalid : AuditResult::kFailed;
+  }
 }
 
 Status ValidateRerun(const FireKey& fire, const std::string& node_id, Duration ttl,

@@ -74,6 +74,19 @@ Status ValidateRerun(const FireKey& fire, const std::string& node_id, Duration t
                      const std::string& cause);
 Status FireNotEnded(const FireKey& fire);
 
+// DefinitionStore::GetJob's answer for a job without a definition.
+Status JobNotFound(const std::string& job_id);
+
+// An audit record's result as the stores keep it: the number the releases before AuditResult
+// wrote in its place (an HTTP status: 200, 400, 403, 404, 409, 429, 503, 500), so that records of
+// either release list alike, an older node reads the newer records, and the class split the
+// stores make on the number (>= 400: not done) still holds.
+int64_t AuditStoredCode(AuditResult result);
+// The result of a stored number: any of the above, and the other statuses older releases
+// stored (2xx and 3xx: ok; 401: denied; 412: conflict; 504: unavailable; other 4xx: invalid;
+// other 5xx: failed).
+AuditResult AuditResultOfStoredCode(int64_t code);
+
 }  // namespace gnomon::coord
 
 #endif  // GNOMON_SRC_COORD_COORDINATOR_UTIL_H_

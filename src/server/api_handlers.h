@@ -19,27 +19,27 @@
 
 namespace gnomon::server {
 
-// GET /healthz (the process serves) and GET /readyz (the backend answers Now()).
+// GET /healthz (the process serves) and GET /readyz (the backend's claims answer: Now()).
 class ProbesHandler final : public ApiHandler {
  public:
-  explicit ProbesHandler(Coordinator& coordinator) : coordinator_(coordinator) {}
+  explicit ProbesHandler(ClaimStore& claims) : claims_(claims) {}
   Response Handle(Call& call) override;
 
  private:
-  Coordinator& coordinator_;
+  ClaimStore& claims_;
 };
 
 // GET /metrics: the Prometheus exposition; a caller limited to namespaces sees the job-labelled
 // series of its jobs only.
 class MetricsHandler final : public ApiHandler {
  public:
-  MetricsHandler(MetricsObserver& metrics, Coordinator& coordinator, JobList& jobs)
-      : metrics_(metrics), coordinator_(coordinator), jobs_(jobs) {}
+  MetricsHandler(MetricsObserver& metrics, NodeRegistry& nodes, JobList& jobs)
+      : metrics_(metrics), nodes_(nodes), jobs_(jobs) {}
   Response Handle(Call& call) override;
 
  private:
   MetricsObserver& metrics_;
-  Coordinator& coordinator_;
+  NodeRegistry& nodes_;
   JobList& jobs_;
 };
 

@@ -63,9 +63,10 @@ Response AuditHandler::Handle(Call& call) {
                     {"who", e.who},
                     {"action", e.action},
                     {"target", e.target},
-                    {"status", e.status},
-                    {"before", ParsedOrText(e.before_json)},
-                    {"after", ParsedOrText(e.after_json)}});
+                    {"result", std::string(AuditResultName(e.result))},
+                    {"status", HttpStatusOfAudit(e)},
+                    {"before", ParsedOrText(e.before)},
+                    {"after", ParsedOrText(e.after)}});
   }
   nlohmann::json out = {{"entries", std::move(list)}};
   if (more && !shown.empty()) out["next_before"] = shown.back().seq;

@@ -1,6 +1,8 @@
 // AuditLog: the cluster's record of the calls that change jobs (who, what, when, before/after),
-// kept in the backend (Coordinator::AppendAudit) so every node serves the whole trail.
+// kept in the backend (AuditStore, gnomon/audit_store.h) so every node serves the whole trail.
 //
+// - A record carries how the call ended (AuditResult), mapped from its HTTP status here; the API
+//   shows that result and the HTTP status of such an answer.
 // - Successful calls and failed ones (status >= 400) are kept apart, each up to its own cap, so a
 //   flood of failing calls never evicts the record of a successful change.
 // - A record the backend cannot take (unreachable) waits in memory and is written, in order,
@@ -17,7 +19,7 @@
 #include <mutex>
 #include <vector>
 
-#include "gnomon/coordinator.h"
+#include "gnomon/audit_store.h"
 #include "gnomon/status.h"
 
 namespace gnomon::server {
@@ -29,10 +31,18 @@ struct AuditLogOptions {
   int keep_failed = 10000;
 };
 
+// The result of an audited call the API answered with HTTP `status`: 2xx and 3xx ok; 401 and 403
+// denied; 404 not_found; 409 and 412 conflict; 429 rate_limited; 503 and 504 unavailable; other
+// 4xx invalid; other 5xx failed.
+AuditResult AuditResultOfHttpStatus(int status);
+// The HTTP status the API shows for a record: the status of an answer with its result (for a call
+// that was done, its action's: create 201, delete 204, trigger, backfill and rerun 202, else 200).
+int HttpStatusOfAudit(const AuditRecord& record);
+
 class AuditLog {
  public:
-  // `coordinator` must outlive this object.
-  AuditLog(Coordinator& coordinator, AuditLogOptions options);
+  // `store` must outlive this object.
+  AuditLog(AuditStore& store, AuditLogOptions options);
 
   // Writes `record` (seq and at are assigned by the backend) after any records still waiting.
   void Record(AuditRecord record);
@@ -43,7 +53,7 @@ class AuditLog {
   int64_t dropped() const;
 
  private:
-  Coordinator& coordinator_;
+  AuditStore& store_;
   const AuditLogOptions options_;
   mutable std::mutex mu_;
   std::deque<AuditRecord> pending_;  // guarded by mu_, oldest first

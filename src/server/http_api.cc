@@ -384,10 +384,10 @@ void HttpApi::Record(const Call& call, const Response& response) {
   r.who = call.who.name;
   r.action = call.action;
   r.target = call.target;
-  r.status = response.status;
+  r.result = AuditResultOfHttpStatus(response.status);
   if (response.status < 300) {
-    r.before_json = call.before;
-    r.after_json = call.after;
+    r.before = call.before;
+    r.after = call.after;
   }
   catalog_.audit().Record(std::move(r));
 }

@@ -180,7 +180,7 @@ TEST_F(HttpApiTest, JobsLifecycle) {
   Result<std::vector<StoredJob>> stored = coord_.ListJobs();
   ASSERT_TRUE(stored.ok());
   ASSERT_EQ(stored->size(), 1u);
-  EXPECT_THAT(stored->front().definition_json, HasSubstr("\"schedule\":\"*/5 * * * *\""));
+  EXPECT_THAT(stored->front().definition, HasSubstr("\"schedule\":\"*/5 * * * *\""));
 
   EXPECT_EQ(Create(kJob)->status, 409);
 
@@ -239,9 +239,11 @@ TEST_F(HttpApiTest, JobsLifecycle) {
   ASSERT_GE(a["entries"].size(), 5u);
   EXPECT_EQ(a["entries"][0]["action"], "delete");
   EXPECT_EQ(a["entries"][0]["status"], 404);  // failed calls are recorded too
+  EXPECT_EQ(a["entries"][0]["result"], "not_found");
   EXPECT_EQ(a["entries"][1]["action"], "delete");
   EXPECT_EQ(a["entries"][1]["who"], "adm");
   EXPECT_EQ(a["entries"][1]["status"], 204);
+  EXPECT_EQ(a["entries"][1]["result"], "ok");
   EXPECT_TRUE(a["entries"][1]["before"].is_object());
   EXPECT_TRUE(a["entries"][1]["after"].is_null());
   EXPECT_EQ(audit->body.find(kAdmin), std::string::npos);
@@ -725,18 +727,20 @@ TEST_F(HttpApiTest, CancelStopsARunningRunAndRecordsWho) {
 
   Result<std::vector<AuditRecord>> audit = coord_.ListAudit(100, 0);
   ASSERT_TRUE(audit.ok());
-  std::vector<int> cancels;  // the statuses of the audited cancels
+  std::vector<AuditResult> cancels;  // the results of the audited cancels
   for (const AuditRecord& a : *audit) {
     if (a.action != "cancel") continue;
-    cancels.push_back(a.status);
+    cancels.push_back(a.result);
     EXPECT_EQ(a.target, "cfg");
-    if (a.status == 200) {
-      EXPECT_THAT(a.after_json, HasSubstr(run_id));
+    if (a.result == AuditResult::kOk) {
+      EXPECT_THAT(a.after, HasSubstr(run_id));
     }
   }
   std::sort(cancels.begin(), cancels.end());
-  // The done one and the refused second one (404 and 400 name no job of the caller's).
-  EXPECT_EQ(cancels, (std::vector<int>{200, 404, 409}));
+  // The done one (200), the refused second one (409) and the unknown run (404); the 400 names no
+  // job of the caller's.
+  EXPECT_EQ(cancels, (std::vector<AuditResult>{AuditResult::kOk, AuditResult::kNotFound,
+                                               AuditResult::kConflict}));
 }
 
 // POST /runs/{id}/rerun: the ended fire runs again as its next attempt (same run id, higher

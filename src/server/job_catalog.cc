@@ -18,7 +18,7 @@ const Reloadable<Policies>& DefaultPolicies() {
 JobCatalog::JobCatalog(Scheduler& scheduler, Coordinator& coordinator, JobCatalogOptions options,
                        const Reloadable<Policies>& policies)
     : scheduler_(scheduler),
-      coordinator_(coordinator),
+      definitions_(coordinator),
       options_(std::move(options)),
       audit_(coordinator, options_.audit),
       policies_(policies) {}
@@ -90,7 +90,7 @@ Status JobCatalog::InstallLocked() {
 }
 
 Result<JobSpec> JobCatalog::ParseStored(const StoredJob& stored) const {
-  Result<json> parsed = ParseJsonBody(stored.definition_json, options_.max_json_depth);
+  Result<json> parsed = ParseJsonBody(stored.definition, options_.max_json_depth);
   if (!parsed.ok()) return parsed.status();
   Result<JobSpec> spec = JobSpecFromJson(*parsed, options_.job_defaults);
   if (!spec.ok()) return spec.status();
@@ -103,10 +103,10 @@ Result<JobSpec> JobCatalog::ParseStored(const StoredJob& stored) const {
 
 Status JobCatalog::Sync() {
   std::lock_guard<std::mutex> lock(mu_);
-  Result<int64_t> jobs_version = coordinator_.JobsVersion();
+  Result<int64_t> jobs_version = definitions_.JobsVersion();
   if (!jobs_version.ok()) return jobs_version.status();
   if (synced_version_ && *synced_version_ == *jobs_version) return Status::Ok();
-  Result<std::vector<StoredJob>> stored = coordinator_.ListJobs();
+  Result<std::vector<StoredJob>> stored = definitions_.ListJobs();
   if (!stored.ok()) return stored.status();
   Status first;
   std::set<std::string> present;
@@ -153,7 +153,7 @@ void JobCatalog::StartSync(std::function<void(const Status&)> on_error) {
       }
       // The wait ends at least every second, and every pass compares JobsVersion, so a missed
       // notification is healed within a second.
-      Result<int64_t> v = coordinator_.WaitJobsChange(seen, std::chrono::seconds(1));
+      Result<int64_t> v = definitions_.WaitJobsChange(seen, std::chrono::seconds(1));
       Status s = v.ok() ? Sync() : v.status();
       if (s.ok()) {
         seen = *v;
@@ -176,12 +176,10 @@ void JobCatalog::StopSync() {
 }
 
 Result<std::optional<StoredJob>> JobCatalog::FindStored(const std::string& id) const {
-  Result<std::vector<StoredJob>> all = coordinator_.ListJobs();
-  if (!all.ok()) return all.status();
-  for (StoredJob& j : *all) {
-    if (j.job_id == id) return std::optional<StoredJob>(std::move(j));
-  }
-  return std::optional<StoredJob>();
+  Result<StoredJob> stored = definitions_.GetJob(id);
+  if (stored.ok()) return std::optional<StoredJob>(std::move(*stored));
+  if (stored.status().code() == StatusCode::kNotFound) return std::optional<StoredJob>();
+  return stored.status();
 }
 
 Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
@@ -192,7 +190,7 @@ Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
                               it->second.spec.source + ")");
   }
   const std::string definition = DumpJson(JobSpecToJson(spec));
-  Result<int64_t> version = coordinator_.PutJob(spec.id, definition, 0);
+  Result<int64_t> version = definitions_.PutJob(spec.id, definition, 0);
   if (!version.ok()) {
     const StatusCode c = version.status().code();
     if (c == StatusCode::kAlreadyExists || c == StatusCode::kFailedPrecondition) {
@@ -201,7 +199,7 @@ Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
     return version.status();
   }
   if (Status s = scheduler_.AddJob(job); !s.ok()) {
-    (void)coordinator_.DeleteJob(spec.id, *version);  // roll back: nothing half-created
+    (void)definitions_.DeleteJob(spec.id, *version);  // roll back: nothing half-created
     return s;
   }
   Change change{*version, "", AuditedDefinition(spec)};
@@ -224,7 +222,7 @@ Result<JobCatalog::Change> JobCatalog::Replace(CompiledJob job, int64_t expected
     GNOMON_RETURN_IF_ERROR(RestoreSecrets(&spec, JobSpec{}));
   }
   const std::string definition = DumpJson(JobSpecToJson(spec));
-  Result<int64_t> version = coordinator_.PutJob(spec.id, definition, expected_version);
+  Result<int64_t> version = definitions_.PutJob(spec.id, definition, expected_version);
   if (!version.ok()) {
     const StatusCode c = version.status().code();
     if (c == StatusCode::kFailedPrecondition || c == StatusCode::kAlreadyExists) {
@@ -248,7 +246,7 @@ Result<JobCatalog::Change> JobCatalog::Delete(const std::string& id,
   Result<std::optional<StoredJob>> stored = FindStored(id);
   if (!stored.ok()) return stored.status();
   if (!*stored) return NotFoundError("job \"" + id + "\" is not defined");
-  Status s = coordinator_.DeleteJob(id, expected_version.value_or(-1));
+  Status s = definitions_.DeleteJob(id, expected_version.value_or(-1));
   if (!s.ok()) {
     if (s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kAlreadyExists) {
       return FailedPreconditionError("job \"" + id + "\" is at version " +
@@ -291,7 +289,7 @@ std::vector<JobSpec> JobCatalog::DynamicJobs() const {
 
 Result<std::vector<std::string>> JobCatalog::JobIds(
     const std::function<bool(std::string_view)>& in) const {
-  Result<std::vector<StoredJob>> stored = coordinator_.ListJobs();
+  Result<std::vector<StoredJob>> stored = definitions_.ListJobs();
   if (!stored.ok()) return stored.status();
   std::set<std::string> ids;
   for (const StoredJob& j : *stored) {

@@ -3,7 +3,8 @@
 // Two kinds of definitions (docs/http-api.md "Jobs"):
 // - static: from the config and jobs files on disk (SetStaticJobs, at start and on SIGHUP);
 //   read-only in the API. A static id wins over a stored definition of the same id on this node.
-// - dynamic: made through the API, stored in the backend (Coordinator::PutJob) so every node runs
+// - dynamic: made through the API, stored in the backend (DefinitionStore::PutJob) so every node
+// runs
 //   them. Create/Replace/Delete write the backend first and then install the change in the
 //   local Scheduler, rolling a create back when the scheduler refuses it (nothing half-created);
 //   other nodes install it from Sync, which a watcher thread (StartSync) calls whenever the
@@ -62,8 +63,9 @@ const Reloadable<Policies>& DefaultPolicies();
 
 class JobCatalog {
  public:
-  // `scheduler`, `coordinator` and `policies` must outlive this object. Without `policies`,
-  // definitions follow the built-in default policy.
+  // `scheduler`, `coordinator` and `policies` must outlive this object; of the coordinator the
+  // catalog uses its DefinitionStore and AuditStore roles. Without `policies`, definitions follow
+  // the built-in default policy.
   JobCatalog(Scheduler& scheduler, Coordinator& coordinator, JobCatalogOptions options,
              const Reloadable<Policies>& policies = DefaultPolicies());
   ~JobCatalog();  // StopSync()
@@ -144,7 +146,7 @@ class JobCatalog {
   Result<std::optional<StoredJob>> FindStored(const std::string& id) const;
 
   Scheduler& scheduler_;
-  Coordinator& coordinator_;
+  DefinitionStore& definitions_;
   const JobCatalogOptions options_;
   AuditLog audit_;
   const Reloadable<Policies>& policies_;

@@ -6,7 +6,7 @@ namespace gnomon::server {
 Response MetricsHandler::Handle(Call& call) {
   const std::shared_ptr<const JobList::Snapshot> jobs = jobs_.Now();
   metrics_.SetJobs(static_cast<int64_t>(jobs->jobs.size()));
-  if (Result<std::vector<NodeInfo>> nodes = coordinator_.ListNodes(); nodes.ok()) {
+  if (Result<std::vector<NodeInfo>> nodes = nodes_.ListNodes(); nodes.ok()) {
     metrics_.SetNodesAlive(static_cast<int64_t>(nodes->size()));
     std::vector<std::pair<std::string, Duration>> skews;
     for (const NodeInfo& n : *nodes) skews.emplace_back(n.node_id, n.clock_skew);

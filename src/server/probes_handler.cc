@@ -6,7 +6,7 @@ namespace gnomon::server {
 
 Response ProbesHandler::Handle(Call& call) {
   if (call.segments[0] == "healthz") return Json(200, {{"status", "ok"}});
-  Result<Instant> now = coordinator_.Now();
+  Result<Instant> now = claims_.Now();
   if (!now.ok()) {
     return Error(503, "unavailable", "backend not reachable: " + now.status().message());
   }

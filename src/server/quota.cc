@@ -4,9 +4,9 @@
 
 namespace gnomon::server {
 
-Result<Quotas> Quotas::Make(std::vector<NamespaceQuota> quotas, Coordinator& coordinator) {
+Result<Quotas> Quotas::Make(std::vector<NamespaceQuota> quotas, RunHistory& history) {
   GNOMON_RETURN_IF_ERROR(Validate(quotas));
-  return Quotas(std::move(quotas), coordinator);
+  return Quotas(std::move(quotas), history);
 }
 
 Status Quotas::Validate(const std::vector<NamespaceQuota>& quotas) {
@@ -57,7 +57,7 @@ Result<int> Quotas::Running(const NamespaceQuota& q, int cap) const {
     query.job_id = v.spec.id;
     query.outcome = RunOutcome::kRunning;
     query.limit = cap - running;
-    Result<RunPage> page = coordinator_->ListRuns(query);
+    Result<RunPage> page = history_->ListRuns(query);
     if (!page.ok()) return page.status();
     running += static_cast<int>(page->runs.size());
     if (running >= cap) break;

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gnomon/coordinator.h"
+#include "gnomon/run_history.h"
 #include "gnomon/scheduler.h"
 #include "gnomon/status.h"
 #include "src/server/job_catalog.h"
@@ -40,9 +40,9 @@ struct NamespaceQuota {
 
 class Quotas {
  public:
-  // `coordinator` must outlive this object. InvalidArgument for an empty or duplicate namespace
+  // `history` must outlive this object. InvalidArgument for an empty or duplicate namespace
   // or a negative limit.
-  static Result<Quotas> Make(std::vector<NamespaceQuota> quotas, Coordinator& coordinator);
+  static Result<Quotas> Make(std::vector<NamespaceQuota> quotas, RunHistory& history);
   // The checks of Make, without making anything.
   static Status Validate(const std::vector<NamespaceQuota>& quotas);
 
@@ -66,13 +66,13 @@ class Quotas {
   std::string Admit(const JobSpec& job, const Claim& claim) const;
 
  private:
-  Quotas(std::vector<NamespaceQuota> quotas, Coordinator& coordinator)
-      : quotas_(std::move(quotas)), coordinator_(&coordinator) {}
+  Quotas(std::vector<NamespaceQuota> quotas, RunHistory& history)
+      : quotas_(std::move(quotas)), history_(&history) {}
   // Runs running in `q`'s namespace, counting at most `cap` (the count stops there).
   Result<int> Running(const NamespaceQuota& q, int cap) const;
 
   std::vector<NamespaceQuota> quotas_;
-  Coordinator* coordinator_;
+  RunHistory* history_;
   const Scheduler* scheduler_ = nullptr;
   const JobCatalog* catalog_ = nullptr;
 };

@@ -65,13 +65,14 @@ class ForwardingCoordinator : public Coordinator {
   }
   Status Heartbeat(const NodeInfo& node, Duration ttl) override { return t_.Heartbeat(node, ttl); }
   Result<std::vector<NodeInfo>> ListNodes() override { return t_.ListNodes(); }
-  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition,
                          int64_t expected_version) override {
-    return t_.PutJob(job_id, definition_json, expected_version);
+    return t_.PutJob(job_id, definition, expected_version);
   }
   Status DeleteJob(const std::string& job_id, int64_t expected_version) override {
     return t_.DeleteJob(job_id, expected_version);
   }
+  Result<StoredJob> GetJob(const std::string& job_id) override { return t_.GetJob(job_id); }
   Result<std::vector<StoredJob>> ListJobs() override { return t_.ListJobs(); }
   Result<int64_t> JobsVersion() override { return t_.JobsVersion(); }
   Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires) override {

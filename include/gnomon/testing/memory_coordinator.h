@@ -62,9 +62,10 @@ class MemoryCoordinator final : public Coordinator {
   Status Heartbeat(const NodeInfo& node, Duration ttl) override;
   Result<std::vector<NodeInfo>> ListNodes() override;
 
-  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition,
                          int64_t expected_version) override;
   Status DeleteJob(const std::string& job_id, int64_t expected_version) override;
+  Result<StoredJob> GetJob(const std::string& job_id) override;
   Result<std::vector<StoredJob>> ListJobs() override;
   Result<int64_t> JobsVersion() override;
   Result<int64_t> WaitJobsChange(int64_t since, Duration timeout) override;
@@ -113,7 +114,7 @@ class MemoryCoordinator final : public Coordinator {
   std::map<std::string, StoredJob> definitions_;
   int64_t jobs_version_ = 0;
   std::condition_variable jobs_changed_;  // notified when jobs_version_ changes
-  std::deque<AuditRecord> audit_[2];      // [failed]: oldest first
+  std::deque<AuditRecord> audit_[2];      // [not done]: oldest first
   int64_t audit_seq_ = 0;
 };
 

@@ -256,7 +256,7 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
   }
 
   // --- Job definitions -----------------------------------------------------------------------
-  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition_json,
+  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition,
                          int64_t expected_version) {
     if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
     if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
@@ -266,7 +266,7 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
                                       {"result", "EQUAL"},
                                       {"mod_revision", std::to_string(expected_version)}}});
     Writes w;
-    w.Put(key, definition_json);
+    w.Put(key, definition);
     w.Put(JobsVersionKey(), job_id);
     Result<json> r = Txn(compares, w.Ops(), json::array({RangeOp(key)}));
     if (!r.ok()) return r.status();
@@ -310,6 +310,15 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
                                    std::to_string(expected_version));
   }
 
+  Result<StoredJob> GetJob(const std::string& job_id) {
+    if (!IsValidJobId(job_id)) return coord::JobNotFound(job_id);
+    const std::string key = JobKey(job_id);
+    Snapshot s;
+    GNOMON_RETURN_IF_ERROR(Read(s, {key}));
+    if (!s.Has(key)) return coord::JobNotFound(job_id);
+    return StoredJob{job_id, s.Value(key), s.kvs[key].mod_revision};
+  }
+
   Result<std::vector<StoredJob>> ListJobs() {
     Snapshot s;
     const std::string prefix = p_ + "jobs/";
@@ -348,7 +357,7 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
   // --- Audit ---------------------------------------------------------------------------------
   Result<int64_t> AppendAudit(const AuditRecord& record, int keep) {
     if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
-    const bool failed = record.status >= 400;
+    const bool failed = record.result != AuditResult::kOk;
     const std::string prefix = AuditPrefix(failed);
     const std::string sk = AuditSeqKey();
     for (int round = 0; round < kMaxRounds; ++round) {
@@ -362,9 +371,9 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
              {"who", record.who},
              {"action", record.action},
              {"target", record.target},
-             {"status", record.status},
-             {"before", record.before_json},
-             {"after", record.after_json}};
+             {"status", coord::AuditStoredCode(record.result)},
+             {"before", record.before},
+             {"after", record.after}};
       Writes w;
       w.Put(sk, std::to_string(seq));
       w.Put(AuditKey(failed, seq), j.dump(-1, ' ', false, json::error_handler_t::replace));
@@ -433,9 +442,9 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
         a.who = j.value("who", "");
         a.action = j.value("action", "");
         a.target = j.value("target", "");
-        a.status = j.value("status", 0);
-        a.before_json = j.value("before", "");
-        a.after_json = j.value("after", "");
+        a.result = coord::AuditResultOfStoredCode(j.value("status", int64_t{0}));
+        a.before = j.value("before", "");
+        a.after = j.value("after", "");
         out.push_back(std::move(a));
       }
     }
@@ -674,10 +683,12 @@ Status EtcdCoordinator::Heartbeat(const NodeInfo& node, Duration ttl) {
 Result<std::vector<NodeInfo>> EtcdCoordinator::ListNodes() {
   return Guarded([&] { return impl_->ListNodes(); });
 }
-Result<int64_t> EtcdCoordinator::PutJob(const std::string& job_id,
-                                        const std::string& definition_json,
+Result<int64_t> EtcdCoordinator::PutJob(const std::string& job_id, const std::string& definition,
                                         int64_t expected_version) {
-  return Guarded([&] { return impl_->PutJob(job_id, definition_json, expected_version); });
+  return Guarded([&] { return impl_->PutJob(job_id, definition, expected_version); });
+}
+Result<StoredJob> EtcdCoordinator::GetJob(const std::string& job_id) {
+  return Guarded([&] { return impl_->GetJob(job_id); });
 }
 Status EtcdCoordinator::DeleteJob(const std::string& job_id, int64_t expected_version) {
   return Guarded([&] { return impl_->DeleteJob(job_id, expected_version); });

@@ -226,18 +226,75 @@ TEST(EtcdCoordinatorTest, UnreachableClusterIsUnavailableWithoutBlocking) {
 
 // --- etcd leases ---------------------------------------------------------------------------------
 
-// The stored kv of `key` (absent: an empty object), read with a plain range request.
-nlohmann::json RawKv(int port, const std::string& key) {
+// A plain client of the server on `port`, to read and write keys behind the backend's back.
+std::unique_ptr<coord::EtcdClient> RawClient(int port) {
   coord::EtcdClientOptions co;
   co.endpoints = {{"127.0.0.1", port}};
-  coord::EtcdClient client(co);
-  Result<nlohmann::json> r = client.Call("/v3/kv/range", {{"key", coord::Base64Encode(key)}});
+  return std::make_unique<coord::EtcdClient>(co);
+}
+
+// The stored kv of `key` (absent: an empty object), read with a plain range request.
+nlohmann::json RawKv(int port, const std::string& key) {
+  Result<nlohmann::json> r =
+      RawClient(port)->Call("/v3/kv/range", {{"key", coord::Base64Encode(key)}});
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok() || !r->contains("kvs")) return nlohmann::json::object();
   return (*r)["kvs"][0];
 }
 int64_t Field(const nlohmann::json& kv, const char* name) {
   return kv.contains(name) ? std::stoll(kv[name].get<std::string>()) : 0;
+}
+
+// Audit records written by the releases that stored an HTTP status list with its result, and a
+// record written now keeps the number (and the prefix) an older release reads the same way.
+TEST(EtcdAuditTest, RecordsOfEarlierReleasesListWithTheirResults) {
+  SKIP_WITHOUT_ETCD();
+  FakeClock clock;
+  EtcdOptions o = OptionsFor(SharedServer()->client_port(), &clock);
+  auto c = OpenOrFail(o);
+  ASSERT_NE(c, nullptr);
+  std::unique_ptr<coord::EtcdClient> client = RawClient(SharedServer()->client_port());
+  auto put = [&](const std::string& key, const nlohmann::json& value) {
+    Result<nlohmann::json> r =
+        client->Call("/v3/kv/put", {{"key", coord::Base64Encode(o.prefix + key)},
+                                    {"value", coord::Base64Encode(value.dump())}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  };
+  put("audit/00000000000000000001", {{"seq", 1},
+                                     {"at", 1000},
+                                     {"who", "ops"},
+                                     {"action", "delete"},
+                                     {"target", "a"},
+                                     {"status", 204},
+                                     {"before", "{}"},
+                                     {"after", ""}});
+  put("auditfail/00000000000000000002", {{"seq", 2},
+                                         {"at", 2000},
+                                         {"who", "ci"},
+                                         {"action", "create"},
+                                         {"target", "b"},
+                                         {"status", 413},
+                                         {"before", ""},
+                                         {"after", ""}});
+  put("auditseq", 2);
+  Result<std::vector<AuditRecord>> all = c->ListAudit(10, 0);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].result, AuditResult::kInvalid);
+  EXPECT_EQ((*all)[1].result, AuditResult::kOk);
+  EXPECT_EQ((*all)[1].before, "{}");
+  AuditRecord unavailable;
+  unavailable.who = "ci";
+  unavailable.result = AuditResult::kUnavailable;
+  Result<int64_t> seq = c->AppendAudit(unavailable, 10);
+  ASSERT_TRUE(seq.ok()) << seq.status().ToString();
+  EXPECT_EQ(*seq, 3);
+  const nlohmann::json kv =
+      RawKv(SharedServer()->client_port(), o.prefix + "auditfail/00000000000000000003");
+  ASSERT_FALSE(kv.empty());
+  Result<std::string> value = coord::Base64Decode(kv["value"].get<std::string>());
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*value)["status"], 503);
 }
 
 TEST(EtcdLeaseTest, TheClaimIsAttachedToALeaseAndItsTokenIsTheClaimRevision) {

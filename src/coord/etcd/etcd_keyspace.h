@@ -134,8 +134,8 @@ class EtcdKeyspace {
   std::string JobsVersionKey() const { return p_ + "jobsver"; }
   std::string NodeKey(const std::string& node) const { return p_ + "nodes/" + node; }
   std::string AuditSeqKey() const { return p_ + "auditseq"; }
-  // Records of successful calls under audit/, of failed ones (status >= 400) under auditfail/:
-  // each prefix is capped apart.
+  // Records of calls that were done under audit/, of the others (AuditResult other than kOk)
+  // under auditfail/: each prefix is capped apart.
   std::string AuditPrefix(bool failed) const { return p_ + (failed ? "auditfail/" : "audit/"); }
   std::string AuditKey(bool failed, int64_t seq) const {
     return AuditPrefix(failed) + Pad(seq, 20);

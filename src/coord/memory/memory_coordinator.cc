@@ -325,8 +325,7 @@ Result<std::vector<NodeInfo>> MemoryCoordinator::ListNodes() {
   return out;
 }
 
-Result<int64_t> MemoryCoordinator::PutJob(const std::string& job_id,
-                                          const std::string& definition_json,
+Result<int64_t> MemoryCoordinator::PutJob(const std::string& job_id, const std::string& definition,
                                           int64_t expected_version) {
   if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
   if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
@@ -346,7 +345,7 @@ Result<int64_t> MemoryCoordinator::PutJob(const std::string& job_id,
   }
   const int64_t version = ++jobs_version_;
   jobs_changed_.notify_all();
-  definitions_[job_id] = StoredJob{job_id, definition_json, version};
+  definitions_[job_id] = StoredJob{job_id, definition, version};
   return version;
 }
 
@@ -364,6 +363,13 @@ Status MemoryCoordinator::DeleteJob(const std::string& job_id, int64_t expected_
   ++jobs_version_;
   jobs_changed_.notify_all();
   return Status::Ok();
+}
+
+Result<StoredJob> MemoryCoordinator::GetJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = definitions_.find(job_id);
+  if (it == definitions_.end()) return coord::JobNotFound(job_id);
+  return it->second;
 }
 
 Result<std::vector<StoredJob>> MemoryCoordinator::ListJobs() {
@@ -400,7 +406,7 @@ Result<int64_t> MemoryCoordinator::AppendAudit(const AuditRecord& record, int ke
   AuditRecord r = record;
   r.seq = ++audit_seq_;
   r.at = clock_.Now();
-  std::deque<AuditRecord>& log = audit_[r.status >= 400 ? 1 : 0];
+  std::deque<AuditRecord>& log = audit_[r.result == AuditResult::kOk ? 0 : 1];
   log.push_back(std::move(r));
   while (log.size() > static_cast<size_t>(keep)) log.pop_front();
   return audit_seq_;

@@ -24,6 +24,16 @@ using coord::redis::Ms;
 using coord::redis::ParseInt;
 using coord::redis::Word;
 
+// A definition as stored in B:jobs: "<version>\n<definition>". Malformed("job") otherwise.
+Result<StoredJob> StoredJobOf(const std::string& job_id, std::string_view stored) {
+  const size_t nl = stored.find('\n');
+  int64_t version = 0;
+  if (nl == std::string_view::npos || !ParseInt(stored.substr(0, nl), version)) {
+    return Malformed("job");
+  }
+  return StoredJob{job_id, std::string(stored.substr(nl + 1)), version};
+}
+
 void AppendField(std::string& out, std::string_view v) {
   out += std::to_string(v.size());
   out += ':';
@@ -306,13 +316,12 @@ Result<std::vector<NodeInfo>> RedisCoordinator::ListNodes() {
 
 // --- Dynamic job definitions -------------------------------------------------------------------
 
-Result<int64_t> RedisCoordinator::PutJob(const std::string& job_id,
-                                         const std::string& definition_json,
+Result<int64_t> RedisCoordinator::PutJob(const std::string& job_id, const std::string& definition,
                                          int64_t expected_version) {
   if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
   if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
   std::vector<std::string> args = CommonArgs();
-  args.insert(args.end(), {job_id, definition_json, std::to_string(expected_version)});
+  args.insert(args.end(), {job_id, definition, std::to_string(expected_version)});
   Result<RedisReply> r = conn_->Eval(scripts::kPutJob, {base_, base_}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("put job");
@@ -350,6 +359,17 @@ Status RedisCoordinator::DeleteJob(const std::string& job_id, int64_t expected_v
   return Status::Ok();
 }
 
+Result<StoredJob> RedisCoordinator::GetJob(const std::string& job_id) {
+  if (!IsValidJobId(job_id)) return coord::JobNotFound(job_id);
+  Result<RedisReply> r = conn_->Command({"HGET", base_ + ":jobs", job_id});
+  if (!r.ok()) return r.status();
+  if (r->type == RedisReply::Type::kNil) return coord::JobNotFound(job_id);
+  if (r->type != RedisReply::Type::kString) return Malformed("get job");
+  Result<StoredJob> job = StoredJobOf(job_id, r->str);
+  if (!job.ok()) return Malformed("get job");
+  return *job;
+}
+
 Result<std::vector<StoredJob>> RedisCoordinator::ListJobs() {
   Result<RedisReply> r = conn_->Command({"HGETALL", base_ + ":jobs"});
   if (!r.ok()) return r.status();
@@ -358,13 +378,9 @@ Result<std::vector<StoredJob>> RedisCoordinator::ListJobs() {
   }
   std::vector<StoredJob> out;
   for (size_t i = 0; i + 1 < r->elements.size(); i += 2) {
-    const std::string& stored = r->elements[i + 1].str;
-    size_t nl = stored.find('\n');
-    int64_t version = 0;
-    if (nl == std::string::npos || !ParseInt(std::string_view(stored).substr(0, nl), version)) {
-      return Malformed("list jobs");
-    }
-    out.push_back(StoredJob{r->elements[i].str, stored.substr(nl + 1), version});
+    Result<StoredJob> job = StoredJobOf(r->elements[i].str, r->elements[i + 1].str);
+    if (!job.ok()) return Malformed("list jobs");
+    out.push_back(std::move(*job));
   }
   std::sort(out.begin(), out.end(),
             [](const StoredJob& a, const StoredJob& b) { return a.job_id < b.job_id; });
@@ -412,12 +428,13 @@ Result<int64_t> RedisCoordinator::AppendAudit(const AuditRecord& record, int kee
   AppendField(encoded, record.who);
   AppendField(encoded, record.action);
   AppendField(encoded, record.target);
-  AppendField(encoded, std::to_string(record.status));
-  AppendField(encoded, record.before_json);
-  AppendField(encoded, record.after_json);
+  AppendField(encoded, std::to_string(coord::AuditStoredCode(record.result)));
+  AppendField(encoded, record.before);
+  AppendField(encoded, record.after);
   std::vector<std::string> args = CommonArgs();
   // Failed calls go to their own capped set (B:audit_failed), so they never evict the others.
-  args.insert(args.end(), {std::to_string(keep), encoded, record.status >= 400 ? "failed" : "ok"});
+  args.insert(args.end(),
+              {std::to_string(keep), encoded, record.result == AuditResult::kOk ? "ok" : "failed"});
   Result<RedisReply> r = conn_->Eval(scripts::kAppendAudit, {base_, base_}, args);
   if (!r.ok()) return r.status();
   int64_t seq = 0;
@@ -451,11 +468,11 @@ Result<std::vector<AuditRecord>> RedisCoordinator::ListAudit(int limit, int64_t 
       in.remove_prefix(nl2 + 1);
       if (!ReadField(in, a.who) || !ReadField(in, a.action) || !ReadField(in, a.target) ||
           !ReadField(in, s_status) || !ParseInt(s_status, status) ||
-          !ReadField(in, a.before_json) || !ReadField(in, a.after_json)) {
+          !ReadField(in, a.before) || !ReadField(in, a.after)) {
         return Malformed("list audit");
       }
       a.at = Instant::FromUnixMillis(at);
-      a.status = static_cast<int>(status);
+      a.result = coord::AuditResultOfStoredCode(status);
       out.push_back(std::move(a));
     }
   }

@@ -920,6 +920,34 @@ TEST(RedisCoordinatorTest, ParsesUrls) {
   EXPECT_EQ(ParseRedisUrl("redis://[::1]x").status().code(), StatusCode::kInvalidArgument);
 }
 
+// Audit records written by the releases that stored an HTTP status list with its result, and a
+// record written now keeps the number (and the set) an older release reads the same way.
+TEST(RedisCoordinatorTest, AuditRecordsOfEarlierReleasesListWithTheirResults) {
+  SKIP_WITHOUT_REDIS();
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Raw raw(SharedServer()->port());
+  const std::string b = o.prefix + ":default";
+  raw.Str({"ZADD", b + ":audit", "1", "1\n1000\n3:ops6:delete1:a3:2042:{}0:"});
+  raw.Str({"ZADD", b + ":audit_failed", "2", "2\n2000\n2:ci5:pause1:b3:4010:0:"});
+  raw.Str({"ZADD", b + ":audit_failed", "3", "3\n3000\n2:ci7:replace1:b3:4120:0:"});
+  Result<std::vector<AuditRecord>> all = c->ListAudit(10, 0);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].result, AuditResult::kConflict);
+  EXPECT_EQ((*all)[1].result, AuditResult::kDenied);
+  EXPECT_EQ((*all)[2].result, AuditResult::kOk);
+  EXPECT_EQ((*all)[2].before, "{}");
+  AuditRecord limited;
+  limited.who = "ci";
+  limited.result = AuditResult::kRateLimited;
+  ASSERT_TRUE(c->AppendAudit(limited, 10).ok());
+  const std::vector<std::string> newest = raw.Array({"ZRANGE", b + ":audit_failed", "-1", "-1"});
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_NE(newest[0].find("3:429"), std::string::npos) << newest[0];
+}
+
 TEST(RedisCoordinatorTest, RejectsBadOptionsAndUnreachableServers) {
   RedisOptions o;
   o.prefix = "bad prefix";

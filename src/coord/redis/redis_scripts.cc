@@ -453,7 +453,7 @@ return {'OK'}
 )lua";
 
 // KEYS[1] = global base. ARGV[5..]: keep, encoded record (without seq and time), class ("failed"
-// for a status >= 400: B:audit_failed, else B:audit; each capped at its own keep).
+// for a call not done: B:audit_failed, else B:audit; each capped at its own keep).
 // -> OK seq. Members are "<seq>\n<at ms>\n<record>", scored by seq.
 constexpr const char* kAppendAuditBody = R"lua(
 -- ARGV[5..]: keep record class

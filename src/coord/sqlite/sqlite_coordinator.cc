@@ -352,8 +352,7 @@ Result<std::vector<NodeInfo>> SqliteCoordinator::ListNodes() {
 
 // --- Dynamic job definitions -----------------------------------------------------------------
 
-Result<int64_t> SqliteCoordinator::PutJob(const std::string& job_id,
-                                          const std::string& definition_json,
+Result<int64_t> SqliteCoordinator::PutJob(const std::string& job_id, const std::string& definition,
                                           int64_t expected_version) {
   if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
   if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
@@ -388,7 +387,7 @@ Result<int64_t> SqliteCoordinator::PutJob(const std::string& job_id,
     Result<Statement> s = db_->conn().Prepare(
         "INSERT OR REPLACE INTO jobs (job_id, definition, version) VALUES (?1, ?2, ?3)");
     if (!s.ok()) return s.status();
-    s->BindText(1, job_id).BindBlob(2, definition_json).Bind(3, version);
+    s->BindText(1, job_id).BindBlob(2, definition).Bind(3, version);
     return s->Run();
   }));
   return version;
@@ -421,6 +420,22 @@ Status SqliteCoordinator::DeleteJob(const std::string& job_id, int64_t expected_
     }
     return db_->BumpJobsVersion().status();
   });
+}
+
+Result<StoredJob> SqliteCoordinator::GetJob(const std::string& job_id) {
+  std::optional<StoredJob> out;
+  GNOMON_RETURN_IF_ERROR(Read([&](Db& db) -> Status {
+    Result<Statement> s =
+        db.conn().Prepare("SELECT job_id, definition, version FROM jobs WHERE job_id = ?1");
+    if (!s.ok()) return s.status();
+    s->BindText(1, job_id);
+    Result<bool> row = s->Step();
+    if (!row.ok()) return row.status();
+    if (*row) out = StoredJob{s->Bytes(0), s->Bytes(1), s->Int(2)};
+    return Status::Ok();
+  }));
+  if (!out) return coord::JobNotFound(job_id);
+  return *out;
 }
 
 Result<std::vector<StoredJob>> SqliteCoordinator::ListJobs() {
@@ -489,9 +504,9 @@ Result<int64_t> SqliteCoordinator::AppendAudit(const AuditRecord& record, int ke
           .BindBlob(2, record.who)
           .BindBlob(3, record.action)
           .BindBlob(4, record.target)
-          .Bind(5, int64_t{record.status})
-          .BindBlob(6, record.before_json)
-          .BindBlob(7, record.after_json);
+          .Bind(5, coord::AuditStoredCode(record.result))
+          .BindBlob(6, record.before)
+          .BindBlob(7, record.after);
       Result<bool> row = s->Step();
       if (!row.ok()) return row.status();
       if (!*row) return InternalError("sqlite audit insert returned no seq");
@@ -502,7 +517,7 @@ Result<int64_t> SqliteCoordinator::AppendAudit(const AuditRecord& record, int ke
         "DELETE FROM audit WHERE (status >= 400) = ?1 AND seq <= (SELECT seq FROM audit WHERE "
         "(status >= 400) = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)");
     if (!s.ok()) return s.status();
-    s->Bind(1, int64_t{record.status >= 400 ? 1 : 0}).Bind(2, int64_t{keep});
+    s->Bind(1, int64_t{record.result == AuditResult::kOk ? 0 : 1}).Bind(2, int64_t{keep});
     return s->Run();
   }));
   return seq;
@@ -529,9 +544,9 @@ Result<std::vector<AuditRecord>> SqliteCoordinator::ListAudit(int limit, int64_t
       r.who = s->Bytes(2);
       r.action = s->Bytes(3);
       r.target = s->Bytes(4);
-      r.status = static_cast<int>(s->Int(5));
-      r.before_json = s->Bytes(6);
-      r.after_json = s->Bytes(7);
+      r.result = coord::AuditResultOfStoredCode(s->Int(5));
+      r.before = s->Bytes(6);
+      r.after = s->Bytes(7);
       out.push_back(std::move(r));
     }
   }));

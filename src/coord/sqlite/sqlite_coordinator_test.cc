@@ -248,7 +248,7 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion2File) {
     ASSERT_NE(c, nullptr);
     AuditRecord r;
     r.who = "ops";
-    r.status = 200;
+    r.result = AuditResult::kOk;
     ASSERT_TRUE(c->AppendAudit(r, 10).ok());
   }
   auto c = ReopenedAfter(path, clock,
@@ -257,6 +257,37 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion2File) {
                          "PRAGMA user_version = 2");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
+}
+
+// Audit records written by the releases that stored an HTTP status list with its result, and a
+// record written now keeps the number an older release reads the same way.
+TEST(SqliteCoordinatorTest, AuditRecordsOfEarlierReleasesListWithTheirResults) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  ASSERT_NE(MustOpen(path, clock), nullptr);
+  ASSERT_EQ(RawDb(path).Exec(
+                "INSERT INTO audit (at_ms, who, action, target, status, before_json, after_json) "
+                "VALUES (1, 'ops', 'create', 'a', 201, '', '{}'), (2, 'ops', 'delete', 'a', 204, "
+                "'{}', ''), (3, 'ci', 'pause', 'b', 401, '', ''), (4, 'ci', 'replace', 'b', 412, "
+                "'', ''), (5, 'ci', 'create', 'c', 413, '', ''), (6, 'ci', 'trigger', 'c', 502, "
+                "'', ''), (7, 'ci', 'trigger', 'c', 504, '', '')"),
+            SQLITE_OK);
+  auto c = MustOpen(path, clock);
+  ASSERT_NE(c, nullptr);
+  Result<std::vector<AuditRecord>> all = c->ListAudit(10, 0);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  std::vector<AuditResult> results;
+  for (const AuditRecord& r : *all) results.push_back(r.result);
+  EXPECT_EQ(results,
+            (std::vector<AuditResult>{AuditResult::kUnavailable, AuditResult::kFailed,
+                                      AuditResult::kInvalid, AuditResult::kConflict,
+                                      AuditResult::kDenied, AuditResult::kOk, AuditResult::kOk}));
+  EXPECT_EQ(all->back().after, "{}");
+  AuditRecord denied;
+  denied.who = "ci";
+  denied.result = AuditResult::kDenied;
+  ASSERT_TRUE(c->AppendAudit(denied, 10).ok());
+  EXPECT_EQ(RawDb(path).QueryText("SELECT status FROM audit ORDER BY seq DESC LIMIT 1"), "403");
 }
 
 // A version-3 file (runs without parameters) is upgraded in place: its records read back with
@@ -373,7 +404,7 @@ TEST(SqliteCoordinatorTest, ValuesAreBoundNotInterpolated) {
   ASSERT_TRUE(runs.ok()) << runs.status().ToString();
   EXPECT_EQ((*runs)[0].node_id, hostile);
   EXPECT_EQ((*runs)[0].skip_reason, hostile);
-  EXPECT_EQ((*c->ListJobs())[0].definition_json, hostile);
+  EXPECT_EQ((*c->ListJobs())[0].definition, hostile);
 }
 
 // Two connections to one file in one process, each used from several threads.

@@ -7,9 +7,11 @@ import {
 
 const ACTIONS = ['create', 'replace', 'delete', 'pause', 'resume', 'trigger', 'cancel', 'rerun'];
 
-function statusCell(code) {
+// The answer's HTTP status, with how the call ended (ok, denied, not_found, ...) as its tooltip.
+function statusCell(entry) {
+  const code = entry.status;
   const kind = code < 300 ? 'ok' : code < 500 ? 'warn' : 'bad';
-  return h('span', { class: `http-status http-${kind}` }, code);
+  return h('span', { class: `http-status http-${kind}`, title: entry.result }, code);
 }
 
 export async function render(root, ctx) {
@@ -42,7 +44,7 @@ export async function render(root, ctx) {
         h('td', { 'data-label': 'Who' }, e.who),
         h('td', { 'data-label': 'Action' }, h('span', { class: `badge action action-${e.action}` }, e.action)),
         h('td', { 'data-label': 'Job' }, jobLink(e.target)),
-        h('td', { class: 'num', 'data-label': 'Status' }, statusCell(e.status)),
+        h('td', { class: 'num', 'data-label': 'Status' }, statusCell(e)),
         h('td', { class: 'cell-actions' }, toggle));
       if (!open) return row;
       return [row, h('tr', { class: 'detail-row', id }, h('td', { colspan: 7 },

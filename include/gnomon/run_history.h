@@ -1,0 +1,49 @@
+// RunHistory: the role of the coordinator that keeps the record of every attempt of every fire
+// (written by ClaimStore's claims, reports, skips and lost-run resolution, gnomon/claim_store.h)
+// and answers the queries of the API and the dashboard. Part of Coordinator
+// (gnomon/coordinator.h).
+//
+// Thread safety: implementations are safe to call from many threads at once.
+#ifndef GNOMON_RUN_HISTORY_H_
+#define GNOMON_RUN_HISTORY_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gnomon/job.h"
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+
+namespace gnomon {
+
+struct RunQuery {
+  std::string job_id;  // empty = all jobs
+  std::optional<RunOutcome> outcome;
+  std::optional<Instant> scheduled_from;   // inclusive
+  std::optional<Instant> scheduled_until;  // exclusive
+  int limit = 50;                          // capped at 1000 by implementations
+  std::string cursor;                      // from RunPage::next_cursor; empty = newest first
+};
+
+struct RunPage {
+  std::vector<RunRecord> runs;  // newest scheduled_at first, then attempt descending
+  std::string next_cursor;      // empty when there is no more
+};
+
+class RunHistory {
+ public:
+  virtual ~RunHistory() = default;
+
+  // The records matching `query`, one page. InvalidArgument for a bad cursor or limit < 1.
+  virtual Result<RunPage> ListRuns(const RunQuery& query) = 0;
+  // All attempts of one fire, attempt ascending. NotFound when none.
+  virtual Result<std::vector<RunRecord>> GetRun(const std::string& run_id) = 0;
+  // Deletes the job's finished records beyond the newest `keep_last` fires or older than
+  // `max_age` (by scheduled_at, backend clock). Running records are never pruned.
+  virtual Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) = 0;
+};
+
+}  // namespace gnomon
+
+#endif  // GNOMON_RUN_HISTORY_H_
