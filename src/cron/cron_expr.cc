@@ -15,19 +15,31 @@ constexpr int64_t kSearchSeconds = int64_t{CronExpr::kSearchYears} * 366 * 86400
 // Smallest set bit >= from, or -1.
 template <size_t N>
 int NextBit(const std::bitset<N>& bits, int from) {
-  for (int i = from; i < static_cast<int>(N); ++i) {
-    if (bits.test(i)) return i;
+  if constexpr (N <= 64) {
+    if (from >= static_cast<int>(N)) return -1;
+    const uint64_t above = bits.to_ullong() >> from;
+    return above == 0 ? -1 : from + std::countr_zero(above);
+  } else {
+    for (int i = from; i < static_cast<int>(N); ++i) {
+      if (bits.test(i)) return i;
+    }
+    return -1;
   }
-  return -1;
 }
 
 // Largest set bit <= from, or -1.
 template <size_t N>
 int PrevBit(const std::bitset<N>& bits, int from) {
-  for (int i = std::min(from, static_cast<int>(N) - 1); i >= 0; --i) {
-    if (bits.test(i)) return i;
+  if constexpr (N < 64) {
+    if (from < 0) return -1;
+    const uint64_t below = bits.to_ullong() & ((uint64_t{2} << std::min(from, 62)) - 1);
+    return below == 0 ? -1 : 63 - std::countl_zero(below);
+  } else {
+    for (int i = std::min(from, static_cast<int>(N) - 1); i >= 0; --i) {
+      if (bits.test(i)) return i;
+    }
+    return -1;
   }
-  return -1;
 }
 
 CivilTime StartOfDay(int64_t y, int m, int d) { return CivilTime{y, m, d, 0, 0, 0}; }
@@ -72,36 +84,38 @@ uint32_t CronExpr::DayMask(int64_t year, int month) const {
   if (!f.months.test(month)) return 0;
   const int dim = DaysInMonth(year, month);
   const uint32_t month_days = ((uint32_t{1} << dim) - 1) << 1;  // bits 1..dim
-  uint32_t dom = static_cast<uint32_t>(f.days_of_month.to_ulong());
-  if (f.last_day) dom |= uint32_t{1} << dim;
-  if (f.last_weekday) dom |= uint32_t{1} << LastWeekdayOfMonth(year, month);
-  for (uint32_t nw = static_cast<uint32_t>(f.nearest_weekday.to_ulong()); nw != 0; nw &= nw - 1) {
-    if (const int d = NearestWeekday(year, month, std::countr_zero(nw))) dom |= uint32_t{1} << d;
+  if (!f.dom_restricted && !f.dow_restricted) return month_days;
+  uint32_t dom = 0;
+  if (f.dom_restricted) {
+    dom = static_cast<uint32_t>(f.days_of_month.to_ulong());
+    if (f.last_day) dom |= uint32_t{1} << dim;
+    if (f.last_weekday) dom |= uint32_t{1} << LastWeekdayOfMonth(year, month);
+    for (uint32_t nw = static_cast<uint32_t>(f.nearest_weekday.to_ulong()); nw != 0; nw &= nw - 1) {
+      if (const int d = NearestWeekday(year, month, std::countr_zero(nw))) dom |= uint32_t{1} << d;
+    }
   }
   uint32_t dow = 0;
-  const int first_weekday = Weekday(year, month, 1);
-  for (int wd = 0; wd < 7; ++wd) {
-    const int first = 1 + (wd - first_weekday + 7) % 7;  // first day of the month on weekday wd
-    if (f.days_of_week.test(wd)) {
-      for (int d = first; d <= dim; d += 7) dow |= uint32_t{1} << d;
+  if (f.dow_restricted) {
+    const int first_weekday = Weekday(year, month, 1);
+    // Bit k of `week` set = weekday k % 7 allowed; day d falls on weekday (first_weekday + d - 1).
+    uint64_t week = 0;
+    for (int wd = 0; wd < 7; ++wd) {
+      if (f.days_of_week.test(wd)) week |= uint64_t{0x8102040810204081} << wd;
     }
-    for (int n = 1; n <= 5; ++n) {
-      if (f.nth[wd].test(n) && first + 7 * (n - 1) <= dim)
-        dow |= uint32_t{1} << (first + 7 * (n - 1));
+    dow = static_cast<uint32_t>((week << 1) >> first_weekday);
+    if (f.last_of_month.any() || f.nth[0].any() || f.nth[1].any() || f.nth[2].any() ||
+        f.nth[3].any() || f.nth[4].any() || f.nth[5].any() || f.nth[6].any()) {
+      for (int wd = 0; wd < 7; ++wd) {
+        const int first = 1 + (wd - first_weekday + 7) % 7;  // first day of the month on wd
+        for (int n = 1; n <= 5; ++n) {
+          if (f.nth[wd].test(n) && first + 7 * (n - 1) <= dim)
+            dow |= uint32_t{1} << (first + 7 * (n - 1));
+        }
+        if (f.last_of_month.test(wd)) dow |= uint32_t{1} << (first + 7 * ((dim - first) / 7));
+      }
     }
-    if (f.last_of_month.test(wd)) dow |= uint32_t{1} << (first + 7 * ((dim - first) / 7));
   }
-  uint32_t days;
-  if (f.dom_restricted && f.dow_restricted) {
-    days = dom | dow;  // Vixie OR
-  } else if (f.dom_restricted) {
-    days = dom;
-  } else if (f.dow_restricted) {
-    days = dow;
-  } else {
-    days = month_days;
-  }
-  return days & month_days;
+  return (dom | dow) & month_days;  // both restricted: Vixie OR; one: the other is 0
 }
 
 bool CronExpr::DayMatches(int64_t year, int month, int day) const {
