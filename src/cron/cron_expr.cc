@@ -45,6 +45,25 @@ int PrevBit(const std::bitset<N>& bits, int from) {
 CivilTime StartOfDay(int64_t y, int m, int d) { return CivilTime{y, m, d, 0, 0, 0}; }
 CivilTime EndOfDay(int64_t y, int m, int d) { return CivilTime{y, m, d, 23, 59, 59}; }
 
+// `c` moved to the start of the next day, hour or minute (carries without a calendar
+// conversion: CivilNext steps through them on every search).
+void ToNextDay(CivilTime& c) {
+  c.hour = c.minute = c.second = 0;
+  if (++c.day <= DaysInMonth(c.year, c.month)) return;
+  c.day = 1;
+  if (++c.month <= 12) return;
+  c.month = 1;
+  ++c.year;
+}
+void ToNextHour(CivilTime& c) {
+  c.minute = c.second = 0;
+  if (++c.hour == 24) ToNextDay(c);
+}
+void ToNextMinute(CivilTime& c) {
+  c.second = 0;
+  if (++c.minute == 60) ToNextHour(c);
+}
+
 CivilTime StartOfNextMonth(int64_t y, int m) {
   return m == 12 ? StartOfDay(y + 1, 1, 1) : StartOfDay(y, m + 1, 1);
 }
@@ -162,7 +181,7 @@ std::optional<CivilTime> CronExpr::CivilNext(const CivilTime& from, const CivilT
     }
     const int h = NextBit(f.hours, c.hour);
     if (h < 0) {
-      c = AddSeconds(StartOfDay(c.year, c.month, c.day), 86400);
+      ToNextDay(c);
       continue;
     }
     if (h != c.hour) {
@@ -172,7 +191,7 @@ std::optional<CivilTime> CronExpr::CivilNext(const CivilTime& from, const CivilT
     }
     const int mi = NextBit(f.minutes, c.minute);
     if (mi < 0) {
-      c = AddSeconds(CivilTime{c.year, c.month, c.day, c.hour, 0, 0}, 3600);
+      ToNextHour(c);
       continue;
     }
     if (mi != c.minute) {
@@ -181,7 +200,7 @@ std::optional<CivilTime> CronExpr::CivilNext(const CivilTime& from, const CivilT
     }
     const int s = NextBit(f.seconds, c.second);
     if (s < 0) {
-      c = AddSeconds(CivilTime{c.year, c.month, c.day, c.hour, c.minute, 0}, 60);
+      ToNextMinute(c);
       continue;
     }
     c.second = s;
@@ -262,6 +281,7 @@ std::optional<Instant> CronExpr::Next(Instant after) const {
   }
   int64_t t = after.unix_seconds() + 1;  // fires are whole seconds, strictly after `after`
   const int64_t limit = t + kSearchSeconds;
+  if (std::optional<Instant> fire = NextInSegment(t, limit)) return fire;
   if (fixed_time_ && IsGapFire(At(t))) return At(t);
   // A rare schedule (a year, a leap day) would walk many offset segments with nothing in them.
   // Jump to two days before the first civil match: no fire can come earlier (gap fires are
@@ -306,6 +326,27 @@ std::optional<Instant> CronExpr::Next(Instant after) const {
     t = tr->at.unix_seconds();
   }
   return std::nullopt;
+}
+
+std::optional<Instant> CronExpr::NextInSegment(int64_t t, int64_t limit) const {
+  // Inside one offset segment, local seconds (instant + offset) and civil time move together:
+  // the first civil match there is the answer, found with one zone lookup and no civil
+  // conversion per step. Anything else goes to the segment walk in Next: no match before the
+  // segment ends; a fixed-time schedule at a transition (a gap fire at `t`) or within two days
+  // after one, where its wall time may repeat one that fired before the transition (an overlap's
+  // second pass; two days exceed any UTC offset difference, so no earlier segment can repeat a
+  // later wall time).
+  const TimeZone::Segment seg = zone_.SegmentAt(At(t));
+  const int64_t start = seg.start.unix_seconds();
+  if (fixed_time_ && start == t) return std::nullopt;
+  const int64_t end = std::min(seg.end.unix_seconds(), limit + 1);
+  const CivilTime epoch;  // 1970-01-01 00:00:00
+  const std::optional<CivilTime> c =
+      CivilNext(AddSeconds(epoch, t + seg.utc_offset_s), AddSeconds(epoch, end + seg.utc_offset_s));
+  if (!c) return std::nullopt;
+  const int64_t fire = CivilSecondsSinceEpoch(*c) - seg.utc_offset_s;
+  if (fixed_time_ && fire - start < 2 * 86400) return std::nullopt;
+  return At(fire);
 }
 
 std::optional<Instant> CronExpr::Prev(Instant before) const {

@@ -119,6 +119,32 @@ TEST(TimeZoneTest, SpringForwardGapAndFallBackOverlap) {
   EXPECT_EQ(ny->UtcOffsetSeconds(next->at), -5 * 3600);
 }
 
+// SegmentAt agrees with the transitions and offsets around it, at and next to each edge.
+TEST(TimeZoneTest, SegmentAtIsBoundedByTheTransitionsAroundIt) {
+  for (const char* name : {"America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Tokyo",
+                           "Pacific/Chatham", "America/Santiago"}) {
+    Result<TimeZone> zone = TimeZone::Load(name);
+    ASSERT_TRUE(zone.ok()) << zone.status().ToString();
+    Instant t = *Instant::ParseRfc3339("2024-01-01T00:00:00Z");
+    for (int i = 0; i < 8; ++i) {
+      const std::optional<TimeZone::Transition> next = zone->NextTransition(t);
+      for (const Instant probe : {t, t + seconds(1), next ? next->at - seconds(1) : t}) {
+        const TimeZone::Segment seg = zone->SegmentAt(probe);
+        const std::optional<TimeZone::Transition> prev = zone->PrevTransition(probe);
+        EXPECT_EQ(seg.utc_offset_s, zone->UtcOffsetSeconds(probe)) << name;
+        EXPECT_EQ(seg.start, prev ? prev->at : Instant::Min()) << name << " " << probe.ToRfc3339();
+        EXPECT_EQ(seg.end, next ? next->at : Instant::Max()) << name << " " << probe.ToRfc3339();
+      }
+      if (!next) break;
+      t = next->at;
+    }
+  }
+  const TimeZone::Segment utc = TimeZone().SegmentAt(Instant());
+  EXPECT_EQ(utc.start, Instant::Min());
+  EXPECT_EQ(utc.end, Instant::Max());
+  EXPECT_EQ(utc.utc_offset_s, 0);
+}
+
 TEST(TimeZoneTest, UtcHasNoTransitions) {
   TimeZone utc;
   EXPECT_EQ(utc.name(), "UTC");

@@ -3,6 +3,7 @@
 #include <cctz/time_zone.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "gnomon/time.h"
 
@@ -11,6 +12,8 @@ namespace gnomon {
 struct TimeZone::Impl {
   std::string name;
   cctz::time_zone zone;
+  // A zone without transitions (UTC, Etc/GMT+5) is one segment: its offset, looked up once.
+  std::optional<int> fixed_offset_s;
 };
 
 namespace {
@@ -36,7 +39,7 @@ CivilTime FromCctz(const cctz::civil_second& c) {
 
 std::shared_ptr<const TimeZone::Impl> UtcImpl() {
   static const auto* const utc = new std::shared_ptr<const TimeZone::Impl>(
-      std::make_shared<const TimeZone::Impl>(TimeZone::Impl{"UTC", cctz::utc_time_zone()}));
+      std::make_shared<const TimeZone::Impl>(TimeZone::Impl{"UTC", cctz::utc_time_zone(), 0}));
   return *utc;
 }
 
@@ -141,7 +144,11 @@ Result<TimeZone> TimeZone::Load(std::string_view name) {
     return InvalidArgumentError("unknown time zone \"" + std::string(name) +
                                 "\": not in the system tz database");
   }
-  return TimeZone(std::make_shared<const Impl>(Impl{std::string(name), zone}));
+  Impl impl{std::string(name), zone, std::nullopt};
+  cctz::time_zone::civil_transition ct;
+  if (!zone.next_transition(Seconds::min(), &ct))
+    impl.fixed_offset_s = zone.lookup(Seconds()).offset;
+  return TimeZone(std::make_shared<const Impl>(std::move(impl)));
 }
 
 const std::string& TimeZone::name() const { return impl_->name; }
@@ -176,6 +183,24 @@ TimeZone::CivilLookup TimeZone::Lookup(const CivilTime& c) const {
   out.trans = FromTimePoint(cl.trans);
   out.post = FromTimePoint(cl.post);
   return out;
+}
+
+TimeZone::Segment TimeZone::SegmentAt(Instant t) const {
+  if (impl_->fixed_offset_s) return Segment{Instant::Min(), Instant::Max(), *impl_->fixed_offset_s};
+  const Seconds tp = ToTimePoint(t.unix_seconds());
+  Segment seg{Instant::Min(), Instant::Max(), impl_->zone.lookup(tp).offset};
+  // At a transition the wall clock jumps from ct.from (read in the offset that ends there) to
+  // ct.to (in the one that begins): `t`'s offset gives both instants without a civil lookup.
+  cctz::time_zone::civil_transition ct;
+  if (impl_->zone.prev_transition(tp + cctz::seconds(1), &ct)) {
+    seg.start =
+        Instant::FromUnixSeconds(CivilSecondsSinceEpoch(FromCctz(ct.to)) - seg.utc_offset_s);
+  }
+  if (impl_->zone.next_transition(tp, &ct)) {
+    seg.end =
+        Instant::FromUnixSeconds(CivilSecondsSinceEpoch(FromCctz(ct.from)) - seg.utc_offset_s);
+  }
+  return seg;
 }
 
 std::optional<TimeZone::Transition> TimeZone::NextTransition(Instant t) const {
