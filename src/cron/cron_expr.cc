@@ -91,6 +91,9 @@ int NearestWeekday(int64_t y, int m, int n) {
 
 Instant At(int64_t unix_s) { return Instant::FromUnixSeconds(unix_s); }
 
+// The wall time `local_s` seconds after 1970-01-01 00:00:00 (an instant plus its UTC offset).
+CivilTime WallTime(int64_t local_s) { return AddSeconds(CivilTime{}, local_s); }
+
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 }  // namespace
@@ -340,9 +343,8 @@ std::optional<Instant> CronExpr::NextInSegment(int64_t t, int64_t limit) const {
   const int64_t start = seg.start.unix_seconds();
   if (fixed_time_ && start == t) return std::nullopt;
   const int64_t end = std::min(seg.end.unix_seconds(), limit + 1);
-  const CivilTime epoch;  // 1970-01-01 00:00:00
   const std::optional<CivilTime> c =
-      CivilNext(AddSeconds(epoch, t + seg.utc_offset_s), AddSeconds(epoch, end + seg.utc_offset_s));
+      CivilNext(WallTime(t + seg.utc_offset_s), WallTime(end + seg.utc_offset_s));
   if (!c) return std::nullopt;
   const int64_t fire = CivilSecondsSinceEpoch(*c) - seg.utc_offset_s;
   if (fixed_time_ && fire - start < 2 * 86400) return std::nullopt;
@@ -411,8 +413,14 @@ bool CronExpr::Matches(Instant t) const {
 }
 
 bool CronExpr::IsGapFire(Instant t) const {
-  const std::optional<TimeZone::Transition> tr = zone_.PrevTransition(t);
-  return tr && tr->at == t && tr->to > tr->from && CivilNext(tr->from, tr->to).has_value();
+  // A gap ends at `t` when the offset grows there: the wall clock jumped from t's wall time in the
+  // old offset to t's in the new one. Two offset lookups, not a transition search: Matches asks
+  // this of every non-matching instant of a fixed-time schedule.
+  const int before = zone_.UtcOffsetSeconds(t - std::chrono::seconds(1));
+  const int after = zone_.UtcOffsetSeconds(t);
+  if (after <= before) return false;
+  return CivilNext(WallTime(t.unix_seconds() + before), WallTime(t.unix_seconds() + after))
+      .has_value();
 }
 
 }  // namespace gnomon

@@ -158,6 +158,7 @@ CivilTime TimeZone::ToCivil(Instant t) const {
 }
 
 int TimeZone::UtcOffsetSeconds(Instant t) const {
+  if (impl_->fixed_offset_s) return *impl_->fixed_offset_s;
   return impl_->zone.lookup(ToTimePoint(t.unix_seconds())).offset;
 }
 
