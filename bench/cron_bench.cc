@@ -101,8 +101,8 @@ void NextFromStarts(benchmark::State& state, const char* text, const char* zone)
     if (++i == starts.size()) i = 0;
   }
 }
-// Name, expression, zone: the same in bench/robfig/main.go. The first five are issue 19's cases
-// (the two frequent ones in UTC); the sixth is the weekday one in a DST zone.
+// Name, expression, zone: the same in bench/robfig/main.go. The first five are the comparison's
+// target cases (docs/benchmarks.md "Cron search"); the sixth is the weekday one in a DST zone.
 BENCHMARK_CAPTURE(NextFromStarts, every_5_minutes, "0 */5 * * * *", "UTC")
     ->Name("BM_Starts/every_5_minutes");
 BENCHMARK_CAPTURE(NextFromStarts, quarter_hours_weekdays, "*/15 9-17 * * 1-5", "UTC")

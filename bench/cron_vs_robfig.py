@@ -8,8 +8,9 @@ GOPATH=/usr/share/gocode, its cache in BUILD_DIR/bench/robfig), then runs ROUNDS
 BUILD_DIR/bench/cron_bench --benchmark_filter=BM_Starts/ and then the Go program: the same cases
 (bench/cron_bench.cc's BM_Starts/*) and the same 1,000 seeded start instants. Both report CPU time
 per Next. Prints, per case, the medians over the rounds and gnomon / robfig (target: at most 0.5
-on issue 19's five cases). CRON_BEFORE=<another cron_bench binary> adds a column timed in the same
-rounds (a build of an earlier commit). Python 3 standard library only.
+on the first five cases, docs/benchmarks.md "Cron search"). CRON_BEFORE=<another cron_bench
+binary> adds a column timed in the same rounds (a build of an earlier commit). Python 3 standard
+library only.
 """
 import json
 import os
