@@ -1,6 +1,11 @@
 // Cron engine benchmarks. The reference in the same run is a naive search that steps one second
 // (or one minute) at a time and asks Matches(): the ratio shows what field-by-field jumping buys.
+// The BM_Starts/* cases are the robfig/cron comparison (bench/robfig/main.go times robfig's
+// Schedule.Next on the same cases and start instants; bench/cron_vs_robfig.py prints the ratios).
 #include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "gnomon/cron.h"
 
@@ -67,6 +72,49 @@ void BM_ReferenceMinuteScanDailyNewYork(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ReferenceMinuteScanDailyNewYork);
+
+// The 1,000 start instants of the robfig comparison: whole seconds, uniform over 2025-2030, from
+// splitmix64 seeded with 1 (bench/robfig/main.go generates the same ones).
+std::vector<Instant> StartInstants() {
+  constexpr int64_t kBase = 1735689600;     // 2025-01-01T00:00:00Z
+  constexpr uint64_t kSpan = 2191 * 86400;  // six years, 2028's leap day included
+  std::vector<Instant> starts;
+  uint64_t state = 1;
+  for (int i = 0; i < 1000; ++i) {
+    state += 0x9e3779b97f4a7c15;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    z ^= z >> 31;
+    starts.push_back(Instant::FromUnixSeconds(kBase + static_cast<int64_t>(z % kSpan)));
+  }
+  return starts;
+}
+
+// One `Next` per iteration, cycling through the start instants.
+void NextFromStarts(benchmark::State& state, const char* text, const char* zone) {
+  const CronExpr e = Parse(text, zone);
+  const std::vector<Instant> starts = StartInstants();
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(e.Next(starts[i]));
+    if (++i == starts.size()) i = 0;
+  }
+}
+// Name, expression, zone: the same in bench/robfig/main.go. The first five are the comparison's
+// target cases (docs/benchmarks.md "Cron search"); the sixth is the weekday one in a DST zone.
+BENCHMARK_CAPTURE(NextFromStarts, every_5_minutes, "0 */5 * * * *", "UTC")
+    ->Name("BM_Starts/every_5_minutes");
+BENCHMARK_CAPTURE(NextFromStarts, quarter_hours_weekdays, "*/15 9-17 * * 1-5", "UTC")
+    ->Name("BM_Starts/quarter_hours_weekdays");
+BENCHMARK_CAPTURE(NextFromStarts, monthly, "0 0 9 1 * *", "Europe/Berlin")
+    ->Name("BM_Starts/monthly");
+BENCHMARK_CAPTURE(NextFromStarts, leap_day, "0 0 12 29 2 *", "UTC")->Name("BM_Starts/leap_day");
+BENCHMARK_CAPTURE(NextFromStarts, new_york_dst, "30 2 * * *", "America/New_York")
+    ->Name("BM_Starts/new_york_dst");
+BENCHMARK_CAPTURE(NextFromStarts, quarter_hours_weekdays_new_york, "*/15 9-17 * * 1-5",
+                  "America/New_York")
+    ->Name("BM_Starts/quarter_hours_weekdays_new_york");
 
 }  // namespace
 

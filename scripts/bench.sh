@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Google Benchmark programs of a release build and prints medians of 5 repetitions, then
-# the HTTP API load benchmark (bench/api_load.sh; API_LOAD=0 skips it, API_LOAD_SECONDS and
+# gnomon's cron search against robfig/cron's on the same cases (bench/cron_vs_robfig.py;
+# CRON_VS_ROBFIG=0 skips it, ROUNDS shortens it), then the HTTP API load benchmark (bench/api_load.sh; API_LOAD=0 skips it, API_LOAD_SECONDS and
 # API_LOAD_ROUNDS shorten it), then the backend benchmarks (bench/backend_bench.py: Redis, etcd and
 # SQLite claims/s, fire lateness, failover; BACKEND_BENCH=0 skips them, BENCH_SECONDS,
 # BACKEND_ROUNDS, LATENESS_SECONDS and FAILOVER_TRIALS shorten them), then the Redis server's CPU
@@ -14,6 +15,10 @@ for b in "$build"/bench/*_bench; do
   "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
        --benchmark_display_aggregates_only=true 2>&1 | grep -E "^(BM_|Run on|CPU|Load)|median"
 done
+if [ "${CRON_VS_ROBFIG:-1}" != 0 ]; then
+  echo "== cron_vs_robfig (CronExpr::Next against robfig/cron v3, same cases and start instants)"
+  python3 "$(dirname "$0")/../bench/cron_vs_robfig.py" "$build"
+fi
 if [ "${API_LOAD:-1}" != 0 ]; then
   echo "== api_load (HTTP API under load)"
   "$(dirname "$0")/../bench/api_load.sh" "$build"

@@ -17,6 +17,8 @@ packages=(
   python3-jsonschema
   # the HTTP API load benchmark (bench/api_load.sh, run by `make bench`)
   wrk
+  # the cron search against robfig/cron (bench/cron_vs_robfig.py, run by `make bench`)
+  golang-go golang-github-robfig-cron-dev
   # the dashboard's browser tests (tests/e2e): Debian's chromium, driven by npm playwright-core
   chromium nodejs
 )

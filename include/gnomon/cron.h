@@ -110,6 +110,9 @@ class CronExpr {
   // The last matching civil time in (since, before] or nullopt.
   std::optional<CivilTime> CivilPrev(const CivilTime& before, const CivilTime& since) const;
   bool CivilMatches(const CivilTime& c) const;
+  // Next's fast path: the fire in [t, limit] inside `t`'s offset segment, or nullopt when the
+  // segment walk must decide (unix seconds).
+  std::optional<Instant> NextInSegment(int64_t t, int64_t limit) const;
   // Whether `t` is the end of a spring-forward gap that swallowed a matching wall time.
   bool IsGapFire(Instant t) const;
 

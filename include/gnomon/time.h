@@ -143,6 +143,17 @@ class TimeZone {
     CivilTime from;
     CivilTime to;
   };
+  // The stretch of constant UTC offset that holds `t`: `utc_offset_s` is in force over
+  // [start, end). `start` is the last transition at or before `t` (Instant::Min() if none), `end`
+  // the first after `t` (Instant::Max() if none). One call for a search that works in local
+  // seconds (instant + offset) while it stays inside the segment.
+  struct Segment {
+    Instant start;
+    Instant end;
+    int utc_offset_s = 0;
+  };
+  Segment SegmentAt(Instant t) const;
+
   // The first transition strictly after `t`, if any.
   std::optional<Transition> NextTransition(Instant t) const;
   // The last transition at or before `t`, if any.

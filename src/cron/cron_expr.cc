@@ -15,23 +15,54 @@ constexpr int64_t kSearchSeconds = int64_t{CronExpr::kSearchYears} * 366 * 86400
 // Smallest set bit >= from, or -1.
 template <size_t N>
 int NextBit(const std::bitset<N>& bits, int from) {
-  for (int i = from; i < static_cast<int>(N); ++i) {
-    if (bits.test(i)) return i;
+  if constexpr (N <= 64) {
+    if (from >= static_cast<int>(N)) return -1;
+    const uint64_t above = bits.to_ullong() >> from;
+    return above == 0 ? -1 : from + std::countr_zero(above);
+  } else {
+    for (int i = from; i < static_cast<int>(N); ++i) {
+      if (bits.test(i)) return i;
+    }
+    return -1;
   }
-  return -1;
 }
 
 // Largest set bit <= from, or -1.
 template <size_t N>
 int PrevBit(const std::bitset<N>& bits, int from) {
-  for (int i = std::min(from, static_cast<int>(N) - 1); i >= 0; --i) {
-    if (bits.test(i)) return i;
+  if constexpr (N < 64) {
+    if (from < 0) return -1;
+    const uint64_t below = bits.to_ullong() & ((uint64_t{2} << std::min(from, 62)) - 1);
+    return below == 0 ? -1 : 63 - std::countl_zero(below);
+  } else {
+    for (int i = std::min(from, static_cast<int>(N) - 1); i >= 0; --i) {
+      if (bits.test(i)) return i;
+    }
+    return -1;
   }
-  return -1;
 }
 
 CivilTime StartOfDay(int64_t y, int m, int d) { return CivilTime{y, m, d, 0, 0, 0}; }
 CivilTime EndOfDay(int64_t y, int m, int d) { return CivilTime{y, m, d, 23, 59, 59}; }
+
+// `c` moved to the start of the next day, hour or minute (carries without a calendar
+// conversion: CivilNext steps through them on every search).
+void ToNextDay(CivilTime& c) {
+  c.hour = c.minute = c.second = 0;
+  if (++c.day <= DaysInMonth(c.year, c.month)) return;
+  c.day = 1;
+  if (++c.month <= 12) return;
+  c.month = 1;
+  ++c.year;
+}
+void ToNextHour(CivilTime& c) {
+  c.minute = c.second = 0;
+  if (++c.hour == 24) ToNextDay(c);
+}
+void ToNextMinute(CivilTime& c) {
+  c.second = 0;
+  if (++c.minute == 60) ToNextHour(c);
+}
 
 CivilTime StartOfNextMonth(int64_t y, int m) {
   return m == 12 ? StartOfDay(y + 1, 1, 1) : StartOfDay(y, m + 1, 1);
@@ -60,6 +91,9 @@ int NearestWeekday(int64_t y, int m, int n) {
 
 Instant At(int64_t unix_s) { return Instant::FromUnixSeconds(unix_s); }
 
+// The wall time `local_s` seconds after 1970-01-01 00:00:00 (an instant plus its UTC offset).
+CivilTime WallTime(int64_t local_s) { return AddSeconds(CivilTime{}, local_s); }
+
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 }  // namespace
@@ -72,36 +106,38 @@ uint32_t CronExpr::DayMask(int64_t year, int month) const {
   if (!f.months.test(month)) return 0;
   const int dim = DaysInMonth(year, month);
   const uint32_t month_days = ((uint32_t{1} << dim) - 1) << 1;  // bits 1..dim
-  uint32_t dom = static_cast<uint32_t>(f.days_of_month.to_ulong());
-  if (f.last_day) dom |= uint32_t{1} << dim;
-  if (f.last_weekday) dom |= uint32_t{1} << LastWeekdayOfMonth(year, month);
-  for (uint32_t nw = static_cast<uint32_t>(f.nearest_weekday.to_ulong()); nw != 0; nw &= nw - 1) {
-    if (const int d = NearestWeekday(year, month, std::countr_zero(nw))) dom |= uint32_t{1} << d;
+  if (!f.dom_restricted && !f.dow_restricted) return month_days;
+  uint32_t dom = 0;
+  if (f.dom_restricted) {
+    dom = static_cast<uint32_t>(f.days_of_month.to_ulong());
+    if (f.last_day) dom |= uint32_t{1} << dim;
+    if (f.last_weekday) dom |= uint32_t{1} << LastWeekdayOfMonth(year, month);
+    for (uint32_t nw = static_cast<uint32_t>(f.nearest_weekday.to_ulong()); nw != 0; nw &= nw - 1) {
+      if (const int d = NearestWeekday(year, month, std::countr_zero(nw))) dom |= uint32_t{1} << d;
+    }
   }
   uint32_t dow = 0;
-  const int first_weekday = Weekday(year, month, 1);
-  for (int wd = 0; wd < 7; ++wd) {
-    const int first = 1 + (wd - first_weekday + 7) % 7;  // first day of the month on weekday wd
-    if (f.days_of_week.test(wd)) {
-      for (int d = first; d <= dim; d += 7) dow |= uint32_t{1} << d;
+  if (f.dow_restricted) {
+    const int first_weekday = Weekday(year, month, 1);
+    // Bit k of `week` set = weekday k % 7 allowed; day d falls on weekday (first_weekday + d - 1).
+    uint64_t week = 0;
+    for (int wd = 0; wd < 7; ++wd) {
+      if (f.days_of_week.test(wd)) week |= uint64_t{0x8102040810204081} << wd;
     }
-    for (int n = 1; n <= 5; ++n) {
-      if (f.nth[wd].test(n) && first + 7 * (n - 1) <= dim)
-        dow |= uint32_t{1} << (first + 7 * (n - 1));
+    dow = static_cast<uint32_t>((week << 1) >> first_weekday);
+    if (f.last_of_month.any() || f.nth[0].any() || f.nth[1].any() || f.nth[2].any() ||
+        f.nth[3].any() || f.nth[4].any() || f.nth[5].any() || f.nth[6].any()) {
+      for (int wd = 0; wd < 7; ++wd) {
+        const int first = 1 + (wd - first_weekday + 7) % 7;  // first day of the month on wd
+        for (int n = 1; n <= 5; ++n) {
+          if (f.nth[wd].test(n) && first + 7 * (n - 1) <= dim)
+            dow |= uint32_t{1} << (first + 7 * (n - 1));
+        }
+        if (f.last_of_month.test(wd)) dow |= uint32_t{1} << (first + 7 * ((dim - first) / 7));
+      }
     }
-    if (f.last_of_month.test(wd)) dow |= uint32_t{1} << (first + 7 * ((dim - first) / 7));
   }
-  uint32_t days;
-  if (f.dom_restricted && f.dow_restricted) {
-    days = dom | dow;  // Vixie OR
-  } else if (f.dom_restricted) {
-    days = dom;
-  } else if (f.dow_restricted) {
-    days = dow;
-  } else {
-    days = month_days;
-  }
-  return days & month_days;
+  return (dom | dow) & month_days;  // both restricted: Vixie OR; one: the other is 0
 }
 
 bool CronExpr::DayMatches(int64_t year, int month, int day) const {
@@ -148,7 +184,7 @@ std::optional<CivilTime> CronExpr::CivilNext(const CivilTime& from, const CivilT
     }
     const int h = NextBit(f.hours, c.hour);
     if (h < 0) {
-      c = AddSeconds(StartOfDay(c.year, c.month, c.day), 86400);
+      ToNextDay(c);
       continue;
     }
     if (h != c.hour) {
@@ -158,7 +194,7 @@ std::optional<CivilTime> CronExpr::CivilNext(const CivilTime& from, const CivilT
     }
     const int mi = NextBit(f.minutes, c.minute);
     if (mi < 0) {
-      c = AddSeconds(CivilTime{c.year, c.month, c.day, c.hour, 0, 0}, 3600);
+      ToNextHour(c);
       continue;
     }
     if (mi != c.minute) {
@@ -167,7 +203,7 @@ std::optional<CivilTime> CronExpr::CivilNext(const CivilTime& from, const CivilT
     }
     const int s = NextBit(f.seconds, c.second);
     if (s < 0) {
-      c = AddSeconds(CivilTime{c.year, c.month, c.day, c.hour, c.minute, 0}, 60);
+      ToNextMinute(c);
       continue;
     }
     c.second = s;
@@ -248,6 +284,7 @@ std::optional<Instant> CronExpr::Next(Instant after) const {
   }
   int64_t t = after.unix_seconds() + 1;  // fires are whole seconds, strictly after `after`
   const int64_t limit = t + kSearchSeconds;
+  if (std::optional<Instant> fire = NextInSegment(t, limit)) return fire;
   if (fixed_time_ && IsGapFire(At(t))) return At(t);
   // A rare schedule (a year, a leap day) would walk many offset segments with nothing in them.
   // Jump to two days before the first civil match: no fire can come earlier (gap fires are
@@ -292,6 +329,26 @@ std::optional<Instant> CronExpr::Next(Instant after) const {
     t = tr->at.unix_seconds();
   }
   return std::nullopt;
+}
+
+std::optional<Instant> CronExpr::NextInSegment(int64_t t, int64_t limit) const {
+  // Inside one offset segment, local seconds (instant + offset) and civil time move together:
+  // the first civil match there is the answer, found with one zone lookup and no civil
+  // conversion per step. Anything else goes to the segment walk in Next: no match before the
+  // segment ends; a fixed-time schedule at a transition (a gap fire at `t`) or within two days
+  // after one, where its wall time may repeat one that fired before the transition (an overlap's
+  // second pass; two days exceed any UTC offset difference, so no earlier segment can repeat a
+  // later wall time).
+  const TimeZone::Segment seg = zone_.SegmentAt(At(t));
+  const int64_t start = seg.start.unix_seconds();
+  if (fixed_time_ && start == t) return std::nullopt;
+  const int64_t end = std::min(seg.end.unix_seconds(), limit + 1);
+  const std::optional<CivilTime> c =
+      CivilNext(WallTime(t + seg.utc_offset_s), WallTime(end + seg.utc_offset_s));
+  if (!c) return std::nullopt;
+  const int64_t fire = CivilSecondsSinceEpoch(*c) - seg.utc_offset_s;
+  if (fixed_time_ && fire - start < 2 * 86400) return std::nullopt;
+  return At(fire);
 }
 
 std::optional<Instant> CronExpr::Prev(Instant before) const {
@@ -356,8 +413,14 @@ bool CronExpr::Matches(Instant t) const {
 }
 
 bool CronExpr::IsGapFire(Instant t) const {
-  const std::optional<TimeZone::Transition> tr = zone_.PrevTransition(t);
-  return tr && tr->at == t && tr->to > tr->from && CivilNext(tr->from, tr->to).has_value();
+  // A gap ends at `t` when the offset grows there: the wall clock jumped from t's wall time in the
+  // old offset to t's in the new one. Two offset lookups, not a transition search: Matches asks
+  // this of every non-matching instant of a fixed-time schedule.
+  const int before = zone_.UtcOffsetSeconds(t - std::chrono::seconds(1));
+  const int after = zone_.UtcOffsetSeconds(t);
+  if (after <= before) return false;
+  return CivilNext(WallTime(t.unix_seconds() + before), WallTime(t.unix_seconds() + after))
+      .has_value();
 }
 
 }  // namespace gnomon

@@ -279,30 +279,38 @@ TEST(CronPropertyTest, MatchesAgreesWithOracleAroundTransitions) {
   }
 }
 
+// One Next query and its expected answer.
+struct NextCase {
+  const char* expr;
+  const char* zone;
+  const char* from;
+  const char* next;  // Next(from)
+};
+
+void ExpectNext(const NextCase& c) {
+  Result<TimeZone> zone = TimeZone::Load(c.zone);
+  ASSERT_TRUE(zone.ok()) << c.zone;
+  Result<CronExpr> e = CronExpr::Parse(c.expr, CronOptions{*zone, "job"});
+  ASSERT_TRUE(e.ok()) << c.expr;
+  const std::optional<Instant> next = e->Next(*Instant::ParseRfc3339(c.from));
+  ASSERT_TRUE(next) << c.expr;
+  EXPECT_EQ(next->ToRfc3339Seconds(), Instant::ParseRfc3339(c.next)->ToRfc3339Seconds())
+      << c.expr << " " << c.zone << " from " << c.from;
+}
+
 // The two passes of a fall-back hour: an interval job fires in both, however far away its next
 // matching day is (the search's jump to two days before the next civil match must not skip the
 // second pass, whose wall times are earlier than the start's; nor, for Prev, the first pass).
 TEST(CronDstTest, BothPassesOfAFallBackHourAreFoundBeforeAFarNextDay) {
-  struct Case {
-    const char* expr;
-    const char* zone;
-    const char* from;
-    const char* next;  // Next(from)
-  };
-  for (const Case& c : {
+  for (const NextCase& c : {
            // 01:50 EDT on the fall-back Sunday; the next Sunday is a week away.
-           Case{"*/20 1 * * 0", "America/New_York", "2027-11-07T05:50:00Z", "2027-11-07T06:00:00Z"},
+           NextCase{"*/20 1 * * 0", "America/New_York", "2027-11-07T05:50:00Z",
+                    "2027-11-07T06:00:00Z"},
            // 02:40 CEST on 31 October; the next 31st is two months away.
-           Case{"19,39 2 31 * *", "Europe/Berlin", "2027-10-31T00:40:00Z", "2027-10-31T01:19:00Z"},
+           NextCase{"19,39 2 31 * *", "Europe/Berlin", "2027-10-31T00:40:00Z",
+                    "2027-10-31T01:19:00Z"},
        }) {
-    Result<TimeZone> zone = TimeZone::Load(c.zone);
-    ASSERT_TRUE(zone.ok());
-    Result<CronExpr> e = CronExpr::Parse(c.expr, CronOptions{*zone, "job"});
-    ASSERT_TRUE(e.ok()) << c.expr;
-    const Instant from = *Instant::ParseRfc3339(c.from);
-    std::optional<Instant> next = e->Next(from);
-    ASSERT_TRUE(next) << c.expr;
-    EXPECT_EQ(next->ToRfc3339(), Instant::ParseRfc3339(c.next)->ToRfc3339()) << c.expr;
+    ExpectNext(c);
   }
   // Prev from the second pass finds the first pass's last fire.
   struct PrevCase {
@@ -420,6 +428,111 @@ TEST(CronPropertyTest, FallBackOverlapsAreNeverJumpedOver) {
     }
   }
   EXPECT_GE(checked, 300);
+}
+
+// Next's fast path (the first civil match inside the start's offset segment) at segment edges:
+// the answer just before, at and just after a spring-forward and a fall-back transition, and a
+// fixed time within two days of one, in hour- and 30-minute-shift zones and a zone without DST.
+TEST(CronDstTest, NextAtOffsetSegmentEdges) {
+  for (const NextCase& c : {
+           // New York springs forward at 2025-03-09T07:00Z (02:00 EST -> 03:00 EDT).
+           NextCase{"59 1 * * *", "America/New_York", "2025-03-09T06:00:00Z",
+                    "2025-03-09T06:59:00Z"},
+           NextCase{"0 3 * * *", "America/New_York", "2025-03-09T06:00:00Z",
+                    "2025-03-09T07:00:00Z"},
+           NextCase{"30 2 * * *", "America/New_York", "2025-03-09T06:00:00Z",
+                    "2025-03-09T07:00:00Z"},
+           NextCase{"*/15 * * * *", "America/New_York", "2025-03-09T06:50:00Z",
+                    "2025-03-09T07:00:00Z"},
+           NextCase{"1 3 * * *", "America/New_York", "2025-03-09T06:59:59Z",
+                    "2025-03-09T07:01:00Z"},
+           NextCase{"30 2 * * *", "America/New_York", "2025-03-09T07:00:00Z",
+                    "2025-03-10T06:30:00Z"},
+           // ... and falls back at 2025-11-02T06:00Z (02:00 EDT -> 01:00 EST).
+           NextCase{"59 1 * * *", "America/New_York", "2025-11-02T05:00:00Z",
+                    "2025-11-02T05:59:00Z"},
+           NextCase{"*/30 1 * * *", "America/New_York", "2025-11-02T05:45:00Z",
+                    "2025-11-02T06:00:00Z"},
+           NextCase{"30 1 * * *", "America/New_York", "2025-11-02T05:45:00Z",
+                    "2025-11-03T06:30:00Z"},
+           NextCase{"30 1 * * *", "America/New_York", "2025-11-02T06:00:00Z",
+                    "2025-11-03T06:30:00Z"},
+           NextCase{"0 2 * * *", "America/New_York", "2025-11-02T05:45:00Z",
+                    "2025-11-02T07:00:00Z"},
+           // Berlin: 2025-03-30T01:00Z (02:00 CET -> 03:00 CEST), 2025-10-26T01:00Z (03:00 ->
+           // 02:00).
+           NextCase{"30 2 * * *", "Europe/Berlin", "2025-03-30T00:59:59Z", "2025-03-30T01:00:00Z"},
+           NextCase{"0 3 * * *", "Europe/Berlin", "2025-03-30T00:59:59Z", "2025-03-30T01:00:00Z"},
+           NextCase{"59 2 * * *", "Europe/Berlin", "2025-10-26T00:00:00Z", "2025-10-26T00:59:00Z"},
+           NextCase{"59 2 * * *", "Europe/Berlin", "2025-10-26T01:00:00Z", "2025-10-27T01:59:00Z"},
+           NextCase{"*/20 2 * * *", "Europe/Berlin", "2025-10-26T00:59:00Z",
+                    "2025-10-26T01:00:00Z"},
+           // Lord Howe shifts 30 minutes: 2025-04-06 02:00 -> 01:30 (04-05T15:00Z), 2025-10-05
+           // 02:00 -> 02:30 (10-04T15:30Z).
+           NextCase{"45 1 * * *", "Australia/Lord_Howe", "2025-04-05T14:00:00Z",
+                    "2025-04-05T14:45:00Z"},
+           NextCase{"45 1 * * *", "Australia/Lord_Howe", "2025-04-05T14:50:00Z",
+                    "2025-04-06T15:15:00Z"},
+           NextCase{"*/15 1 * * *", "Australia/Lord_Howe", "2025-04-05T14:50:00Z",
+                    "2025-04-05T15:00:00Z"},
+           NextCase{"15 2 * * *", "Australia/Lord_Howe", "2025-10-04T15:00:00Z",
+                    "2025-10-04T15:30:00Z"},
+           NextCase{"30 2 * * *", "Australia/Lord_Howe", "2025-10-04T15:00:00Z",
+                    "2025-10-04T15:30:00Z"},
+           NextCase{"31 2 * * *", "Australia/Lord_Howe", "2025-10-04T15:30:00Z",
+                    "2025-10-04T15:31:00Z"},
+           // Kolkata has had no transition since 1945.
+           NextCase{"30 2 * * *", "Asia/Kolkata", "2025-03-09T20:59:59Z", "2025-03-09T21:00:00Z"},
+           NextCase{"*/15 * * * *", "Asia/Kolkata", "2025-11-02T05:59:59Z", "2025-11-02T06:00:00Z"},
+       }) {
+    ExpectNext(c);
+  }
+}
+
+// The same edges swept: starts every 5 minutes (and just before each) from 2 h 30 min before to
+// 2 h 30 min after each 2025 transition, and around the two-day mark after it; every answer
+// checked against the brute-force oracle, minute by minute from the start.
+TEST(CronDstTest, NextAroundTransitionsAgreesWithTheOracle) {
+  int checked = 0;
+  for (const char* name :
+       {"America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kolkata"}) {
+    Result<TimeZone> zone = TimeZone::Load(name);
+    ASSERT_TRUE(zone.ok()) << name;
+    std::vector<int64_t> edges;  // the transitions of 2025 (Kolkata: none, a plain day)
+    for (Instant t = *Instant::ParseRfc3339("2025-01-01T00:00:00Z");;) {
+      const std::optional<TimeZone::Transition> tr = zone->NextTransition(t);
+      if (!tr || tr->at > *Instant::ParseRfc3339("2026-01-01T00:00:00Z")) break;
+      edges.push_back(tr->at.unix_seconds());
+      t = tr->at;
+    }
+    if (edges.empty()) edges.push_back(1741503600);  // 2025-03-09T07:00:00Z
+    for (const char* text : {"*/15 * * * *", "0,30 1-3 * * *", "30 2 * * *", "45 1 * * *",
+                             "0 3 * * *", "15 2 * * *"}) {
+      Result<CronExpr> e = CronExpr::Parse(text, CronOptions{*zone, "job"});
+      ASSERT_TRUE(e.ok()) << text;
+      const Oracle oracle(*e);
+      for (const int64_t edge : edges) {
+        std::vector<int64_t> starts;
+        for (int64_t s = -9000; s <= 9000; s += 300) starts.insert(starts.end(), {s - 1, s});
+        for (int64_t s = 2 * 86400 - 7200; s <= 2 * 86400 + 7200; s += 1800) starts.push_back(s);
+        for (const int64_t offset : starts) {
+          const int64_t from = edge + offset;
+          const std::optional<Instant> next = e->Next(Instant::FromUnixSeconds(from));
+          ASSERT_TRUE(next) << text;
+          const std::string ctx = std::string(text) + " " + name + " from " +
+                                  Instant::FromUnixSeconds(from).ToRfc3339Seconds();
+          ASSERT_TRUE(oracle.Fires(next->unix_seconds())) << ctx << ": " << next->ToRfc3339();
+          for (int64_t x = (from / 60 + 1) * 60; x < next->unix_seconds(); x += 60) {
+            ASSERT_FALSE(oracle.Fires(x))
+                << ctx << ": skipped " << Instant::FromUnixSeconds(x).ToRfc3339() << ", Next said "
+                << next->ToRfc3339();
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 2000);
 }
 
 TEST(CronPropertyTest, EveryIsAlignedToTheEpochOnEveryNode) {

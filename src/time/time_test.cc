@@ -66,6 +66,24 @@ TEST(CivilTest, CalendarHelpers) {
   EXPECT_EQ(Weekday(2026, 11, 29), 0);  // a Sunday
   EXPECT_EQ(AddSeconds(CivilTime{2024, 12, 31, 23, 59, 59}, 1), (CivilTime{2025, 1, 1, 0, 0, 0}));
   EXPECT_EQ(CivilSecondsSinceEpoch(CivilTime{1970, 1, 2, 0, 0, 0}), 86400);
+  // Out-of-range fields are normalised: month 14 of 2024 is February 2025, day 0 its eve, …
+  EXPECT_EQ(AddSeconds(CivilTime{2024, 14, 0, 25, 61, -1}, 0), (CivilTime{2025, 2, 1, 2, 0, 59}));
+  EXPECT_EQ(AddSeconds(CivilTime{2024, -1, 31, 0, 0, 0}, 0), (CivilTime{2023, 12, 1, 0, 0, 0}));
+}
+
+// The O(1) calendar arithmetic agrees with the tz library's UTC conversion, far from 1970 too.
+TEST(CivilTest, ArithmeticAgreesWithTheTzLibrary) {
+  const TimeZone utc;
+  int64_t checked = 0;
+  for (int64_t s = -62135596800 * 2; s < int64_t{400} * 365 * 86400 * 30; s += 4999999) {
+    const CivilTime c = utc.ToCivil(Instant::FromUnixSeconds(s));
+    ASSERT_EQ(AddSeconds(CivilTime{}, s), c) << s;
+    ASSERT_EQ(CivilSecondsSinceEpoch(c), s) << c.ToString();
+    const int64_t day = s >= 0 ? s / 86400 : -((-s + 86399) / 86400);
+    ASSERT_EQ(Weekday(c.year, c.month, c.day), ((day + 4) % 7 + 7) % 7) << c.ToString();
+    ++checked;
+  }
+  EXPECT_GT(checked, 90000);
 }
 
 TEST(TimeZoneTest, RejectsUnknownAndHostileNames) {
@@ -99,6 +117,32 @@ TEST(TimeZoneTest, SpringForwardGapAndFallBackOverlap) {
   EXPECT_EQ(prev->at, next->at) << "PrevTransition includes its argument";
   EXPECT_EQ(ny->FormatLocal(next->at), "2025-11-02T01:00:00-05:00");
   EXPECT_EQ(ny->UtcOffsetSeconds(next->at), -5 * 3600);
+}
+
+// SegmentAt agrees with the transitions and offsets around it, at and next to each edge.
+TEST(TimeZoneTest, SegmentAtIsBoundedByTheTransitionsAroundIt) {
+  for (const char* name : {"America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Tokyo",
+                           "Pacific/Chatham", "America/Santiago"}) {
+    Result<TimeZone> zone = TimeZone::Load(name);
+    ASSERT_TRUE(zone.ok()) << zone.status().ToString();
+    Instant t = *Instant::ParseRfc3339("2024-01-01T00:00:00Z");
+    for (int i = 0; i < 8; ++i) {
+      const std::optional<TimeZone::Transition> next = zone->NextTransition(t);
+      for (const Instant probe : {t, t + seconds(1), next ? next->at - seconds(1) : t}) {
+        const TimeZone::Segment seg = zone->SegmentAt(probe);
+        const std::optional<TimeZone::Transition> prev = zone->PrevTransition(probe);
+        EXPECT_EQ(seg.utc_offset_s, zone->UtcOffsetSeconds(probe)) << name;
+        EXPECT_EQ(seg.start, prev ? prev->at : Instant::Min()) << name << " " << probe.ToRfc3339();
+        EXPECT_EQ(seg.end, next ? next->at : Instant::Max()) << name << " " << probe.ToRfc3339();
+      }
+      if (!next) break;
+      t = next->at;
+    }
+  }
+  const TimeZone::Segment utc = TimeZone().SegmentAt(Instant());
+  EXPECT_EQ(utc.start, Instant::Min());
+  EXPECT_EQ(utc.end, Instant::Max());
+  EXPECT_EQ(utc.utc_offset_s, 0);
 }
 
 TEST(TimeZoneTest, UtcHasNoTransitions) {

@@ -3,6 +3,7 @@
 #include <cctz/time_zone.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "gnomon/time.h"
 
@@ -11,6 +12,8 @@ namespace gnomon {
 struct TimeZone::Impl {
   std::string name;
   cctz::time_zone zone;
+  // A zone without transitions (UTC, Etc/GMT+5) is one segment: its offset, looked up once.
+  std::optional<int> fixed_offset_s;
 };
 
 namespace {
@@ -36,7 +39,7 @@ CivilTime FromCctz(const cctz::civil_second& c) {
 
 std::shared_ptr<const TimeZone::Impl> UtcImpl() {
   static const auto* const utc = new std::shared_ptr<const TimeZone::Impl>(
-      std::make_shared<const TimeZone::Impl>(TimeZone::Impl{"UTC", cctz::utc_time_zone()}));
+      std::make_shared<const TimeZone::Impl>(TimeZone::Impl{"UTC", cctz::utc_time_zone(), 0}));
   return *utc;
 }
 
@@ -59,6 +62,37 @@ bool IsSafeZoneName(std::string_view name) {
   return true;
 }
 
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
+
+// Civil-calendar arithmetic in O(1) (H. Hinnant's days_from_civil / civil_from_days, proleptic
+// Gregorian). cctz normalises a large addition by looping over years, and the cron search adds
+// up to 100 years on every call: cctz's normalisation was 41% of `Next`'s CPU (perf on
+// bench/cron_bench.cc's BM_Starts/every_5_minutes).
+// Days from 1970-01-01 to (year, month, day); month and day may be out of range (normalised).
+int64_t DaysSinceEpoch(int64_t year, int64_t month, int64_t day) {
+  int64_t y = year + FloorDiv(month - 1, 12);
+  const int64_t m = FloorMod(month - 1, 12) + 1;  // 1-12
+  y -= m <= 2;
+  const int64_t era = FloorDiv(y, 400);
+  const int64_t yoe = y - era * 400;                                    // [0, 399]
+  const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5;          // [0, 365], day 1
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy + day - 1;  // day may overflow
+  return era * 146097 + doe - 719468;
+}
+
+void CivilFromDays(int64_t days, int64_t* year, int* month, int* day) {
+  const int64_t z = days + 719468;
+  const int64_t era = FloorDiv(z, 146097);
+  const int64_t doe = z - era * 146097;                                       // [0, 146096]
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                // [0, 365]
+  const int64_t mp = (5 * doy + 2) / 153;                                     // [0, 11]
+  *day = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
+  *month = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);
+  *year = yoe + era * 400 + (*month <= 2);
+}
+
 }  // namespace
 
 bool IsLeapYear(int64_t year) { return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0; }
@@ -70,29 +104,25 @@ int DaysInMonth(int64_t year, int month) {
 }
 
 int Weekday(int64_t year, int month, int day) {
-  switch (cctz::get_weekday(cctz::civil_day(year, month, day))) {
-    case cctz::weekday::sunday:
-      return 0;
-    case cctz::weekday::monday:
-      return 1;
-    case cctz::weekday::tuesday:
-      return 2;
-    case cctz::weekday::wednesday:
-      return 3;
-    case cctz::weekday::thursday:
-      return 4;
-    case cctz::weekday::friday:
-      return 5;
-    case cctz::weekday::saturday:
-      return 6;
-  }
-  return 0;
+  // 1970-01-01 was a Thursday.
+  return static_cast<int>(FloorMod(DaysSinceEpoch(year, month, day) + 4, 7));
 }
 
-CivilTime AddSeconds(const CivilTime& c, int64_t seconds) { return FromCctz(ToCctz(c) + seconds); }
+CivilTime AddSeconds(const CivilTime& c, int64_t seconds) {
+  const int64_t s = CivilSecondsSinceEpoch(c) + seconds;
+  const int64_t days = FloorDiv(s, 86400);
+  const int64_t second_of_day = s - days * 86400;
+  CivilTime out;
+  CivilFromDays(days, &out.year, &out.month, &out.day);
+  out.hour = static_cast<int>(second_of_day / 3600);
+  out.minute = static_cast<int>(second_of_day / 60 % 60);
+  out.second = static_cast<int>(second_of_day % 60);
+  return out;
+}
 
 int64_t CivilSecondsSinceEpoch(const CivilTime& c) {
-  return ToCctz(c) - cctz::civil_second(1970, 1, 1, 0, 0, 0);
+  return DaysSinceEpoch(c.year, c.month, c.day) * 86400 + int64_t{c.hour} * 3600 +
+         int64_t{c.minute} * 60 + c.second;
 }
 
 std::string CivilTime::ToString() const {
@@ -115,7 +145,11 @@ Result<TimeZone> TimeZone::Load(std::string_view name) {
     return InvalidArgumentError("unknown time zone \"" + std::string(name) +
                                 "\": not in the system tz database");
   }
-  return TimeZone(std::make_shared<const Impl>(Impl{std::string(name), zone}));
+  Impl impl{std::string(name), zone, std::nullopt};
+  cctz::time_zone::civil_transition ct;
+  if (!zone.next_transition(Seconds::min(), &ct))
+    impl.fixed_offset_s = zone.lookup(Seconds()).offset;
+  return TimeZone(std::make_shared<const Impl>(std::move(impl)));
 }
 
 const std::string& TimeZone::name() const { return impl_->name; }
@@ -125,6 +159,7 @@ CivilTime TimeZone::ToCivil(Instant t) const {
 }
 
 int TimeZone::UtcOffsetSeconds(Instant t) const {
+  if (impl_->fixed_offset_s) return *impl_->fixed_offset_s;
   return impl_->zone.lookup(ToTimePoint(t.unix_seconds())).offset;
 }
 
@@ -150,6 +185,24 @@ TimeZone::CivilLookup TimeZone::Lookup(const CivilTime& c) const {
   out.trans = FromTimePoint(cl.trans);
   out.post = FromTimePoint(cl.post);
   return out;
+}
+
+TimeZone::Segment TimeZone::SegmentAt(Instant t) const {
+  if (impl_->fixed_offset_s) return Segment{Instant::Min(), Instant::Max(), *impl_->fixed_offset_s};
+  const Seconds tp = ToTimePoint(t.unix_seconds());
+  Segment seg{Instant::Min(), Instant::Max(), impl_->zone.lookup(tp).offset};
+  // At a transition the wall clock jumps from ct.from (read in the offset that ends there) to
+  // ct.to (in the one that begins): `t`'s offset gives both instants without a civil lookup.
+  cctz::time_zone::civil_transition ct;
+  if (impl_->zone.prev_transition(tp + cctz::seconds(1), &ct)) {
+    seg.start =
+        Instant::FromUnixSeconds(CivilSecondsSinceEpoch(FromCctz(ct.to)) - seg.utc_offset_s);
+  }
+  if (impl_->zone.next_transition(tp, &ct)) {
+    seg.end =
+        Instant::FromUnixSeconds(CivilSecondsSinceEpoch(FromCctz(ct.from)) - seg.utc_offset_s);
+  }
+  return seg;
 }
 
 std::optional<TimeZone::Transition> TimeZone::NextTransition(Instant t) const {
