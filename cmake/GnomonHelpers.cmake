@@ -1,14 +1,6 @@
 # Shared compile settings for every gnomon target.
 add_library(gnomon_options INTERFACE)
-# Which warnings fail the build: "all" (-Werror), or "thread-safety" (only clang's thread-safety
-# analysis: the clang-tsa preset, which gcc's -Werror builds already hold to the rest).
-set(GNOMON_WERROR "all" CACHE STRING "Warnings that are errors: all or thread-safety")
-if(GNOMON_WERROR STREQUAL "thread-safety")
-  set(_gnomon_werror -Werror=thread-safety)
-else()
-  set(_gnomon_werror -Werror)
-endif()
-target_compile_options(gnomon_options INTERFACE -Wall -Wextra ${_gnomon_werror}
+target_compile_options(gnomon_options INTERFACE -Wall -Wextra -Werror
                                                 -Wno-missing-field-initializers)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   # GCC 12 at -O3 reports false -Wrestrict/-Wstringop-overflow inside std::string (GCC PR 105329).

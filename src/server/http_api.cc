@@ -121,8 +121,7 @@ Result<std::pair<std::string, int>> ParseListenAddress(std::string_view listen) 
 
 HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& catalog,
                  MetricsObserver& metrics, HttpApiOptions options, std::vector<ApiToken> tokens)
-    : coordinator_(coordinator),
-      catalog_(catalog),
+    : catalog_(catalog),
       metrics_(metrics),
       options_(std::move(options)),
       tokens_(TokenSet(std::move(tokens))),

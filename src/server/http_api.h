@@ -118,7 +118,6 @@ class HttpApi final : public HttpHandler {
   void Record(const Call& call, const Response& response);
   Duration SteadyNow() const;
 
-  Coordinator& coordinator_;
   JobCatalog& catalog_;
   MetricsObserver& metrics_;
   const HttpApiOptions options_;
