@@ -4,8 +4,9 @@
 // SqliteNodes) each hold a reference to one SqliteStore; the tables are those of sqlite_db.cc.
 //
 // Thread safety: safe to use from many threads at once. A writer holds write_mu() for the whole
-// of its transaction on writer(); Read runs its body under one reader's own mutex. No lock is
-// taken while another is held, except that a body run by Read must not take write_mu().
+// of its transaction on writer(); Read runs its body under one reader's own mutex. Lock order:
+// none is needed, since no lock is taken while another is held (a body run by Read must not take
+// write_mu(), and a writer does not call Read).
 #ifndef GNOMON_SRC_COORD_SQLITE_SQLITE_STORE_H_
 #define GNOMON_SRC_COORD_SQLITE_SQLITE_STORE_H_
 
