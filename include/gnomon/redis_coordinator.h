@@ -94,11 +94,9 @@
 #ifndef GNOMON_REDIS_COORDINATOR_H_
 #define GNOMON_REDIS_COORDINATOR_H_
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -110,11 +108,14 @@
 
 namespace gnomon {
 namespace coord {
-class RedisBatcher;
-class RedisConnection;
-class RedisConnectionPool;
+class RedisAudit;
+class RedisClaims;
+class RedisDefinitions;
+class RedisFires;
+class RedisNodes;
+class RedisRunHistory;
+class RedisStore;
 struct RedisConnectionConfig;
-struct RedisReply;
 }  // namespace coord
 
 struct RedisOptions {
@@ -251,53 +252,19 @@ class RedisCoordinator final : public Coordinator {
   // The connections' settings (with the TLS context loaded: InvalidArgument when a TLS file
   // cannot be read).
   static Result<coord::RedisConnectionConfig> ConnectionConfigOf(const RedisOptions& options);
-  RedisCoordinator(const RedisOptions& options, const coord::RedisConnectionConfig& config,
-                   std::unique_ptr<coord::RedisConnectionPool> conn);
+  explicit RedisCoordinator(std::unique_ptr<coord::RedisStore> store);
 
-  // The key base "<prefix>:<ns>" and a job's base "<prefix>:<ns>:{job}".
-  std::string JobBase(const std::string& job_id) const;
-  // ARGV[1..4] every script takes: now override ("" = server TIME), caps, retention.
-  std::vector<std::string> CommonArgs();
-
-  const RedisOptions options_;
-  const std::string base_;
-  bool unsafe_persistence_ = false;
-  // Server clock minus this host's clock (ms), measured by every Now(); used to give each claim a
-  // deadline on the server's clock. Unknown (no deadline) until the first measurement.
-  std::atomic<int64_t> server_offset_ms_{0};
-  std::atomic<bool> server_offset_known_{false};
-  // The server-clock instant after which a claim sent now must not be applied: the client has
-  // given up on it by then (io_timeout), so applying it would leave a claim nobody runs.
-  std::string ClaimDeadline(Duration lease_ttl) const;
-  // The script arguments of one claim (claim_one; layout kClaimItem in
-  // src/coord/redis/redis_scripts.h).
-  std::vector<std::string> ClaimArgs(const ClaimRequest& req) const;
-  // The script arguments of one report (report_one; layout kReportItem in
-  // src/coord/redis/redis_scripts.h), once it is valid.
-  Result<std::vector<std::string>> ReportArgs(const gnomon::Claim& claim, const RunRecord& record,
-                                              bool final) const;
-  static Status ParseReportReply(const gnomon::Claim& claim, const coord::RedisReply& reply);
-  // Runs the fenced save script `script` (a redis_scripts id: checkpoint, live output) of
-  // `value` for `claim`; `what` names it in errors.
-  Status SaveFenced(int script, const gnomon::Claim& claim, const std::string& value,
-                    const char* what);
-  // The connections (plain or TLS), reconnects and scripts (hides hiredis and OpenSSL);
-  // thread-safe.
-  std::unique_ptr<coord::RedisConnectionPool> conn_;
-  // Concurrent Claim and Report calls go to the server together (src/coord/redis/redis_batcher.h):
-  // one script call per batch; ClaimMany and ReportMany send their own batches in chunks. Chunks
-  // bound how long one script holds the server (a claim is some 12 commands, a report some 8).
-  static constexpr size_t kClaimChunk = 128;
-  static constexpr size_t kReportChunk = 64;
-  Result<coord::RedisReply> SendClaims(const std::vector<const std::vector<std::string>*>& items);
-  Result<coord::RedisReply> SendReports(const std::vector<const std::vector<std::string>*>& items);
-  std::unique_ptr<coord::RedisBatcher> claims_;
-  std::unique_ptr<coord::RedisBatcher> reports_;
-  // The settings of every connection (the subscriber's is made from them later).
-  const std::unique_ptr<const coord::RedisConnectionConfig> config_;
-  // WaitJobsChange's subscriber connection (made on first use), one waiter at a time.
-  std::mutex watch_mu_;
-  std::unique_ptr<coord::RedisConnection> subscriber_;  // guarded by watch_mu_
+  // The options, key base, connections and server clock every part shares
+  // (src/coord/redis/redis_store.h); declared first, so destroyed last.
+  const std::unique_ptr<coord::RedisStore> store_;
+  const bool unsafe_persistence_;
+  // One part per role, each over store_ (src/coord/redis/redis_<role>.h).
+  const std::unique_ptr<coord::RedisClaims> claims_;
+  const std::unique_ptr<coord::RedisFires> fires_;
+  const std::unique_ptr<coord::RedisRunHistory> history_;
+  const std::unique_ptr<coord::RedisDefinitions> definitions_;
+  const std::unique_ptr<coord::RedisAudit> audit_;
+  const std::unique_ptr<coord::RedisNodes> nodes_;
 };
 
 }  // namespace gnomon

@@ -27,6 +27,9 @@
 #include "gnomon/time.h"
 
 namespace gnomon {
+namespace coord {
+class RedisConnection;
+}  // namespace coord
 
 struct QueueEntry {
   std::string tag;         // the stream's worker tag

@@ -29,12 +29,9 @@
 #ifndef GNOMON_SQLITE_COORDINATOR_H_
 #define GNOMON_SQLITE_COORDINATOR_H_
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +39,14 @@
 #include "gnomon/coordinator.h"
 
 namespace gnomon {
+namespace coord {
+class SqliteAudit;
+class SqliteClaims;
+class SqliteDefinitions;
+class SqliteNodes;
+class SqliteRunHistory;
+class SqliteStore;
+}  // namespace coord
 
 struct SqliteOptions {
   // How long one statement waits for another connection's write lock before giving up with
@@ -112,21 +117,17 @@ class SqliteCoordinator final : public Coordinator {
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 
  private:
-  class Db;       // a connection and its prepared statements (hides sqlite3.h)
-  struct Reader;  // a read-only Db and the mutex that guards it
-  class Txn;      // the fire ledger's transaction on db_ (src/coord/sqlite/sqlite_ledger_txn.cc)
+  explicit SqliteCoordinator(std::unique_ptr<coord::SqliteStore> store);
 
-  SqliteCoordinator(std::unique_ptr<Db> db, std::vector<std::unique_ptr<Reader>> readers,
-                    Clock& clock);
-  // Runs `body` on a read connection: the first free one, else (all busy) it waits for one.
-  Status Read(const std::function<Status(Db&)>& body);
-
-  Clock& clock_;
-  std::mutex mu_;           // serialises use of db_
-  std::unique_ptr<Db> db_;  // guarded by mu_
-  // Destroyed before db_, so the write connection is the last to close (it checkpoints the WAL).
-  const std::vector<std::unique_ptr<Reader>> readers_;
-  std::atomic<size_t> next_reader_{0};  // round-robin choice when every reader is busy
+  // The clock and connections every part shares (src/coord/sqlite/sqlite_store.h); declared
+  // first, so destroyed last.
+  const std::unique_ptr<coord::SqliteStore> store_;
+  // One part per role, each over store_ (src/coord/sqlite/sqlite_<role>.h).
+  const std::unique_ptr<coord::SqliteClaims> claims_;
+  const std::unique_ptr<coord::SqliteRunHistory> history_;
+  const std::unique_ptr<coord::SqliteDefinitions> definitions_;
+  const std::unique_ptr<coord::SqliteAudit> audit_;
+  const std::unique_ptr<coord::SqliteNodes> nodes_;
 };
 
 }  // namespace gnomon

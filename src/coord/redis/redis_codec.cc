@@ -131,4 +131,22 @@ Status LeaseLost(const gnomon::Claim& claim, const RedisReply& reply) {
                         "): " + (reply.elements.size() > 1 ? reply.elements[1].str : "fenced"));
 }
 
+void AppendField(std::string& out, std::string_view v) {
+  out += std::to_string(v.size());
+  out += ':';
+  out += v;
+}
+
+bool ReadField(std::string_view& in, std::string& out) {
+  size_t colon = in.find(':');
+  int64_t len = 0;
+  if (colon == std::string_view::npos || !ParseInt(in.substr(0, colon), len) || len < 0 ||
+      static_cast<size_t>(len) > in.size() - colon - 1) {
+    return false;
+  }
+  out = std::string(in.substr(colon + 1, len));
+  in.remove_prefix(colon + 1 + len);
+  return true;
+}
+
 }  // namespace gnomon::coord::redis

@@ -19,6 +19,11 @@
 
 namespace gnomon::coord::redis {
 
+// A length-prefixed field "<size>:<bytes>" appended to `out` (node and audit encodings).
+void AppendField(std::string& out, std::string_view v);
+// Reads one AppendField field from the front of `in` into `out`; false when malformed.
+bool ReadField(std::string_view& in, std::string& out);
+
 // Instants a fire may have: the listing member stores 9e15 - ms in 16 digits.
 inline constexpr int64_t kMaxAbsMillis = 999'999'999'999'999;
 inline constexpr int64_t kInvertBase = 9'000'000'000'000'000;

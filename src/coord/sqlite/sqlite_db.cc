@@ -150,18 +150,18 @@ using sqlite::BindFire;
 using sqlite::Connection;
 using sqlite::Statement;
 
-Status SqliteCoordinator::Db::CreateSchema() {
+Status coord::SqliteDb::CreateSchema() {
   return conn_->Transaction([&]() -> Status {
     Result<Statement> version = conn_->Prepare("PRAGMA user_version");
     if (!version.ok()) return version.status();
     Result<bool> row = version->Step();
     if (!row.ok()) return row.status();
     const int64_t v = *row ? version->Int(0) : 0;
-    if (v == kSchemaVersion) return Status::Ok();
-    if (v > kSchemaVersion) {
+    if (v == SqliteCoordinator::kSchemaVersion) return Status::Ok();
+    if (v > SqliteCoordinator::kSchemaVersion) {
       return FailedPreconditionError("sqlite " + conn_->path() + ": schema version " +
                                      std::to_string(v) + " is newer than this gnomon's (" +
-                                     std::to_string(kSchemaVersion) + ")");
+                                     std::to_string(SqliteCoordinator::kSchemaVersion) + ")");
     }
     if (v < 0 || v > 3) {
       return InternalError("sqlite " + conn_->path() + ": unknown schema version " +
@@ -174,8 +174,7 @@ Status SqliteCoordinator::Db::CreateSchema() {
   });
 }
 
-Result<std::optional<SqliteCoordinator::Db::FireRow>> SqliteCoordinator::Db::LoadFire(
-    const FireKey& fire) {
+Result<std::optional<coord::SqliteDb::FireRow>> coord::SqliteDb::LoadFire(const FireKey& fire) {
   Result<Statement> s = conn_->Prepare(
       "SELECT shard_count, attempt, fencing_token, node_id, lease_expires_ms, open FROM fires "
       "WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3");
@@ -191,7 +190,7 @@ Result<std::optional<SqliteCoordinator::Db::FireRow>> SqliteCoordinator::Db::Loa
 
 // Advances the job's fencing counter: above its stored value and above every token in the
 // history and the fire rows, so it never goes backwards even if the counter row was lost.
-Result<int64_t> SqliteCoordinator::Db::NextToken(const std::string& job_id) {
+Result<int64_t> coord::SqliteDb::NextToken(const std::string& job_id) {
   Result<Statement> s = conn_->Prepare(
       "INSERT INTO fences (job_id, last_token) VALUES (?1, 1 + max("
       "  coalesce((SELECT max(fencing_token) FROM runs WHERE job_id = ?1), 0),"
@@ -208,7 +207,7 @@ Result<int64_t> SqliteCoordinator::Db::NextToken(const std::string& job_id) {
   return token;
 }
 
-Status SqliteCoordinator::Db::PutRun(const RunRecord& r) {
+Status coord::SqliteDb::PutRun(const RunRecord& r) {
   Result<Statement> s = conn_->Prepare(
       "INSERT OR REPLACE INTO runs (" GNOMON_RUN_COLUMNS
       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
@@ -233,7 +232,7 @@ Status SqliteCoordinator::Db::PutRun(const RunRecord& r) {
   return s->Run();
 }
 
-Status SqliteCoordinator::Db::CloseFire(const FireKey& fire) {
+Status coord::SqliteDb::CloseFire(const FireKey& fire) {
   Result<Statement> s = conn_->Prepare(
       "UPDATE fires SET open = 0 WHERE job_id = ?1 AND scheduled_ms = ?2 AND shard = ?3");
   if (!s.ok()) return s.status();
@@ -241,7 +240,7 @@ Status SqliteCoordinator::Db::CloseFire(const FireKey& fire) {
   return s->Run();
 }
 
-Result<int64_t> SqliteCoordinator::Db::BumpJobsVersion() {
+Result<int64_t> coord::SqliteDb::BumpJobsVersion() {
   Result<Statement> s = conn_->Prepare(
       "UPDATE counters SET value = value + 1 WHERE name = 'jobs_version' RETURNING value");
   if (!s.ok()) return s.status();
@@ -253,7 +252,7 @@ Result<int64_t> SqliteCoordinator::Db::BumpJobsVersion() {
   return v;
 }
 
-Result<JobState> SqliteCoordinator::Db::LoadJobState(const std::string& job_id) {
+Result<JobState> coord::SqliteDb::LoadJobState(const std::string& job_id) {
   Result<Statement> s = conn_->Prepare(
       "SELECT paused, pause_reason, consecutive_failures, last_scheduled_ms FROM job_state "
       "WHERE job_id = ?1");

@@ -1,10 +1,10 @@
-// SqliteCoordinator::Db: one connection to the database plus the backend's storage format (the
+// SqliteDb: one connection to the database plus the backend's storage format (the
 // schema and its upgrades, the row codecs) and the statements several operations share
 // (internal to the SQLite backend). Keep the format: files written by earlier releases must
 // keep working (tables, columns and encodings as in sqlite_db.cc's schema).
 //
 // Every method runs inside a transaction its caller opened (or is a single statement).
-// Thread safety: none; the owner serialises use (SqliteCoordinator's mu_ or a Reader's mutex).
+// Thread safety: none; the owner serialises use (SqliteStore's write mutex or a reader's mutex).
 #ifndef GNOMON_SRC_COORD_SQLITE_SQLITE_DB_H_
 #define GNOMON_SRC_COORD_SQLITE_SQLITE_DB_H_
 
@@ -32,7 +32,9 @@ void BindFire(Statement& s, const FireKey& fire);
 
 }  // namespace sqlite
 
-class SqliteCoordinator::Db {
+namespace coord {
+
+class SqliteDb {
  public:
   // A `fires` row: the fire's claim key and current lease.
   struct FireRow {
@@ -44,7 +46,7 @@ class SqliteCoordinator::Db {
     bool open = false;  // a lease is held
   };
 
-  explicit Db(std::unique_ptr<sqlite::Connection> conn) : conn_(std::move(conn)) {}
+  explicit SqliteDb(std::unique_ptr<sqlite::Connection> conn) : conn_(std::move(conn)) {}
   sqlite::Connection& conn() { return *conn_; }
 
   // Creates the schema, or upgrades an earlier one to kSchemaVersion.
@@ -65,6 +67,7 @@ class SqliteCoordinator::Db {
   std::unique_ptr<sqlite::Connection> conn_;
 };
 
+}  // namespace coord
 }  // namespace gnomon
 
 #endif  // GNOMON_SRC_COORD_SQLITE_SQLITE_DB_H_

@@ -1,0 +1,233 @@
+#include "src/coord/redis/redis_claims.h"
+
+#include <cstdio>
+
+#include "src/coord/coordinator_util.h"
+#include "src/coord/redis/redis_codec.h"
+
+namespace gnomon::coord {
+namespace {
+
+namespace scripts = redis_scripts;
+using namespace redis;  // NOLINT(google-build-using-namespace): the backend's codecs
+
+// One claim_one reply (redis_scripts.cc) as the outcome of `req`.
+Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& r) {
+  int64_t now = 0;
+  if (!IsArray(r, 2) || !IntAt(r, 1, now)) return Malformed("claim");
+  using R = ClaimOutcome::Result;
+  const std::string& word = Word(r);
+  if (word == "LATE") {
+    // The command sat in a buffer (a paused or overloaded server) past the client's timeout:
+    // refused unapplied, so no claim exists that no node runs (chaos F6).
+    return UnavailableError("redis: the claim of " + req.fire.RunId() +
+                            " reached the server after the client's deadline; not applied");
+  }
+  const Instant backend_now = Instant::FromUnixMillis(now);
+  if (word == "ALREADY") return coord::MakeOutcome(R::kAlreadyClaimed, backend_now);
+  if (word == "EARLY") return coord::MakeOutcome(R::kTooEarly, backend_now);
+  if (word == "PAUSED") return coord::MakeOutcome(R::kPaused, backend_now);
+  if (word == "OVERLAP") return coord::MakeOutcome(R::kOverlap, backend_now);
+  int64_t token = 0, lease = 0;
+  if (word != "CLAIMED" || !IntAt(r, 2, token) || !IntAt(r, 3, lease)) {
+    return Malformed("claim");
+  }
+  ClaimOutcome out = coord::MakeOutcome(R::kClaimed, backend_now);
+  out.claim =
+      gnomon::Claim{req.fire, 1, token, req.node_id, Instant::FromUnixMillis(lease), req.cause};
+  for (size_t i = 4; i < r.elements.size(); ++i) {
+    // "<ms>:<shard>:<shard_count>"
+    const std::string& s = r.elements[i].str;
+    size_t c1 = s.find(':', 1);
+    size_t c2 = c1 == std::string::npos ? c1 : s.find(':', c1 + 1);
+    int64_t ms = 0, shard = 0, count = 0;
+    if (c2 == std::string::npos || !ParseInt(std::string_view(s).substr(0, c1), ms) ||
+        !ParseInt(std::string_view(s).substr(c1 + 1, c2 - c1 - 1), shard) ||
+        !ParseInt(std::string_view(s).substr(c2 + 1), count)) {
+      return Malformed("claim (replaced fires)");
+    }
+    FireKey replaced;
+    replaced.job_id = req.fire.job_id;
+    replaced.scheduled_at = Instant::FromUnixMillis(ms);
+    replaced.shard = static_cast<int>(shard);
+    replaced.shard_count = static_cast<int>(count);
+    out.replaced.push_back(std::move(replaced));
+  }
+  return out;
+}
+
+}  // namespace
+
+RedisClaims::RedisClaims(RedisStore& store)
+    : store_(store),
+      claims_(kClaimChunk, [this](const auto& items) { return SendClaims(items); }),
+      reports_(kReportChunk, [this](const auto& items) { return SendReports(items); }) {}
+
+std::vector<std::string> RedisClaims::ClaimArgs(const ClaimRequest& req) const {
+  return scripts::ArgList(scripts::kClaimItem)
+      .Add("job", req.fire.job_id)
+      .Add("ms", Ms(req.fire.scheduled_at))
+      .Add("shard", std::to_string(req.fire.shard))
+      .Add("shard_count", std::to_string(req.fire.shard_count))
+      .Add("node", req.node_id)
+      .Add("ttl_ms", Ms(req.lease_ttl))
+      .Add("skew_ms", Ms(req.skew_tolerance))
+      .Add("overlap", std::string(ToString(req.overlap)))
+      .Add("run_id", req.fire.RunId())
+      .Add("deadline", store_.ClaimDeadline(req.lease_ttl))
+      .Add("cause", req.cause)
+      .Take();
+}
+
+Result<ClaimOutcome> RedisClaims::Claim(const ClaimRequest& req) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(req));
+  GNOMON_RETURN_IF_ERROR(ValidateFire(req.fire));
+  Result<RedisReply> r = claims_.Submit(ClaimArgs(req));
+  if (!r.ok()) return r.status();
+  return ParseClaimReply(req, *r);
+}
+
+Result<RedisReply> RedisClaims::SendClaims(
+    const std::vector<const std::vector<std::string>*>& items) {
+  scripts::ArgList args(scripts::ArgNames(scripts::kClaimMany), store_.CommonArgs());
+  args.Add("n", std::to_string(items.size()));
+  for (const std::vector<std::string>* item : items) {
+    for (const std::string& arg : *item) args.Add("claims...", arg);
+  }
+  return store_.conn().Eval(scripts::kClaimMany, {store_.base(), store_.base()}, args.Take());
+}
+
+Result<RedisReply> RedisClaims::SendReports(
+    const std::vector<const std::vector<std::string>*>& items) {
+  scripts::ArgList args(scripts::ArgNames(scripts::kReportMany), store_.CommonArgs());
+  args.Add("n", std::to_string(items.size()));
+  for (const std::vector<std::string>* item : items) {
+    args.Add("reports...", std::to_string(item->size()));
+    for (const std::string& arg : *item) args.Add("reports...", arg);
+  }
+  return store_.conn().Eval(scripts::kReportMany, {store_.base(), store_.base()}, args.Take());
+}
+
+std::vector<Result<ClaimOutcome>> RedisClaims::ClaimMany(const std::vector<ClaimRequest>& reqs) {
+  std::vector<Result<ClaimOutcome>> out(reqs.size(),
+                                        Result<ClaimOutcome>(InternalError("redis: not claimed")));
+  SendInChunks(
+      out, kClaimChunk, "claim batch",
+      [&](size_t i) -> Result<std::vector<std::string>> {
+        GNOMON_RETURN_IF_ERROR(coord::ValidateClaimRequest(reqs[i]));
+        GNOMON_RETURN_IF_ERROR(ValidateFire(reqs[i].fire));
+        return ClaimArgs(reqs[i]);
+      },
+      [&](const auto& items) { return SendClaims(items); },
+      [&](size_t i, const RedisReply& e) { return ParseClaimReply(reqs[i], e); });
+  return out;
+}
+
+Status RedisClaims::Renew(gnomon::Claim& claim, Duration ttl) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "renew: ttl"));
+  GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
+  std::vector<std::string> args =
+      FencedArgs(scripts::kRenew, claim, store_.CommonArgs()).Add("ttl_ms", Ms(ttl)).Take();
+  Result<RedisReply> r =
+      store_.conn().Eval(scripts::kRenew, {store_.JobBase(claim.fire.job_id), store_.base()}, args);
+  if (!r.ok()) return r.status();
+  if (!IsArray(*r, 1)) return Malformed("renew");
+  if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
+  int64_t lease = 0;
+  if (Word(*r) != "OK" || !IntAt(*r, 1, lease)) return Malformed("renew");
+  claim.lease_expires_at = Instant::FromUnixMillis(lease);
+  return Status::Ok();
+}
+
+Result<gnomon::Claim> RedisClaims::NextAttempt(const gnomon::Claim& claim, Duration ttl) {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "next attempt: ttl"));
+  GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
+  std::vector<std::string> args = FencedArgs(scripts::kNextAttempt, claim, store_.CommonArgs())
+                                      .Add("ttl_ms", Ms(ttl))
+                                      .Add("node", claim.node_id)
+                                      .Take();
+  Result<RedisReply> r = store_.conn().Eval(
+      scripts::kNextAttempt, {store_.JobBase(claim.fire.job_id), store_.base()}, args);
+  if (!r.ok()) return r.status();
+  if (!IsArray(*r, 1)) return Malformed("next attempt");
+  if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
+  int64_t attempt = 0, token = 0, lease = 0;
+  if (Word(*r) != "OK" || !IntAt(*r, 1, attempt) || !IntAt(*r, 2, token) || !IntAt(*r, 3, lease)) {
+    return Malformed("next attempt");
+  }
+  return gnomon::Claim{claim.fire, static_cast<int>(attempt), token, claim.node_id,
+                       Instant::FromUnixMillis(lease)};
+}
+
+Result<std::vector<std::string>> RedisClaims::ReportArgs(const gnomon::Claim& claim,
+                                                         const RunRecord& record,
+                                                         bool final) const {
+  GNOMON_RETURN_IF_ERROR(coord::ValidateReport(claim, record, final));
+  GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
+  const char* effect = "none";
+  if (final) {
+    switch (coord::FailureEffectOf(record.outcome)) {
+      case coord::FailureEffect::kReset:
+        effect = "reset";
+        break;
+      case coord::FailureEffect::kIncrement:
+        effect = "inc";
+        break;
+      case coord::FailureEffect::kUnchanged:
+        break;
+    }
+  }
+  scripts::ArgList args(scripts::kReportItem);
+  args.Add("job", claim.fire.job_id)
+      .Add("ms", Ms(claim.fire.scheduled_at))
+      .Add("shard", std::to_string(claim.fire.shard))
+      .Add("token", std::to_string(claim.fencing_token))
+      .Add("attempt", std::to_string(claim.attempt))
+      .Add("final", final ? "1" : "0")
+      .Add("failure_effect", effect);
+  auto field = [&](const char* name, std::string value) {
+    args.Add("fields...", name).Add("fields...", std::move(value));
+  };
+  field("sc", std::to_string(record.shard_count));
+  field("tok", std::to_string(record.fencing_token));
+  field("node", record.node_id);
+  field("st", Ms(record.started_at));
+  field("fin", Ms(record.finished_at));
+  field("out", std::string(ToString(record.outcome)));
+  field("err", record.error);
+  field("output", coord::TruncateOutput(record.output));
+  field("skip", record.skip_reason);
+  // params only when there are any (most runs have none: fewer bytes for the script).
+  if (!record.params.empty()) field("params", record.params);
+  if (!record.cause.empty()) field("cause", record.cause);
+  // exit comes last and only when known: the script removes a stored one otherwise.
+  if (record.exit_code) field("exit", std::to_string(*record.exit_code));
+  return args.Take();
+}
+
+Status RedisClaims::ParseReportReply(const gnomon::Claim& claim, const RedisReply& r) {
+  if (!IsArray(r, 1)) return Malformed("report");
+  if (Word(r) == "LEASE") return LeaseLost(claim, r);
+  if (Word(r) != "OK") return Malformed("report");
+  return Status::Ok();
+}
+
+Status RedisClaims::Report(const gnomon::Claim& claim, const RunRecord& record, bool final) {
+  Result<std::vector<std::string>> args = ReportArgs(claim, record, final);
+  if (!args.ok()) return args.status();
+  Result<RedisReply> r = reports_.Submit(std::move(*args));
+  if (!r.ok()) return r.status();
+  return ParseReportReply(claim, *r);
+}
+
+std::vector<Status> RedisClaims::ReportMany(const std::vector<ReportRequest>& reqs) {
+  std::vector<Status> out(reqs.size(), InternalError("redis: not reported"));
+  SendInChunks(
+      out, kReportChunk, "report batch",
+      [&](size_t i) { return ReportArgs(*reqs[i].claim, *reqs[i].record, reqs[i].final); },
+      [&](const auto& items) { return SendReports(items); },
+      [&](size_t i, const RedisReply& e) { return ParseReportReply(*reqs[i].claim, e); });
+  return out;
+}
+
+}  // namespace gnomon::coord

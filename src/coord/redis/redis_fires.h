@@ -1,0 +1,57 @@
+// RedisFires (internal): the rest of RedisCoordinator's ClaimStore (gnomon/claim_store.h): job
+// state and pausing, lost fires, skips, checkpoints and live output (fenced by the token), cancel,
+// rerun and the fire-marker check of an ownership takeover. Each is one script call (or one read)
+// whose arguments are built against the scripts' one description (redis_scripts.h); the rules run
+// on the server, in the Lua of redis_scripts.cc (those of src/coord/fire_ledger.h).
+//
+// Thread safety: safe to call from many threads at once (state lives on the server).
+#ifndef GNOMON_SRC_COORD_REDIS_REDIS_FIRES_H_
+#define GNOMON_SRC_COORD_REDIS_REDIS_FIRES_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+#include "src/coord/redis/redis_store.h"
+
+namespace gnomon::coord {
+
+class RedisFires {
+ public:
+  // `store` must outlive this object.
+  explicit RedisFires(RedisStore& store) : store_(store) {}
+  RedisFires(const RedisFires&) = delete;
+  RedisFires& operator=(const RedisFires&) = delete;
+
+  Result<JobState> GetJobState(const std::string& job_id);
+  Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& job_ids);
+  Status SetPaused(const std::string& job_id, bool paused, const std::string& reason);
+
+  Result<std::vector<ExpiredFire>> ListExpired(int limit);
+  Result<std::optional<gnomon::Claim>> ResolveLost(const ExpiredFire& fire,
+                                                   const std::string& node_id, LostPolicy policy,
+                                                   Duration ttl);
+  Status RecordSkipped(const FireKey& fire, const std::string& node_id, const std::string& reason);
+  Status CancelFire(const FireKey& fire, const std::string& reason);
+  Result<gnomon::Claim> RerunFire(const FireKey& fire, const std::string& node_id, Duration ttl,
+                                  const std::string& cause);
+
+  Status SaveCheckpoint(const gnomon::Claim& claim, const std::string& value);
+  Status SaveLiveOutput(const gnomon::Claim& claim, const std::string& output);
+  Result<std::optional<std::string>> LoadCheckpoint(const FireKey& fire);
+
+  Result<std::vector<bool>> FiresRecorded(const std::vector<FireKey>& fires);
+
+ private:
+  // Runs the fenced save script `script` (a redis_scripts id: checkpoint, live output) of
+  // `value` for `claim`; `what` names it in errors.
+  Status SaveFenced(int script, const gnomon::Claim& claim, const std::string& value,
+                    const char* what);
+
+  RedisStore& store_;
+};
+
+}  // namespace gnomon::coord
+
+#endif  // GNOMON_SRC_COORD_REDIS_REDIS_FIRES_H_

@@ -1,0 +1,114 @@
+#include "src/coord/redis/redis_run_history.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "src/coord/coordinator_util.h"
+#include "src/coord/redis/redis_codec.h"
+
+namespace gnomon::coord {
+namespace {
+
+namespace scripts = redis_scripts;
+using namespace redis;  // NOLINT(google-build-using-namespace): the backend's codecs
+
+}  // namespace
+
+Result<RunPage> RedisRunHistory::ListRuns(const RunQuery& query) {
+  Result<int> limit = coord::PageLimit(query.limit);
+  if (!limit.ok()) return limit.status();
+  Result<std::optional<coord::RunPosition>> page_start = coord::PageStart(query.cursor);
+  if (!page_start.ok()) return page_start.status();
+  const std::optional<coord::RunPosition> after = *page_start;
+  RunPage page;
+  if (!query.job_id.empty() && !IsValidJobId(query.job_id)) return page;
+  // Start after the cursor, or at the first instant before scheduled_until, whichever is later
+  // in listing order (members sort in listing order).
+  std::string start = "-";
+  if (after) start = "(" + Member(*after);
+  if (query.scheduled_until) {
+    const int64_t last_ms = query.scheduled_until->unix_millis() - 1;
+    if (last_ms < -kMaxAbsMillis) return page;
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%016lld",
+                  static_cast<long long>(kInvertBase - std::min(last_ms, kMaxAbsMillis)));
+    if (start == "-" || std::string_view(start).substr(1) < std::string_view(buf)) {
+      start = std::string("[") + buf;
+    }
+  }
+  std::string from;
+  if (query.scheduled_from) {
+    from = std::to_string(
+        std::clamp(query.scheduled_from->unix_millis(), -kMaxAbsMillis - 1, kMaxAbsMillis + 1));
+  }
+  const std::string index =
+      query.job_id.empty() ? store_.base() + ":runs" : store_.JobBase(query.job_id) + ":runs";
+  std::vector<std::string> args =
+      scripts::ArgList(scripts::ArgNames(scripts::kListRuns), store_.CommonArgs())
+          .Add("start", start)
+          .Add("outcome", query.outcome ? std::string(ToString(*query.outcome)) : std::string())
+          .Add("from_ms", from)
+          .Add("count", std::to_string(*limit + 1))
+          .Take();
+  Result<RedisReply> r = store_.conn().Eval(scripts::kListRuns, {index, store_.base()}, args);
+  if (!r.ok()) return r.status();
+  Result<std::vector<RunRecord>> runs = DecodeRecords(*r, "list runs");
+  if (!runs.ok()) return runs.status();
+  page.runs = std::move(*runs);
+  if (page.runs.size() > static_cast<size_t>(*limit)) {
+    page.runs.resize(*limit);
+    page.next_cursor = coord::EncodeCursor(coord::PositionOf(page.runs.back()));
+  }
+  return page;
+}
+
+Result<std::vector<RunRecord>> RedisRunHistory::GetRun(const std::string& run_id) {
+  auto not_found = [&] { return NotFoundError("run " + run_id.substr(0, 200) + " has no record"); };
+  // "<job>@<ms>[#<shard>]"
+  size_t at = run_id.rfind('@');
+  if (at == std::string::npos) return not_found();
+  const std::string job = run_id.substr(0, at);
+  std::string_view rest = std::string_view(run_id).substr(at + 1);
+  int64_t ms = 0, shard = 0;
+  size_t hash = rest.find('#');
+  if (!IsValidJobId(job) || !ParseInt(rest.substr(0, hash), ms) || ms > kMaxAbsMillis ||
+      ms < -kMaxAbsMillis ||
+      (hash != std::string_view::npos &&
+       (!ParseInt(rest.substr(hash + 1), shard) || shard < 0 || shard > INT32_MAX))) {
+    return not_found();
+  }
+  std::vector<std::string> args =
+      scripts::ArgList(scripts::ArgNames(scripts::kGetRun), store_.CommonArgs())
+          .Add("member_prefix", MemberPrefix(ms, job, static_cast<int>(shard)))
+          .Take();
+  Result<RedisReply> r =
+      store_.conn().Eval(scripts::kGetRun, {store_.JobBase(job), store_.base()}, args);
+  if (!r.ok()) return r.status();
+  Result<std::vector<RunRecord>> runs = DecodeRecords(*r, "get run");
+  if (!runs.ok()) return runs.status();
+  std::vector<RunRecord> out;
+  for (RunRecord& rec : *runs) {
+    if (rec.run_id == run_id) out.push_back(std::move(rec));
+  }
+  if (out.empty()) return not_found();
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+Status RedisRunHistory::PruneHistory(const std::string& job_id, int keep_last, Duration max_age) {
+  if (keep_last < 1) return InvalidArgumentError("prune: keep_last must be at least 1");
+  if (max_age <= Duration(0)) return InvalidArgumentError("prune: max_age must be positive");
+  if (!IsValidJobId(job_id)) return InvalidArgumentError("prune: invalid job id");
+  std::vector<std::string> args =
+      scripts::ArgList(scripts::ArgNames(scripts::kPrune), store_.CommonArgs())
+          .Add("keep_last", std::to_string(keep_last))
+          .Add("max_age_ms", Ms(std::min(max_age, kMaxConfigDuration)))
+          .Take();
+  Result<RedisReply> r =
+      store_.conn().Eval(scripts::kPrune, {store_.JobBase(job_id), store_.base()}, args);
+  if (!r.ok()) return r.status();
+  if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("prune");
+  return Status::Ok();
+}
+
+}  // namespace gnomon::coord

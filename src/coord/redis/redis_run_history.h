@@ -1,0 +1,37 @@
+// RedisRunHistory (internal): RedisCoordinator's RunHistory (gnomon/run_history.h): listing from
+// the indexes B:runs (all jobs) and B:{job}:runs (members in listing order), one record by run id,
+// and the per-job retention (prune script). Records themselves are written by claims and reports
+// (RedisClaims, RedisFires).
+//
+// Thread safety: safe to call from many threads at once (state lives on the server).
+#ifndef GNOMON_SRC_COORD_REDIS_REDIS_RUN_HISTORY_H_
+#define GNOMON_SRC_COORD_REDIS_REDIS_RUN_HISTORY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gnomon/coordinator.h"
+#include "src/coord/redis/redis_store.h"
+
+namespace gnomon::coord {
+
+class RedisRunHistory {
+ public:
+  // `store` must outlive this object.
+  explicit RedisRunHistory(RedisStore& store) : store_(store) {}
+  RedisRunHistory(const RedisRunHistory&) = delete;
+  RedisRunHistory& operator=(const RedisRunHistory&) = delete;
+
+  Result<RunPage> ListRuns(const RunQuery& query);
+  Result<std::vector<RunRecord>> GetRun(const std::string& run_id);
+  Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age);
+
+ private:
+  RedisStore& store_;
+};
+
+}  // namespace gnomon::coord
+
+#endif  // GNOMON_SRC_COORD_REDIS_REDIS_RUN_HISTORY_H_
