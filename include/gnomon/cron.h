@@ -101,15 +101,6 @@ class CronExpr {
   friend class CronParser;
   CronExpr() = default;
 
-  // The days of (year, month) that match the day fields (DOM/DOW with the OR rule, year, month):
-  // bit d set = day d matches.
-  uint32_t DayMask(int64_t year, int month) const;
-  bool DayMatches(int64_t year, int month, int day) const;
-  // The first matching civil time in [from, until) or nullopt.
-  std::optional<CivilTime> CivilNext(const CivilTime& from, const CivilTime& until) const;
-  // The last matching civil time in (since, before] or nullopt.
-  std::optional<CivilTime> CivilPrev(const CivilTime& before, const CivilTime& since) const;
-  bool CivilMatches(const CivilTime& c) const;
   // Next's fast path: the fire in [t, limit] inside `t`'s offset segment, or nullopt when the
   // segment walk must decide (unix seconds).
   std::optional<Instant> NextInSegment(int64_t t, int64_t limit) const;

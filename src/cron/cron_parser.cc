@@ -7,43 +7,27 @@
 #include <vector>
 
 #include "gnomon/cron.h"
+#include "src/cron/field_spec.h"
 
 namespace gnomon {
 namespace {
 
-enum class FieldKind { kSecond, kMinute, kHour, kDayOfMonth, kMonth, kDayOfWeek, kYear };
-
-struct FieldSpec {
-  FieldKind kind;
-  const char* name;
-  int min;
-  int max;  // day of week: 7 (= Sunday) is accepted and folded to 0
-};
-
-constexpr FieldSpec kSecondSpec{FieldKind::kSecond, "second", 0, 59};
-constexpr FieldSpec kMinuteSpec{FieldKind::kMinute, "minute", 0, 59};
-constexpr FieldSpec kHourSpec{FieldKind::kHour, "hour", 0, 23};
-constexpr FieldSpec kDomSpec{FieldKind::kDayOfMonth, "day-of-month", 1, 31};
-constexpr FieldSpec kMonthSpec{FieldKind::kMonth, "month", 1, 12};
-constexpr FieldSpec kDowSpec{FieldKind::kDayOfWeek, "day-of-week", 0, 7};
-constexpr FieldSpec kYearSpec{FieldKind::kYear, "year", CronExpr::kMinYear, CronExpr::kMaxYear};
-
-constexpr std::array<std::string_view, 12> kMonthNames = {"JAN", "FEB", "MAR", "APR", "MAY", "JUN",
-                                                          "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"};
-constexpr std::array<std::string_view, 7> kDayNames = {"SUN", "MON", "TUE", "WED",
-                                                       "THU", "FRI", "SAT"};
-
-char Upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Upper(a[i]) != Upper(b[i])) return false;
-  }
-  return true;
-}
+using cron::EqualsIgnoreCase;
+using cron::Error;
+using cron::FieldKind;
+using cron::FieldSpec;
+using cron::IsDigit;
+using cron::kDomSpec;
+using cron::kDowSpec;
+using cron::kHourSpec;
+using cron::kMinuteSpec;
+using cron::kMonthSpec;
+using cron::kSecondSpec;
+using cron::kYearSpec;
+using cron::Quote;
+using cron::ReadStep;
+using cron::ReadValue;
+using cron::Upper;
 
 // FNV-1a, 64 bit: stable across platforms and releases, so every node hashes `H` alike.
 uint64_t StableHash(std::string_view job_id, std::string_view field) {
@@ -140,21 +124,6 @@ class CronParser {
   }
 
  private:
-  Status Error(std::string_view field, std::string_view what, size_t offset) const {
-    std::string m(field);
-    m += ": ";
-    m += what;
-    if (offset != std::string_view::npos) m += " (column " + std::to_string(offset + 1) + ")";
-    return InvalidArgumentError(std::move(m));
-  }
-
-  // Quotes at most 32 characters of `s` for an error message.
-  static std::string Quote(std::string_view s) {
-    std::string out(s.substr(0, 32));
-    if (s.size() > 32) out += "...";
-    return out;
-  }
-
   Status ParseMacro(const std::vector<std::pair<std::string_view, size_t>>& words, size_t first,
                     CronExpr& expr) {
     const std::string_view macro = words[first].first;
@@ -257,88 +226,6 @@ class CronParser {
       if (comma == std::string_view::npos) break;
       start = comma + 1;
     }
-    return Status::Ok();
-  }
-
-  // Reads a value (number or, for months and days of week, a three-letter name) at `pos`.
-  // `range_end` lets the name SUN mean 7 at the end of a range ("SAT-SUN").
-  Status ReadValue(const FieldSpec& spec, std::string_view item, size_t& pos, size_t item_offset,
-                   bool range_end, int& out) {
-    const size_t begin = pos;
-    auto col = [&](size_t p) {
-      return item_offset == std::string_view::npos ? item_offset : item_offset + p;
-    };
-    if (pos < item.size() && IsDigit(item[pos])) {
-      int64_t v = 0;
-      while (pos < item.size() && IsDigit(item[pos])) {
-        v = v * 10 + (item[pos] - '0');
-        if (v > 1'000'000) {
-          while (pos < item.size() && IsDigit(item[pos])) ++pos;
-          return Error(spec.name,
-                       Quote(item.substr(begin, pos - begin)) + " is out of range " +
-                           std::to_string(spec.min) + "-" + std::to_string(spec.max),
-                       col(begin));
-        }
-        ++pos;
-      }
-      if (v < spec.min || v > spec.max) {
-        return Error(spec.name,
-                     std::to_string(v) + " is out of range " + std::to_string(spec.min) + "-" +
-                         std::to_string(spec.max),
-                     col(begin));
-      }
-      out = static_cast<int>(v);
-      return Status::Ok();
-    }
-    if (pos < item.size() && IsAlpha(item[pos]) &&
-        (spec.kind == FieldKind::kMonth || spec.kind == FieldKind::kDayOfWeek)) {
-      size_t end = pos;
-      while (end < item.size() && IsAlpha(item[end])) ++end;
-      // A trailing L on a day name is the "last" marker (FRIL is not a name, FRI + L is).
-      std::string_view word = item.substr(pos, end - pos);
-      if (spec.kind == FieldKind::kDayOfWeek && word.size() == 4 && Upper(word[3]) == 'L') {
-        word = word.substr(0, 3);
-      }
-      const auto& names =
-          spec.kind == FieldKind::kMonth
-              ? std::vector<std::string_view>(kMonthNames.begin(), kMonthNames.end())
-              : std::vector<std::string_view>(kDayNames.begin(), kDayNames.end());
-      for (size_t i = 0; i < names.size(); ++i) {
-        if (EqualsIgnoreCase(word, names[i])) {
-          out = spec.kind == FieldKind::kMonth ? static_cast<int>(i) + 1 : static_cast<int>(i);
-          if (spec.kind == FieldKind::kDayOfWeek && range_end && out == 0) out = 7;
-          pos += word.size();
-          return Status::Ok();
-        }
-      }
-      return Error(spec.name,
-                   "unknown name " + Quote(item.substr(pos, end - pos)) +
-                       (spec.kind == FieldKind::kMonth ? " (use JAN-DEC)" : " (use SUN-SAT)"),
-                   col(begin));
-    }
-    if (pos >= item.size()) return Error(spec.name, "missing value in " + Quote(item), col(pos));
-    return Error(spec.name, "unexpected " + Quote(item.substr(pos)), col(pos));
-  }
-
-  Status ReadStep(const FieldSpec& spec, std::string_view item, size_t& pos, size_t item_offset,
-                  int& step) {
-    auto col = [&](size_t p) {
-      return item_offset == std::string_view::npos ? item_offset : item_offset + p;
-    };
-    const size_t begin = pos;
-    if (pos >= item.size() || !IsDigit(item[pos])) {
-      return Error(spec.name, "step must be a number in " + Quote(item), col(pos));
-    }
-    int64_t v = 0;
-    while (pos < item.size() && IsDigit(item[pos])) {
-      v = v * 10 + (item[pos] - '0');
-      if (v > 1'000'000) {
-        return Error(spec.name, "step " + Quote(item.substr(begin)) + " is too large", col(begin));
-      }
-      ++pos;
-    }
-    if (v == 0) return Error(spec.name, "step 0 is not allowed", col(begin));
-    step = static_cast<int>(v);
     return Status::Ok();
   }
 

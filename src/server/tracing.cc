@@ -1,5 +1,5 @@
-// OtlpExporter: the adapter around nlohmann::json for OTLP/HTTP JSON (its exceptions stop here,
-// docs/architecture.md rule 4); batches go through net::HttpClient.
+// OtlpExporter: spans from scheduler events, queued and sent in batches (encoded by
+// EncodeOtlpBatch, otlp_span.h) through net::HttpClient.
 #include "src/server/tracing.h"
 
 #include <unistd.h>
@@ -8,20 +8,15 @@
 #include <cctype>
 #include <cstdio>
 #include <exception>
-#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "src/net/http_url.h"
+#include "src/server/otlp_span.h"
 
 namespace gnomon::server {
 namespace {
 
 using Kind = SchedulerEvent::Kind;
-
-// OTLP span kind and status codes (opentelemetry/proto/trace/v1/trace.proto).
-constexpr int kSpanKindInternal = 1;
-constexpr int kStatusUnset = 0;
-constexpr int kStatusError = 2;
 
 net::HttpClientOptions ClientOptions(const TracingOptions& o) {
   net::HttpClientOptions c;
@@ -65,10 +60,6 @@ std::string Hex64(uint64_t v) {
 std::string DerivedSpanId(std::string_view key) { return Hex64(Hash64(key, 0x5a) | 1); }
 std::string DerivedTraceId(std::string_view run_id) {
   return Hex64(Hash64(run_id, 0x7a) | 1) + Hex64(Hash64(run_id, 0x7b));
-}
-
-std::string UnixNanos(Instant t) {
-  return std::to_string(t.unix_millis()) + "000000";  // ms resolution; string per OTLP JSON
 }
 
 bool IsError(RunOutcome o) {
@@ -335,50 +326,6 @@ void OtlpExporter::Enqueue(std::vector<Span> spans) {
   if (queue_.size() >= options_.max_batch) cv_.notify_all();
 }
 
-std::string OtlpExporter::EncodeBatch(const std::vector<Span>& spans) const {
-  using nlohmann::json;
-  auto attr = [](const std::string& key, json value) {
-    return json{{"key", key}, {"value", std::move(value)}};
-  };
-  json resource_attrs =
-      json::array({attr("service.name", {{"stringValue", options_.service_name}})});
-  if (!options_.node_id.empty()) {
-    resource_attrs.push_back(attr("service.instance.id", {{"stringValue", options_.node_id}}));
-  }
-  if (!host_name_.empty()) {
-    resource_attrs.push_back(attr("host.name", {{"stringValue", host_name_}}));
-  }
-  json out_spans = json::array();
-  for (const Span& s : spans) {
-    json attrs = json::array();
-    for (const Attribute& a : s.attributes) {
-      // OTLP JSON encodes 64-bit integers as strings.
-      attrs.push_back(attr(a.key, a.is_int ? json{{"intValue", std::to_string(a.int_value)}}
-                                           : json{{"stringValue", a.string_value}}));
-    }
-    json status = {{"code", s.error ? kStatusError : kStatusUnset}};
-    if (s.error && !s.status_message.empty()) status["message"] = s.status_message;
-    json span = {
-        {"traceId", s.trace_id},
-        {"spanId", s.span_id},
-        {"name", s.name},
-        {"kind", kSpanKindInternal},
-        {"startTimeUnixNano", UnixNanos(s.start)},
-        {"endTimeUnixNano", UnixNanos(s.end)},
-        {"attributes", std::move(attrs)},
-        {"status", std::move(status)},
-    };
-    if (!s.parent_span_id.empty()) span["parentSpanId"] = s.parent_span_id;
-    out_spans.push_back(std::move(span));
-  }
-  json body = {{"resourceSpans",
-                json::array({{{"resource", {{"attributes", std::move(resource_attrs)}}},
-                              {"scopeSpans", json::array({{{"scope", {{"name", "gnomon"}}},
-                                                           {"spans", std::move(out_spans)}}})}}})}};
-  // Job ids and error details may hold invalid UTF-8: replaced rather than thrown.
-  return body.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void OtlpExporter::Send(const std::vector<Span>& batch, Duration timeout) {
   std::string error;
   net::HttpRequest req;
@@ -387,7 +334,8 @@ void OtlpExporter::Send(const std::vector<Span>& batch, Duration timeout) {
   req.headers = {{"Content-Type", "application/json"}};
   req.timeout = timeout;
   try {
-    req.body = EncodeBatch(batch);
+    req.body =
+        EncodeOtlpBatch(batch, OtlpResource{options_.service_name, options_.node_id, host_name_});
   } catch (const std::exception& e) {
     error = std::string("encoding the batch: ") + e.what();
   }

@@ -56,6 +56,7 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/net/http_client.h"
+#include "src/server/otlp_span.h"
 
 namespace gnomon::server {
 
@@ -132,23 +133,8 @@ class OtlpExporter final : public Observer {
   Stats stats() const;
 
  private:
-  struct Attribute {
-    std::string key;
-    std::string string_value;  // used when !is_int
-    int64_t int_value = 0;
-    bool is_int = false;
-  };
-  struct Span {
-    std::string trace_id;
-    std::string span_id;
-    std::string parent_span_id;  // empty for a root span
-    std::string name;
-    Instant start;
-    Instant end;
-    std::vector<Attribute> attributes;
-    bool error = false;
-    std::string status_message;
-  };
+  using Attribute = OtlpAttribute;
+  using Span = OtlpSpan;
   // An attempt seen claimed or started and not finished yet (keyed by run id: a node runs the
   // attempts of one fire one after another).
   struct OpenAttempt {
@@ -170,7 +156,6 @@ class OtlpExporter final : public Observer {
                                  const std::string& detail) const;
   std::vector<Span> LostSpan(const SchedulerEvent& event) const;
   void Enqueue(std::vector<Span> spans);
-  std::string EncodeBatch(const std::vector<Span>& spans) const;
   void SendLoop();
   // Sends one batch with `timeout`; updates the counters.
   void Send(const std::vector<Span>& batch, Duration timeout);

@@ -7,18 +7,16 @@
 // the early-fire guard, heartbeats and max_age pruning read it, so a test moves them all by
 // advancing that clock.
 //
-// Thread safety: every method is safe to call from many threads at once (one mutex).
+// Thread safety: every method is safe to call from many threads at once (one mutex, shared by
+// the role parts in src/coord/memory/: MemoryFires, MemoryHistory, MemoryDefinitions,
+// MemoryNodes, MemoryAudit over one MemoryState).
 #ifndef GNOMON_TESTING_MEMORY_COORDINATOR_H_
 #define GNOMON_TESTING_MEMORY_COORDINATOR_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "gnomon/coordinator.h"
@@ -29,6 +27,7 @@ class MemoryCoordinator final : public Coordinator {
  public:
   // `clock` is the backend clock. REQUIRES: `clock` outlives this object.
   explicit MemoryCoordinator(Clock& clock);
+  ~MemoryCoordinator() override;
   MemoryCoordinator(const MemoryCoordinator&) = delete;
   MemoryCoordinator& operator=(const MemoryCoordinator&) = delete;
 
@@ -75,47 +74,8 @@ class MemoryCoordinator final : public Coordinator {
   Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) override;
 
  private:
-  // (job id, scheduled unix ms, shard): a fire's identity.
-  using FireId = std::tuple<std::string, int64_t, int>;
-  // (-scheduled unix ms, job id, shard, -attempt): map order is ListRuns order.
-  using RunKey = std::tuple<int64_t, std::string, int, int>;
-
-  // The fire record: its current attempt and lease. `open` is false once the fire is done
-  // (finally reported, resolved as lost, revoked by overlap = replace, or skipped).
-  struct Fire {
-    FireKey key;
-    int attempt = 1;
-    int64_t fencing_token = 0;
-    std::string node_id;
-    Instant lease_expires_at;
-    bool open = false;
-    std::optional<std::string> checkpoint;
-  };
-  struct Job {
-    JobState state;
-    int64_t last_token = 0;  // the fencing counter
-  };
-  struct Node {
-    NodeInfo info;
-    Instant expires_at;
-  };
-
-  class Txn;  // the fire ledger's transaction over these maps (memory_coordinator.cc)
-
-  static FireId IdOf(const FireKey& fire);
-  static RunKey RunKeyOf(const FireKey& fire, int attempt);
-
-  Clock& clock_;
-  std::mutex mu_;
-  std::map<FireId, Fire> fires_;
-  std::map<RunKey, RunRecord> runs_;
-  std::map<std::string, Job> jobs_;
-  std::map<std::string, Node> nodes_;
-  std::map<std::string, StoredJob> definitions_;
-  int64_t jobs_version_ = 0;
-  std::condition_variable jobs_changed_;  // notified when jobs_version_ changes
-  std::deque<AuditRecord> audit_[2];      // [not done]: oldest first
-  int64_t audit_seq_ = 0;
+  struct Parts;  // the shared state and the role parts over it (memory_coordinator.cc)
+  std::unique_ptr<Parts> parts_;
 };
 
 }  // namespace gnomon::testing

@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <condition_variable>
@@ -56,22 +55,7 @@ constexpr int kGrpcResourceExhausted = 8;
 constexpr int kGrpcUnavailable = 14;
 constexpr int kGrpcUnauthenticated = 16;
 
-// When every endpoint is backing off, a probe goes to one of them at most this often.
-constexpr Duration kProbeSpacing = std::chrono::milliseconds(200);
-
 Duration SteadyNow() { return SystemClock::Get().SteadyNow(); }
-
-void SetTimeouts(httplib::Client& client, Duration connect, Duration read) {
-  auto split = [](Duration d) {
-    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
-    return std::pair<time_t, time_t>(us / 1000000, us % 1000000);
-  };
-  auto [cs, cus] = split(connect);
-  auto [rs, rus] = split(read);
-  client.set_connection_timeout(cs, cus);
-  client.set_read_timeout(rs, rus);
-  client.set_write_timeout(rs, rus);
-}
 
 }  // namespace
 
@@ -133,148 +117,11 @@ Result<std::string> Base64Decode(std::string_view in) {
   }
   return out;
 }
-
-EtcdClient::EtcdClient(EtcdClientOptions options)
-    : options_(std::move(options)), rng_(std::random_device{}()) {
-  for (const auto& [host, port] : options_.endpoints) {
-    Endpoint ep;
-    ep.host = host;
-    ep.port = port;
-    endpoints_.push_back(std::move(ep));
-  }
-}
+EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {}
 
 EtcdClient::~EtcdClient() = default;
 
-std::string EtcdClient::current_endpoint() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (endpoints_.empty()) return "";
-  return endpoints_[current_].host + ":" + std::to_string(endpoints_[current_].port);
-}
-
-std::vector<size_t> EtcdClient::Plan() {
-  std::lock_guard<std::mutex> lock(mu_);
-  const Duration now = SteadyNow();
-  std::vector<size_t> plan;
-  for (size_t i = 0; i < endpoints_.size(); ++i) {
-    const size_t ep = (current_ + i) % endpoints_.size();
-    if (endpoints_[ep].retry_at <= now) plan.push_back(ep);
-  }
-  if (!plan.empty()) return plan;
-  // Every endpoint is backing off. Failing every call until the backoff ends would hide a
-  // recovered cluster for up to reconnect_backoff_max (the backoff grows during an outage), so
-  // one call probes the endpoint due soonest. A probe of a dead endpoint costs a refused
-  // connection or one timeout of the one caller that sent it; the others fail at once.
-  size_t best = endpoints_.size();
-  for (size_t ep = 0; ep < endpoints_.size(); ++ep) {
-    const Endpoint& e = endpoints_[ep];
-    // A probe ends with MarkOk (probe_at = 0) or MarkFailed (failed_at = now); one that never
-    // reports (a watch) counts as in flight for one request's timeouts at most.
-    const bool in_flight = e.probe_at > e.failed_at &&
-                           now - e.probe_at < options_.connect_timeout + options_.io_timeout;
-    if (in_flight || now - e.probe_at < kProbeSpacing) continue;
-    if (best == endpoints_.size() || e.retry_at < endpoints_[best].retry_at) best = ep;
-  }
-  if (best != endpoints_.size()) {
-    endpoints_[best].probe_at = now;
-    plan.push_back(best);
-  }
-  return plan;
-}
-
-std::unique_ptr<httplib::Client> EtcdClient::Checkout(size_t ep, Duration read_timeout) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Endpoint& e = endpoints_[ep];
-  if (!e.idle.empty()) {
-    std::unique_ptr<httplib::Client> c = std::move(e.idle.back());
-    e.idle.pop_back();
-    return c;
-  }
-  auto c = NewClient(e.host, e.port, read_timeout);
-  c->set_keep_alive(true);
-  return c;
-}
-
-std::unique_ptr<httplib::Client> EtcdClient::NewClient(const std::string& host, int port,
-                                                       Duration read_timeout) const {
-  const TlsOptions& tls = options_.tls;
-  std::unique_ptr<httplib::Client> c;
-  if (tls.enabled) {
-    const std::string authority =
-        host.find(':') != std::string::npos ? "[" + host + "]" : host;  // an IPv6 literal
-    c = std::make_unique<httplib::Client>("https://" + authority + ":" + std::to_string(port),
-                                          tls.cert_file, tls.key_file);
-    if (!tls.ca_file.empty()) c->set_ca_cert_path(tls.ca_file);
-    c->enable_server_certificate_verification(tls.verify);
-  } else {
-    c = std::make_unique<httplib::Client>(host, port);
-  }
-  c->set_tcp_nodelay(true);  // else Nagle + delayed ACK add ~40 ms to every request
-  SetTimeouts(*c, options_.connect_timeout, read_timeout);
-  return c;
-}
-
-std::string EtcdClient::TransportError(const httplib::Client& client, int error) const {
-  const auto err = static_cast<httplib::Error>(error);
-  if (err == httplib::Error::SSLServerVerification) {
-    const long v = client.get_openssl_verify_result();  // NOLINT(runtime/int): OpenSSL's type
-    if (v != X509_V_OK) {
-      return std::string("TLS: the server's certificate is not trusted: ") +
-             X509_verify_cert_error_string(v) + " (tls_ca)";
-    }
-    return "TLS: the server's certificate does not name the host connected to";
-  }
-  if (err == httplib::Error::SSLConnection) {
-    return "TLS: handshake failed (a plain-HTTP endpoint, a client certificate the server "
-           "refused, or none where one is required: tls_cert/tls_key)";
-  }
-  if (err == httplib::Error::SSLLoadingCerts) {
-    return "TLS: cannot load tls_ca, tls_cert or tls_key";
-  }
-  if ((err == httplib::Error::Read || err == httplib::Error::Write) && options_.tls.enabled) {
-    // TLS 1.3 sends the server's verdict on the client certificate after the handshake.
-    return httplib::to_string(err) +
-           ": the connection ended (over TLS also: the member refused this client's certificate, "
-           "or wants one: tls_cert/tls_key)";
-  }
-  return httplib::to_string(err);
-}
-
-void EtcdClient::Checkin(size_t ep, std::unique_ptr<httplib::Client> client) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Endpoint& e = endpoints_[ep];
-  if (e.idle.size() < static_cast<size_t>(std::max(1, options_.max_idle_connections))) {
-    e.idle.push_back(std::move(client));
-  }
-}
-
-void EtcdClient::MarkFailed(size_t ep, Duration sent) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Endpoint& e = endpoints_[ep];
-  e.idle.clear();  // their sockets may be dead too
-  const Duration now = SteadyNow();
-  if (current_ == ep) current_ = (ep + 1) % endpoints_.size();
-  // Requests that were in flight together when the endpoint failed are one failure, not many
-  // (a frozen member times out every connection at once).
-  const bool again = sent < e.failed_at;
-  e.failed_at = now;
-  if (again) return;
-  e.failures = std::min(e.failures + 1, 30);
-  // Capped exponential backoff with jitter: a uniform wait in [cap/2, cap].
-  Duration cap = options_.backoff_min;
-  for (int i = 1; i < e.failures && cap < options_.backoff_max; ++i) cap *= 2;
-  cap = std::min(cap, options_.backoff_max);
-  const int64_t cap_ms = std::max<int64_t>(1, cap.count());
-  std::uniform_int_distribution<int64_t> jitter(cap_ms / 2, cap_ms);
-  e.retry_at = now + Duration(jitter(rng_));
-}
-
-void EtcdClient::MarkOk(size_t ep) {
-  std::lock_guard<std::mutex> lock(mu_);
-  endpoints_[ep].failures = 0;
-  endpoints_[ep].retry_at = Duration(0);
-  endpoints_[ep].probe_at = Duration(0);
-}
+std::string EtcdClient::current_endpoint() { return endpoints_.Current(); }
 
 void EtcdClient::AddDateSample(Duration sent, Duration received, const std::string& date) {
   std::optional<Instant> d = ParseHttpDate(date);
@@ -336,12 +183,9 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
                                         const std::string& token, bool& fail_over,
                                         bool* maybe_applied) {
   fail_over = false;
-  std::string where;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    where = endpoints_[ep].host + ":" + std::to_string(endpoints_[ep].port);
-  }
-  std::unique_ptr<httplib::Client> client = Checkout(ep, options_.io_timeout);
+  const auto [host, port] = endpoints_.Address(ep);
+  const std::string where = host + ":" + std::to_string(port);
+  std::unique_ptr<httplib::Client> client = endpoints_.Checkout(ep, options_.io_timeout);
   httplib::Headers headers;
   if (!token.empty()) headers.emplace("Authorization", token);
   const Duration sent = SteadyNow();
@@ -352,7 +196,7 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
   const Duration received = SteadyNow();
   if (!res) {
     const httplib::Error err = res.error();
-    MarkFailed(ep, sent);
+    endpoints_.MarkFailed(ep, sent);
     // A refused connection costs nothing: try the next endpoint. A timeout already spent the
     // call's budget: report it, the next call starts at the next endpoint.
     // So does a failed TLS handshake (nothing was sent): another member may accept.
@@ -360,16 +204,16 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
                 err == httplib::Error::SSLServerVerification;
     if (maybe_applied && !fail_over) *maybe_applied = true;
     return UnavailableError("etcd " + where + " " + std::string(path) + ": " +
-                            TransportError(*client, static_cast<int>(err)));
+                            endpoints_.TransportError(*client, static_cast<int>(err)));
   }
   AddDateSample(sent, received, res->get_header_value("Date"));
   nlohmann::json reply = nlohmann::json::parse(res->body, nullptr, false);
   if (res->status == 200 && !reply.is_discarded() && reply.is_object()) {
-    Checkin(ep, std::move(client));
-    MarkOk(ep);
+    endpoints_.Checkin(ep, std::move(client));
+    endpoints_.MarkOk(ep);
     return reply;
   }
-  Checkin(ep, std::move(client));
+  endpoints_.Checkin(ep, std::move(client));
   int code = 0;
   std::string message = "HTTP " + std::to_string(res->status);
   if (!reply.is_discarded() && reply.is_object()) {
@@ -381,19 +225,19 @@ Result<nlohmann::json> EtcdClient::Post(size_t ep, std::string_view path, const 
   }
   const std::string what = "etcd " + where + " " + std::string(path) + ": " + message;
   if (code == kGrpcUnauthenticated || message.find("auth token") != std::string::npos) {
-    MarkOk(ep);
+    endpoints_.MarkOk(ep);
     return Status(StatusCode::kFailedPrecondition, what);  // Call refreshes the token
   }
   if (code == kGrpcUnavailable || code == kGrpcDeadlineExceeded) {
     // No leader, leader changed, request timed out, member stopping: another member may do.
     // ("request timed out" and "leader changed" may still be applied: the proposal can
     // commit after the answer.)
-    MarkFailed(ep, sent);
+    endpoints_.MarkFailed(ep, sent);
     if (maybe_applied) *maybe_applied = true;
     fail_over = true;
     return UnavailableError(what);
   }
-  MarkOk(ep);  // the member answers (and ends a probe)
+  endpoints_.MarkOk(ep);  // the member answers (and ends a probe)
   if (code == kGrpcResourceExhausted) return UnavailableError(what);  // quota: space exceeded
   if (code == kGrpcInvalidArgument) return InvalidArgumentError(what);
   return InternalError(what);
@@ -412,7 +256,7 @@ Result<std::string> EtcdClient::Token(bool refresh) {
   } catch (const std::exception&) {
     return InvalidArgumentError("etcd: the user name or password is not valid UTF-8");
   }
-  std::vector<size_t> plan = Plan();
+  std::vector<size_t> plan = endpoints_.Plan();
   Status last = UnavailableError("etcd: every endpoint is backing off after failures");
   for (size_t ep : plan) {
     bool fail_over = false;
@@ -449,7 +293,7 @@ Result<nlohmann::json> EtcdClient::Call(std::string_view path, const nlohmann::j
   Result<std::string> token = Token(false);
   if (!token.ok()) return token.status();
   bool refreshed = false;
-  std::vector<size_t> plan = Plan();
+  std::vector<size_t> plan = endpoints_.Plan();
   if (plan.empty()) return UnavailableError("etcd: every endpoint is backing off after failures");
   Status last = UnavailableError("etcd: no endpoint");
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -480,17 +324,11 @@ Status EtcdClient::Watch(const nlohmann::json& create_request, Duration timeout,
   }
   Result<std::string> token = Token(false);
   if (!token.ok()) return token.status();
-  std::vector<size_t> plan = Plan();
+  std::vector<size_t> plan = endpoints_.Plan();
   if (plan.empty()) return UnavailableError("etcd: every endpoint is backing off after failures");
   for (size_t ep : plan) {
-    std::string host;
-    int port = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      host = endpoints_[ep].host;
-      port = endpoints_[ep].port;
-    }
-    std::unique_ptr<httplib::Client> client_ptr = NewClient(host, port, timeout);
+    const auto [host, port] = endpoints_.Address(ep);
+    std::unique_ptr<httplib::Client> client_ptr = endpoints_.NewClient(host, port, timeout);
     httplib::Client& client = *client_ptr;
     httplib::Request req;
     req.method = "POST";
@@ -536,10 +374,10 @@ Status EtcdClient::Watch(const nlohmann::json& create_request, Duration timeout,
       return Status::Ok();  // stopped, timed out quietly, or the server ended the stream
     }
     if (err != httplib::Error::Connection) {
-      return UnavailableError("etcd " + host + ":" + std::to_string(port) +
-                              " /v3/watch: " + TransportError(client, static_cast<int>(err)));
+      return UnavailableError("etcd " + host + ":" + std::to_string(port) + " /v3/watch: " +
+                              endpoints_.TransportError(client, static_cast<int>(err)));
     }
-    MarkFailed(ep, SteadyNow());
+    endpoints_.MarkFailed(ep, SteadyNow());
   }
   return UnavailableError("etcd: no endpoint accepted the watch");
 }

@@ -1,6 +1,7 @@
-// EtcdClient: etcd's v3 JSON gateway over HTTP/1.1 (internal to the etcd backend). Endpoint
-// failover, a pool of keep-alive connections per endpoint, reconnect backoff, authentication
-// tokens, and the mapping of transport and gateway errors to Status. cpp-httplib and
+// EtcdClient: etcd's v3 JSON gateway over HTTP/1.1 (internal to the etcd backend). Calls with
+// endpoint failover (the endpoints, their connection pools and backoff: EtcdEndpoints,
+// etcd_endpoints.h), authentication tokens, watches, and the mapping of transport and gateway
+// errors to Status. cpp-httplib and
 // nlohmann-json exceptions stop here. See include/gnomon/etcd_coordinator.h, "Connections".
 //
 // Every response's HTTP Date header feeds a ServerClock (server_clock.h): ServerNow() estimates
@@ -16,7 +17,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -26,11 +26,8 @@
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "gnomon/tls.h"
+#include "src/coord/etcd/etcd_endpoints.h"
 #include "src/coord/etcd/server_clock.h"
-
-namespace httplib {
-class Client;
-}  // namespace httplib
 
 namespace gnomon::coord {
 
@@ -92,30 +89,6 @@ class EtcdClient {
                         std::stop_token stop);
 
  private:
-  struct Endpoint {
-    std::string host;
-    int port = 0;
-    int failures = 0;
-    Duration retry_at{0};   // SystemClock steady time before which the endpoint is skipped
-    Duration failed_at{0};  // steady time of the last failure (in-flight ones count once)
-    Duration probe_at{0};   // steady time the last probe of a backing-off endpoint was sent
-    std::vector<std::unique_ptr<httplib::Client>> idle;
-  };
-  // The order to try endpoints in for one call (current first, backing-off ones left out).
-  // When every endpoint is backing off, one call at a time (at most one per kProbeSpacing) probes
-  // the endpoint due soonest, so a recovered cluster is found at once, not after the backoff.
-  std::vector<size_t> Plan();
-  // A new connection to `host`:`port` (https with options_.tls).
-  std::unique_ptr<httplib::Client> NewClient(const std::string& host, int port,
-                                             Duration read_timeout) const;
-  // Why a request failed at the transport, naming TLS failures plainly.
-  std::string TransportError(const httplib::Client& client, int error) const;
-  std::unique_ptr<httplib::Client> Checkout(size_t ep, Duration read_timeout);
-  void Checkin(size_t ep, std::unique_ptr<httplib::Client> client);
-  // `sent`: when the failed request was sent; requests sent before the endpoint's previous
-  // failure (in flight together) do not lengthen its backoff again.
-  void MarkFailed(size_t ep, Duration sent);
-  void MarkOk(size_t ep);
   // The auth token (authenticating when there is none); "" without a user.
   Result<std::string> Token(bool refresh);
   // One POST on endpoint `ep`. `fail_over` is set when the next endpoint may be tried at once
@@ -129,11 +102,9 @@ class EtcdClient {
   void AddDateSample(Duration sent, Duration received, const std::string& date);
 
   const EtcdClientOptions options_;
-  std::mutex mu_;  // guards everything below
-  std::vector<Endpoint> endpoints_;
-  size_t current_ = 0;
+  EtcdEndpoints endpoints_{options_};  // its own lock; never held with mu_
+  std::mutex mu_;                      // guards everything below
   std::string token_;
-  std::mt19937_64 rng_;
   ServerClock clock_;
 };
 

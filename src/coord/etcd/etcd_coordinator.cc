@@ -11,31 +11,21 @@
 #include <thread>
 
 #include "src/coord/coordinator_util.h"
+#include "src/coord/etcd/etcd_audit.h"
 #include "src/coord/etcd/etcd_client.h"
+#include "src/coord/etcd/etcd_definitions.h"
 #include "src/coord/etcd/etcd_fires.h"
 #include "src/coord/etcd/etcd_history.h"
 #include "src/coord/etcd/etcd_keyspace.h"
 #include "src/coord/etcd/etcd_kv.h"
+#include "src/coord/etcd/etcd_nodes.h"
 
 namespace gnomon {
 namespace {
 
-using coord::etcd::DecodeState;
-using coord::etcd::Encode;
 using coord::etcd::EtcdKeyspace;
-using coord::etcd::I64;
 using coord::etcd::json;
-using coord::etcd::kDeleteBatch;
-using coord::etcd::kMaxRounds;
-using coord::etcd::Kv;
-using coord::etcd::Pad;
 using coord::etcd::ParseI64;
-using coord::etcd::ParseKv;
-using coord::etcd::PrefixEnd;
-using coord::etcd::RangeOp;
-using coord::etcd::Snapshot;
-using coord::etcd::StateRec;
-using coord::etcd::Writes;
 
 // Time Open() may spend calibrating the server clock estimate (two sweeps take 1-2 s).
 constexpr Duration kOpenCalibrationBudget = std::chrono::milliseconds(2200);
@@ -90,9 +80,10 @@ Status ValidateOptions(EtcdOptions& o) {
 
 // ---------------------------------------------------------------------------------------------
 
-// The clock and the operations on job state, nodes, definitions and the audit log (key names
-// from the EtcdKeyspace base); fires: EtcdFires (etcd_fires.h); history: EtcdHistory
-// (etcd_history.h).
+// The client, the backend clock and its keeper, and the role parts over them (key names from
+// the EtcdKeyspace base): fires: EtcdFires (etcd_fires.h); history: EtcdHistory
+// (etcd_history.h); definitions and job state: EtcdDefinitions (etcd_definitions.h); nodes:
+// EtcdNodes (etcd_nodes.h); the audit log: EtcdAudit (etcd_audit.h).
 class EtcdCoordinator::Impl : private EtcdKeyspace {
  public:
   Impl(const EtcdOptions& options, coord::EtcdClientOptions client_options)
@@ -162,297 +153,11 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
     }
   }
 
-  // --- Transport (EtcdKv) ------------------------------------------------------------------
-  Status Read(Snapshot& s, const std::vector<std::string>& keys,
-              const std::vector<std::string>& prefixes = {}) {
-    return kv_.Read(s, keys, prefixes);
-  }
-  using Committed = coord::etcd::EtcdKv::Committed;
-  Result<Committed> Commit(const Snapshot& s, const Writes& w) { return kv_.Commit(s, w); }
-  Result<json> Txn(const json& compares, const json& success, const json& failure) {
-    return kv_.Txn(compares, success, failure);
-  }
-  Status Contention(const std::string& what) { return kv_.Contention(what); }
-
   coord::etcd::EtcdFires& fires() { return fires_; }
   coord::etcd::EtcdHistory& history() { return history_; }
-
-  // --- Job state -----------------------------------------------------------------------------
-  Result<JobState> GetJobState(const std::string& job_id) {
-    if (!IsValidJobId(job_id)) return JobState{};
-    Snapshot s;
-    GNOMON_RETURN_IF_ERROR(Read(s, {StateKey(job_id)}));
-    return coord::etcd::ToJobState(DecodeState(s.Value(StateKey(job_id))));
-  }
-
-  Status SetPaused(const std::string& job_id, bool paused, const std::string& reason) {
-    if (!IsValidJobId(job_id)) return InvalidArgumentError("set paused: invalid job id");
-    const std::string sk = StateKey(job_id);
-    for (int round = 0; round < kMaxRounds; ++round) {
-      Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {sk}));
-      StateRec st = DecodeState(s.Value(sk));
-      st.paused = paused;
-      st.reason = paused ? reason : "";
-      Writes w;
-      w.Put(sk, Encode(st));
-      w.Put(JobsVersionKey(), job_id);
-      Result<Committed> c = Commit(s, w);
-      if (!c.ok()) return c.status();
-      if (c->succeeded) return Status::Ok();
-    }
-    return Contention("set paused " + job_id);
-  }
-
-  // --- Nodes ---------------------------------------------------------------------------------
-  Status Heartbeat(const NodeInfo& node, Duration ttl) {
-    if (node.node_id.empty()) return InvalidArgumentError("heartbeat: node_id is empty");
-    GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "heartbeat: ttl"));
-    const Instant now = Now();
-    json j{{"host", node.host},
-           {"version", node.version},
-           {"started", node.started_at.unix_millis()},
-           {"hb", now.unix_millis()},
-           {"exp", (now + ttl).unix_millis()},
-           {"running", node.running},
-           {"skew_ms", node.clock_skew.count()}};
-    json body{{"key", coord::Base64Encode(NodeKey(node.node_id))},
-              {"value", coord::Base64Encode(j.dump())}};
-    Result<json> r = client_->Call("/v3/kv/put", body);
-    return r.ok() ? Status::Ok() : r.status();
-  }
-
-  Result<std::vector<NodeInfo>> ListNodes() {
-    Snapshot s;
-    const std::string prefix = p_ + "nodes/";
-    GNOMON_RETURN_IF_ERROR(Read(s, {}, {prefix}));
-    const int64_t now = Now().unix_millis();
-    std::vector<NodeInfo> out;
-    Snapshot stale;
-    Writes gone;
-    for (const Kv& kv : s.prefixes[prefix]) {
-      json j = json::parse(kv.value, nullptr, false);
-      if (!j.is_object()) continue;
-      if (j.value("exp", int64_t{0}) <= now) {
-        if (stale.kvs.size() < kDeleteBatch) {
-          stale.kvs[kv.key] = kv;
-          gone.Delete(kv.key);
-        }
-        continue;
-      }
-      NodeInfo n;
-      n.node_id = kv.key.substr(prefix.size());
-      n.host = j.value("host", "");
-      n.version = j.value("version", "");
-      n.started_at = Instant::FromUnixMillis(j.value("started", int64_t{0}));
-      n.last_heartbeat = Instant::FromUnixMillis(j.value("hb", int64_t{0}));
-      n.running = j.value("running", 0);
-      n.clock_skew = Duration(j.value("skew_ms", int64_t{0}));
-      out.push_back(std::move(n));
-    }
-    // Expired heartbeats are garbage: drop them unless renewed meanwhile (best effort).
-    if (!stale.kvs.empty()) (void)Commit(stale, gone);
-    return out;
-  }
-
-  // --- Job definitions -----------------------------------------------------------------------
-  Result<int64_t> PutJob(const std::string& job_id, const std::string& definition,
-                         int64_t expected_version) {
-    if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
-    if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
-    const std::string key = JobKey(job_id);
-    json compares = json::array({json{{"key", coord::Base64Encode(key)},
-                                      {"target", "MOD"},
-                                      {"result", "EQUAL"},
-                                      {"mod_revision", std::to_string(expected_version)}}});
-    Writes w;
-    w.Put(key, definition);
-    w.Put(JobsVersionKey(), job_id);
-    Result<json> r = Txn(compares, w.Ops(), json::array({RangeOp(key)}));
-    if (!r.ok()) return r.status();
-    if (r->value("succeeded", false)) return I64((*r)["header"], "revision");
-    const json& rr = (*r)["responses"].at(0).at("response_range");
-    const int64_t current =
-        rr.contains("kvs") && !rr["kvs"].empty() ? I64(rr["kvs"][0], "mod_revision") : 0;
-    if (current == 0) {
-      return FailedPreconditionError("job " + job_id + " does not exist (expected version " +
-                                     std::to_string(expected_version) + ")");
-    }
-    if (expected_version == 0) return AlreadyExistsError("job " + job_id + " already exists");
-    return FailedPreconditionError("job " + job_id + " is at version " + std::to_string(current) +
-                                   ", not " + std::to_string(expected_version));
-  }
-
-  Status DeleteJob(const std::string& job_id, int64_t expected_version) {
-    if (expected_version < -1) return InvalidArgumentError("delete job: expected_version < -1");
-    if (!IsValidJobId(job_id)) return NotFoundError("job " + job_id + " does not exist");
-    const std::string key = JobKey(job_id);
-    json cmp{{"key", coord::Base64Encode(key)}, {"target", "MOD"}};
-    if (expected_version == -1) {
-      cmp["result"] = "GREATER";
-      cmp["mod_revision"] = "0";
-    } else {
-      cmp["result"] = "EQUAL";
-      cmp["mod_revision"] = std::to_string(expected_version);
-    }
-    Writes w;
-    w.Delete(key);
-    w.Put(JobsVersionKey(), job_id);
-    Result<json> r = Txn(json::array({cmp}), w.Ops(), json::array({RangeOp(key)}));
-    if (!r.ok()) return r.status();
-    if (r->value("succeeded", false)) return Status::Ok();
-    const json& rr = (*r)["responses"].at(0).at("response_range");
-    if (!rr.contains("kvs") || rr["kvs"].empty()) {
-      return NotFoundError("job " + job_id + " does not exist");
-    }
-    return FailedPreconditionError("job " + job_id + " is at version " +
-                                   std::to_string(I64(rr["kvs"][0], "mod_revision")) + ", not " +
-                                   std::to_string(expected_version));
-  }
-
-  Result<StoredJob> GetJob(const std::string& job_id) {
-    if (!IsValidJobId(job_id)) return coord::JobNotFound(job_id);
-    const std::string key = JobKey(job_id);
-    Snapshot s;
-    GNOMON_RETURN_IF_ERROR(Read(s, {key}));
-    if (!s.Has(key)) return coord::JobNotFound(job_id);
-    return StoredJob{job_id, s.Value(key), s.kvs[key].mod_revision};
-  }
-
-  Result<std::vector<StoredJob>> ListJobs() {
-    Snapshot s;
-    const std::string prefix = p_ + "jobs/";
-    GNOMON_RETURN_IF_ERROR(Read(s, {}, {prefix}));
-    std::vector<StoredJob> out;
-    for (const Kv& kv : s.prefixes[prefix]) {
-      out.push_back(StoredJob{kv.key.substr(prefix.size()), kv.value, kv.mod_revision});
-    }
-    return out;
-  }
-
-  // JobsVersion and the revision it was read at.
-  Result<std::pair<int64_t, int64_t>> VersionAt() {
-    Snapshot s;
-    GNOMON_RETURN_IF_ERROR(Read(s, {JobsVersionKey()}));
-    return std::pair<int64_t, int64_t>(s.kvs[JobsVersionKey()].mod_revision, s.revision);
-  }
-
-  Result<int64_t> WaitJobsChange(int64_t since, Duration timeout, Coordinator& self) {
-    Result<std::pair<int64_t, int64_t>> v = VersionAt();
-    if (!v.ok()) return v.status();
-    if (v->first != since) return v->first;
-    if (timeout <= Duration(0)) return v->first;
-    json create{{"key", coord::Base64Encode(JobsVersionKey())},
-                {"start_revision", std::to_string(v->second + 1)}};
-    Status watched = client_->Watch(create, timeout, [](const json& result) {
-      if (result.value("canceled", false)) return false;  // compacted or refused: re-read
-      return !(result.contains("events") && !result["events"].empty());
-    });
-    if (!watched.ok()) return self.Coordinator::WaitJobsChange(since, timeout);
-    Result<std::pair<int64_t, int64_t>> now = VersionAt();
-    if (!now.ok()) return now.status();
-    return now->first;
-  }
-
-  // --- Audit ---------------------------------------------------------------------------------
-  Result<int64_t> AppendAudit(const AuditRecord& record, int keep) {
-    if (keep < 1) return InvalidArgumentError("append audit: keep < 1");
-    const bool failed = record.result != AuditResult::kOk;
-    const std::string prefix = AuditPrefix(failed);
-    const std::string sk = AuditSeqKey();
-    for (int round = 0; round < kMaxRounds; ++round) {
-      Snapshot s;
-      GNOMON_RETURN_IF_ERROR(Read(s, {sk}));
-      int64_t last = 0;
-      if (s.Has(sk) && !ParseI64(s.Value(sk), last)) last = 0;
-      const int64_t seq = last + 1;
-      json j{{"seq", seq},
-             {"at", Now().unix_millis()},
-             {"who", record.who},
-             {"action", record.action},
-             {"target", record.target},
-             {"status", coord::AuditStoredCode(record.result)},
-             {"before", record.before},
-             {"after", record.after}};
-      Writes w;
-      w.Put(sk, std::to_string(seq));
-      w.Put(AuditKey(failed, seq), j.dump(-1, ' ', false, json::error_handler_t::replace));
-      // The oldest records of the class beyond the newest keep - 1 (this one is the keep-th).
-      Result<std::string> cut = AuditCut(prefix, keep - 1);
-      if (!cut.ok()) return cut.status();
-      if (!cut->empty()) w.DeleteRange(prefix, *cut);
-      Result<Committed> c = Commit(s, w);
-      if (!c.ok()) return c.status();
-      if (c->succeeded) return seq;
-    }
-    return Contention("append audit");
-  }
-
-  // The key before which the records under `prefix` are older than its newest `keep`; "" when
-  // there are at most `keep`.
-  Result<std::string> AuditCut(const std::string& prefix, int keep) {
-    Result<json> count =
-        client_->Call("/v3/kv/range",
-                      RangeOp(prefix, PrefixEnd(prefix), {{"count_only", true}})["request_range"]);
-    if (!count.ok()) return count.status();
-    const int64_t excess = I64(*count, "count") - keep;
-    if (excess <= 0) return std::string();
-    json body = RangeOp(prefix, PrefixEnd(prefix),
-                        {{"sort_order", "ASCEND"},
-                         {"sort_target", "KEY"},
-                         {"keys_only", true},
-                         {"limit", std::to_string(excess)}})["request_range"];
-    Result<json> r = client_->Call("/v3/kv/range", body);
-    if (!r.ok()) return r.status();
-    std::string last;
-    if (r->contains("kvs")) {
-      for (const json& item : (*r)["kvs"]) {
-        Result<Kv> kv = ParseKv(item);
-        if (!kv.ok()) return kv.status();
-        last = kv->key;
-      }
-    }
-    return last.empty() ? last : last + std::string(1, '\0');
-  }
-
-  Result<std::vector<AuditRecord>> ListAudit(int limit, int64_t before_seq) {
-    Result<int> page = coord::PageLimit(limit);
-    if (!page.ok()) return page.status();
-    if (before_seq < 0) return InvalidArgumentError("list audit: before_seq < 0");
-    std::vector<AuditRecord> out;
-    // Both classes, newest first; merged by seq below.
-    for (bool failed : {false, true}) {
-      const std::string prefix = AuditPrefix(failed);
-      const std::string end = before_seq == 0 ? PrefixEnd(prefix) : AuditKey(failed, before_seq);
-      json body = RangeOp(prefix, end,
-                          {{"sort_order", "DESCEND"},
-                           {"sort_target", "KEY"},
-                           {"limit", std::to_string(*page)}})["request_range"];
-      Result<json> r = client_->Call("/v3/kv/range", body);
-      if (!r.ok()) return r.status();
-      if (!r->contains("kvs")) continue;
-      for (const json& item : (*r)["kvs"]) {
-        Result<Kv> kv = ParseKv(item);
-        if (!kv.ok()) return kv.status();
-        json j = json::parse(kv->value, nullptr, false);
-        if (!j.is_object()) continue;
-        AuditRecord a;
-        a.seq = j.value("seq", int64_t{0});
-        a.at = Instant::FromUnixMillis(j.value("at", int64_t{0}));
-        a.who = j.value("who", "");
-        a.action = j.value("action", "");
-        a.target = j.value("target", "");
-        a.result = coord::AuditResultOfStoredCode(j.value("status", int64_t{0}));
-        a.before = j.value("before", "");
-        a.after = j.value("after", "");
-        out.push_back(std::move(a));
-      }
-    }
-    std::sort(out.begin(), out.end(),
-              [](const AuditRecord& a, const AuditRecord& b) { return a.seq > b.seq; });
-    if (out.size() > static_cast<size_t>(*page)) out.resize(static_cast<size_t>(*page));
-    return out;
-  }
+  coord::etcd::EtcdDefinitions& definitions() { return definitions_; }
+  coord::etcd::EtcdNodes& nodes() { return nodes_; }
+  coord::etcd::EtcdAudit& audit() { return audit_; }
 
  private:
   const EtcdOptions options_;
@@ -462,6 +167,9 @@ class EtcdCoordinator::Impl : private EtcdKeyspace {
   coord::etcd::EtcdHistory history_{kv_, *this, options_.max_records_per_job,
                                     options_.max_records_total};
   coord::etcd::EtcdFires fires_{kv_, *this, history_, [this] { return Now(); }};
+  coord::etcd::EtcdDefinitions definitions_{kv_, *this};
+  coord::etcd::EtcdNodes nodes_{kv_, *this, [this] { return Now(); }};
+  coord::etcd::EtcdAudit audit_{kv_, *this, [this] { return Now(); }};
   std::mutex keeper_mu_;
   std::condition_variable keeper_cv_;
   bool clock_reset_ = false;  // guarded by keeper_mu_
@@ -580,7 +288,7 @@ Result<std::unique_ptr<EtcdCoordinator>> EtcdCoordinator::Open(const EtcdOptions
   auto impl = std::make_unique<Impl>(o, std::move(co));
   try {
     Result<int64_t> probe = [&]() -> Result<int64_t> {
-      Result<std::pair<int64_t, int64_t>> v = impl->VersionAt();
+      Result<std::pair<int64_t, int64_t>> v = impl->definitions().VersionAt();
       if (!v.ok()) return v.status();
       return v->first;
     }();
@@ -654,7 +362,7 @@ Result<std::optional<std::string>> EtcdCoordinator::LoadCheckpoint(const FireKey
   return Guarded([&] { return impl_->fires().LoadCheckpoint(fire); });
 }
 Result<JobState> EtcdCoordinator::GetJobState(const std::string& job_id) {
-  return Guarded([&] { return impl_->GetJobState(job_id); });
+  return Guarded([&] { return impl_->definitions().GetJobState(job_id); });
 }
 Status EtcdCoordinator::CancelFire(const FireKey& fire, const std::string& reason) {
   return Guarded([&] { return impl_->fires().CancelFire(fire, reason); });
@@ -665,7 +373,7 @@ Result<gnomon::Claim> EtcdCoordinator::RerunFire(const FireKey& fire, const std:
 }
 Status EtcdCoordinator::SetPaused(const std::string& job_id, bool paused,
                                   const std::string& reason) {
-  return Guarded([&] { return impl_->SetPaused(job_id, paused, reason); });
+  return Guarded([&] { return impl_->definitions().SetPaused(job_id, paused, reason); });
 }
 Result<RunPage> EtcdCoordinator::ListRuns(const RunQuery& query) {
   return Guarded([&] { return impl_->history().ListRuns(query); });
@@ -678,41 +386,41 @@ Status EtcdCoordinator::PruneHistory(const std::string& job_id, int keep_last, D
       [&] { return impl_->history().PruneHistory(job_id, keep_last, max_age, impl_->Now()); });
 }
 Status EtcdCoordinator::Heartbeat(const NodeInfo& node, Duration ttl) {
-  return Guarded([&] { return impl_->Heartbeat(node, ttl); });
+  return Guarded([&] { return impl_->nodes().Heartbeat(node, ttl); });
 }
 Result<std::vector<NodeInfo>> EtcdCoordinator::ListNodes() {
-  return Guarded([&] { return impl_->ListNodes(); });
+  return Guarded([&] { return impl_->nodes().ListNodes(); });
 }
 Result<int64_t> EtcdCoordinator::PutJob(const std::string& job_id, const std::string& definition,
                                         int64_t expected_version) {
-  return Guarded([&] { return impl_->PutJob(job_id, definition, expected_version); });
+  return Guarded([&] { return impl_->definitions().PutJob(job_id, definition, expected_version); });
 }
 Result<StoredJob> EtcdCoordinator::GetJob(const std::string& job_id) {
-  return Guarded([&] { return impl_->GetJob(job_id); });
+  return Guarded([&] { return impl_->definitions().GetJob(job_id); });
 }
 Status EtcdCoordinator::DeleteJob(const std::string& job_id, int64_t expected_version) {
-  return Guarded([&] { return impl_->DeleteJob(job_id, expected_version); });
+  return Guarded([&] { return impl_->definitions().DeleteJob(job_id, expected_version); });
 }
 Result<std::vector<StoredJob>> EtcdCoordinator::ListJobs() {
-  return Guarded([&] { return impl_->ListJobs(); });
+  return Guarded([&] { return impl_->definitions().ListJobs(); });
 }
 Result<int64_t> EtcdCoordinator::JobsVersion() {
   return Guarded([&] {
     return [&]() -> Result<int64_t> {
-      Result<std::pair<int64_t, int64_t>> v = impl_->VersionAt();
+      Result<std::pair<int64_t, int64_t>> v = impl_->definitions().VersionAt();
       if (!v.ok()) return v.status();
       return v->first;
     }();
   });
 }
 Result<int64_t> EtcdCoordinator::WaitJobsChange(int64_t since, Duration timeout) {
-  return Guarded([&] { return impl_->WaitJobsChange(since, timeout, *this); });
+  return Guarded([&] { return impl_->definitions().WaitJobsChange(since, timeout, *this); });
 }
 Result<int64_t> EtcdCoordinator::AppendAudit(const AuditRecord& record, int keep) {
-  return Guarded([&] { return impl_->AppendAudit(record, keep); });
+  return Guarded([&] { return impl_->audit().AppendAudit(record, keep); });
 }
 Result<std::vector<AuditRecord>> EtcdCoordinator::ListAudit(int limit, int64_t before_seq) {
-  return Guarded([&] { return impl_->ListAudit(limit, before_seq); });
+  return Guarded([&] { return impl_->audit().ListAudit(limit, before_seq); });
 }
 
 }  // namespace gnomon
