@@ -9,6 +9,21 @@ namespace gnomon::coord {
 
 using sqlite::Statement;
 
+namespace {
+
+// The version of `job_id`'s stored definition; nullopt when there is none.
+Result<std::optional<int64_t>> StoredVersion(sqlite::Connection& conn, const std::string& job_id) {
+  Result<Statement> s = conn.Prepare("SELECT version FROM jobs WHERE job_id = ?1");
+  if (!s.ok()) return s.status();
+  s->BindText(1, job_id);
+  Result<bool> row = s->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<int64_t>();
+  return std::optional<int64_t>(s->Int(0));
+}
+
+}  // namespace
+
 Result<int64_t> SqliteDefinitions::PutJob(const std::string& job_id, const std::string& definition,
                                           int64_t expected_version) {
   if (!IsValidJobId(job_id)) return InvalidArgumentError("put job: invalid job id");
@@ -16,16 +31,9 @@ Result<int64_t> SqliteDefinitions::PutJob(const std::string& job_id, const std::
   std::lock_guard<std::mutex> lock(store_.write_mu());
   int64_t version = 0;
   GNOMON_RETURN_IF_ERROR(store_.writer().conn().Transaction([&]() -> Status {
-    std::optional<int64_t> current;
-    {
-      Result<Statement> s =
-          store_.writer().conn().Prepare("SELECT version FROM jobs WHERE job_id = ?1");
-      if (!s.ok()) return s.status();
-      s->BindText(1, job_id);
-      Result<bool> row = s->Step();
-      if (!row.ok()) return row.status();
-      if (*row) current = s->Int(0);
-    }
+    Result<std::optional<int64_t>> stored = StoredVersion(store_.writer().conn(), job_id);
+    if (!stored.ok()) return stored.status();
+    const std::optional<int64_t> current = *stored;
     if (!current && expected_version != 0) {
       return FailedPreconditionError("job " + job_id + " does not exist (expected version " +
                                      std::to_string(expected_version) + ")");
@@ -55,16 +63,9 @@ Status SqliteDefinitions::DeleteJob(const std::string& job_id, int64_t expected_
   if (expected_version < -1) return InvalidArgumentError("delete job: expected_version < -1");
   std::lock_guard<std::mutex> lock(store_.write_mu());
   return store_.writer().conn().Transaction([&]() -> Status {
-    std::optional<int64_t> current;
-    {
-      Result<Statement> s =
-          store_.writer().conn().Prepare("SELECT version FROM jobs WHERE job_id = ?1");
-      if (!s.ok()) return s.status();
-      s->BindText(1, job_id);
-      Result<bool> row = s->Step();
-      if (!row.ok()) return row.status();
-      if (*row) current = s->Int(0);
-    }
+    Result<std::optional<int64_t>> stored = StoredVersion(store_.writer().conn(), job_id);
+    if (!stored.ok()) return stored.status();
+    const std::optional<int64_t> current = *stored;
     if (!current) return NotFoundError("job " + job_id + " does not exist");
     if (expected_version != -1 && *current != expected_version) {
       return FailedPreconditionError("job " + job_id + " is at version " +
