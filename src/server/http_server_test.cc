@@ -310,24 +310,33 @@ TEST(HttpServerTest, SlowClientsDoNotStarveOthers) {
   }
 }
 
-// Connections beyond the limits are closed at once; other clients are served.
+// Connections beyond the limits are closed at once; other clients are served. Every connection
+// the test counts stays open until the end (long timeouts, a kept-alive answered one), so the
+// server's count never depends on when it notices a closed connection.
 TEST(HttpServerTest, ConnectionLimitsInAllAndPerClient) {
   EchoHandler handler;
   HttpServerOptions o = Loopback();
   o.max_connections = 40;
   o.max_connections_per_client = 10;
+  o.header_timeout = std::chrono::seconds(60);
+  o.idle_timeout = std::chrono::seconds(60);
   HttpServer server(handler, o);
   ASSERT_TRUE(server.Start().ok());
   std::vector<Raw> held;
   for (int i = 0; i < 10; ++i) held.emplace_back(server.port(), "127.0.0.2");
   Raw extra(server.port(), "127.0.0.2");
   EXPECT_TRUE(extra.ClosedWithin(milliseconds(2000))) << "the 11th from one address";
-  EXPECT_TRUE(Answers(server.port()));  // from 127.0.0.1
+  held.emplace_back(server.port());  // from 127.0.0.1: answered, and kept open (the 11th)
+  ASSERT_TRUE(held.back().Send(Get("/healthz")));
+  EXPECT_THAT(held.back().ReadResponse(), HasSubstr("200"));
   for (const char* source : {"127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
-    for (int i = 0; i < 10; ++i) held.emplace_back(server.port(), source);
+    for (int i = 0; i < 10 && held.size() < 40; ++i) held.emplace_back(server.port(), source);
   }
+  ASSERT_EQ(held.size(), 40u);
   Raw over(server.port(), "127.0.0.6");
   EXPECT_TRUE(over.ClosedWithin(milliseconds(2000))) << "the 41st in all";
+  // The server accepts in arrival order, so a held one it had refused would be closed by now.
+  for (Raw& c : held) EXPECT_FALSE(c.ClosedWithin(milliseconds(1))) << "a held one was refused";
   held.clear();
   // Freed slots are given again.
   bool answered = false;
