@@ -6,7 +6,8 @@
 # SQLite claims/s, fire lateness, failover; BACKEND_BENCH=0 skips them, BENCH_SECONDS,
 # BACKEND_ROUNDS, LATENESS_SECONDS and FAILOVER_TRIALS shorten them), then the Redis server's CPU
 # per fire of the claim and report scripts (bench/redis_script_cost.py; SCRIPT_COST=0 skips it),
-# then what publishing live output costs each backend (bench/live_output_bench.py;
+# then lateness and CPU per fire with ?wait_replicas=1 against without (bench/wait_replicas_bench.py;
+# WAIT_REPLICAS_BENCH=0 skips it), then what publishing live output costs each backend (bench/live_output_bench.py;
 # LIVE_OUTPUT_BENCH=0 skips it).
 set -euo pipefail
 build=${1:-build/release}
@@ -30,6 +31,10 @@ fi
 if [ "${SCRIPT_COST:-1}" != 0 ]; then
   echo "== redis_script_cost (Redis CPU per fire of the claim and report scripts)"
   python3 "$(dirname "$0")/../bench/redis_script_cost.py" "$build"
+fi
+if [ "${WAIT_REPLICAS_BENCH:-1}" != 0 ]; then
+  echo "== wait_replicas_bench (lateness and CPU per fire with ?wait_replicas=1, against without)"
+  python3 "$(dirname "$0")/../bench/wait_replicas_bench.py" "$build"
 fi
 if [ "${LIVE_OUTPUT_BENCH:-1}" != 0 ]; then
   echo "== live_output_bench (backend cost of publishing live output, against a fire)"

@@ -30,6 +30,7 @@ using server::LineOf;
 using server::LoadCrontab;
 using server::Ordered;
 using server::ParseAlerts;
+using server::ParseCalendars;
 using server::ParseDefaults;
 using server::ParseHttpClient;
 using server::ParseJobArray;
@@ -258,20 +259,19 @@ Status ParseApi(const std::string& file, const std::string& base_dir, const toml
 
 // Loads jobs files and crontabs and appends their jobs to *jobs. `at` names the config line
 // that listed the file (for a file that cannot be read), or is empty.
-Status LoadFiles(const std::vector<std::string>& jobs_files,
-                 const std::vector<std::string>& crontab_files, const JobSpec& defaults,
-                 const std::string& jobs_at, const std::string& crontab_at,
-                 std::vector<CompiledJob>* jobs) {
+Status LoadFiles(const ServeConfig& config, const std::string& jobs_at,
+                 const std::string& crontab_at, std::vector<CompiledJob>* jobs) {
   auto located = [](const std::string& at, const Status& s) {
     return at.empty() || s.code() != StatusCode::kNotFound ? s : s.WithPrefix(at);
   };
-  for (const std::string& f : jobs_files) {
-    Result<std::vector<CompiledJob>> loaded = LoadJobsFile(f, defaults);
+  for (const std::string& f : config.jobs_files) {
+    Result<std::vector<CompiledJob>> loaded =
+        LoadJobsFile(f, config.defaults, config.calendars.get());
     if (!loaded.ok()) return located(jobs_at, loaded.status());
     for (CompiledJob& j : *loaded) jobs->push_back(std::move(j));
   }
-  for (const std::string& f : crontab_files) {
-    Result<std::vector<CompiledJob>> loaded = LoadCrontab(f, defaults);
+  for (const std::string& f : config.crontab_files) {
+    Result<std::vector<CompiledJob>> loaded = LoadCrontab(f, config.defaults);
     if (!loaded.ok()) return located(crontab_at, loaded.status());
     for (CompiledJob& j : *loaded) jobs->push_back(std::move(j));
   }
@@ -303,9 +303,12 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
   const Reporter r(name, "");
   ServeConfig config;
   std::string jobs_at, crontab_at;
-  // [defaults] first: it applies to the inline jobs wherever the table appears.
+  // [[calendar]] and [defaults] first: they apply to the inline jobs wherever they appear.
+  if (const toml::node* c = root->get("calendar")) {
+    GNOMON_RETURN_IF_ERROR(ParseCalendars(name, base_dir, *c, config.calendars.get()));
+  }
   if (const toml::node* d = root->get("defaults")) {
-    GNOMON_RETURN_IF_ERROR(ParseDefaults(name, *d, &config.defaults));
+    GNOMON_RETURN_IF_ERROR(ParseDefaults(name, *d, &config.defaults, config.calendars.get()));
   }
   const toml::node* inline_jobs = nullptr;
   for (const auto& [k, v] : Ordered(*root)) {
@@ -373,36 +376,21 @@ Result<ServeConfig> ParseServeConfig(std::string_view text, const std::string& n
       GNOMON_RETURN_IF_ERROR(ParseTracing(name, *v, &config.tracing));
     } else if (key == "http_client") {
       GNOMON_RETURN_IF_ERROR(ParseHttpClient(name, base_dir, *v, &config.http_client));
-    } else if (key != "defaults") {
-      return UnknownKey(r, *k,
-                        {"backend",
-                         "allow_unsafe_backend",
-                         "backend_password_file",
-                         "node_id",
-                         "listen",
-                         "data_dir",
-                         "policy",
-                         "log_format",
-                         "log_level",
-                         "jobs",
-                         "crontab",
-                         "api",
-                         "scheduler",
-                         "defaults",
-                         "job",
-                         "token",
-                         "quota",
-                         "alert",
-                         "tracing",
-                         "http_client"});
+    } else if (key != "defaults" && key != "calendar") {
+      // clang-format off
+      return UnknownKey(r, *k, {"backend", "allow_unsafe_backend", "backend_password_file",
+          "node_id", "listen", "data_dir", "policy", "log_format", "log_level", "jobs", "crontab",
+          "api", "scheduler", "defaults", "calendar", "job", "token", "quota", "alert", "tracing",
+          "http_client"});
+      // clang-format on
     }
   }
   if (inline_jobs != nullptr) {
-    GNOMON_RETURN_IF_ERROR(ParseJobArray(name, *inline_jobs, config.defaults, &config.jobs));
+    GNOMON_RETURN_IF_ERROR(
+        ParseJobArray(name, *inline_jobs, config.defaults, &config.jobs, config.calendars.get()));
   }
-  GNOMON_RETURN_IF_ERROR(LoadFiles(config.jobs_files, config.crontab_files, config.defaults,
-                                   jobs_at, crontab_at, &config.jobs));
-  GNOMON_RETURN_IF_ERROR(CheckUniqueJobIds(config.jobs));
+  GNOMON_RETURN_IF_ERROR(LoadFiles(config, jobs_at, crontab_at, &config.jobs));
+  GNOMON_RETURN_IF_ERROR(CheckJobSet(config.jobs));
   GNOMON_RETURN_IF_ERROR(ValidateServeConfig(config).WithPrefix(name));
   return config;
 }
@@ -477,13 +465,16 @@ std::string DataDirFor(const ServeConfig& config) {
 
 Status AddJobFiles(ServeConfig* config, const std::vector<std::string>& jobs_files,
                    const std::vector<std::string>& crontab_files) {
-  std::vector<CompiledJob> jobs = config->jobs;
-  GNOMON_RETURN_IF_ERROR(LoadFiles(jobs_files, crontab_files, config->defaults, "", "", &jobs));
-  GNOMON_RETURN_IF_ERROR(CheckUniqueJobIds(jobs));
-  config->jobs = std::move(jobs);
-  config->jobs_files.insert(config->jobs_files.end(), jobs_files.begin(), jobs_files.end());
-  config->crontab_files.insert(config->crontab_files.end(), crontab_files.begin(),
-                               crontab_files.end());
+  ServeConfig more = *config;
+  more.jobs_files = jobs_files;
+  more.crontab_files = crontab_files;
+  GNOMON_RETURN_IF_ERROR(LoadFiles(more, "", "", &more.jobs));
+  GNOMON_RETURN_IF_ERROR(CheckJobSet(more.jobs));
+  more.jobs_files.insert(more.jobs_files.begin(), config->jobs_files.begin(),
+                         config->jobs_files.end());
+  more.crontab_files.insert(more.crontab_files.begin(), config->crontab_files.begin(),
+                            config->crontab_files.end());
+  *config = std::move(more);
   return Status::Ok();
 }
 

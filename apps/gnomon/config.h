@@ -9,6 +9,7 @@
 #define GNOMON_APPS_GNOMON_CONFIG_H_
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -128,6 +129,8 @@ struct ServeConfig {
   // order, each checked and compiled once. Ids are unique; each has source = "file:line" and
   // read_only = true.
   std::vector<CompiledJob> jobs;
+  // Named calendars (`[[calendar]]`) that jobs' `calendars` keys reference.
+  std::shared_ptr<Calendars> calendars = std::make_shared<Calendars>();
 };
 
 // Reads and checks the config file at `path`, then loads the jobs files and crontabs it names
@@ -163,7 +166,7 @@ Status AddJobFiles(ServeConfig* config, const std::vector<std::string>& jobs_fil
                    const std::vector<std::string>& crontab_files);
 
 using server::BackendUrl;
-using server::CheckUniqueJobIds;
+using server::CheckJobSet;
 using server::HostPort;
 using server::kMaxConfigFileBytes;
 using server::LoadJobsFile;

@@ -538,7 +538,8 @@ TEST(JobsFileTest, WrongTypesNameTheKey) {
   EXPECT_EQ(err("overlap = true"),
             "jobs.toml:5: job \"a\": overlap: expected a string, got boolean");
   EXPECT_EQ(err("overlap = \"sometimes\""),
-            "jobs.toml:5: job \"a\": overlap: \"sometimes\" is not one of forbid, allow, replace");
+            "jobs.toml:5: job \"a\": overlap: \"sometimes\" is not one of forbid, allow, replace, "
+            "buffer_one, buffer_all");
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = \"a\"\nschedule = \"@daily\"\nargv = [\"x\", 2]\n")),
             "jobs.toml:4: job \"a\": argv[1]: expected a string, got integer");
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = \"a\"\nschedule = \"@daily\"\nhttp = \"http://x\"\n")),
@@ -600,14 +601,16 @@ TEST(JobsFileTest, ScheduleErrorsCarryLineAndColumn) {
               HasSubstr("jobs.toml:1: job \"r\": timezone: "));
 }
 
-TEST(JobsFileTest, MissingIdScheduleOrExecutor) {
+TEST(JobsFileTest, MissingIdOrExecutor) {
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nschedule = \"@daily\"\ncommand = \"x\"\n")),
             "jobs.toml:1: job #1: id: is required");
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = \"ok\"\nschedule = \"@daily\"\ncommand = \"x\"\n"
                          "[[job]]\ncommand = \"x\"\n")),
             "jobs.toml:5: job #2: id: is required");
-  EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = \"a\"\ncommand = \"x\"\n")),
-            "jobs.toml:1: job \"a\": schedule: is required");
+  // No schedule: a job that fires only as a child, by a trigger or by a backfill.
+  Result<std::vector<JobSpec>> unscheduled = Jobs("[[job]]\nid = \"a\"\ncommand = \"x\"\n");
+  ASSERT_TRUE(unscheduled.ok()) << unscheduled.status().ToString();
+  EXPECT_EQ(unscheduled->at(0).schedule, "");
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = \"a\"\nschedule = \"@daily\"\n")),
             "jobs.toml:1: job \"a\": command: a job needs one of command, argv or http");
   EXPECT_EQ(ErrorOf(Jobs("[[job]]\nid = \"a\"\nschedule = \"@daily\"\ncommand = \"x\"\n"
@@ -730,6 +733,20 @@ TEST(BackendUrlTest, SentinelAndEtcd) {
   EXPECT_EQ(u->master, "mymaster");
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+sentinel://s1:26379")),
               HasSubstr("missing the master name"));
+  // wait_replicas reaches the Redis options through either Redis form.
+  u = ParseBackendUrl("redis+sentinel://s1/mymaster?wait_replicas=1");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->wait_replicas, 1);
+  EXPECT_EQ(u->master, "mymaster");
+  Result<RedisOptions> o =
+      server::RedisOptionsFor("redis+sentinel://s1/mymaster?wait_replicas=1", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->wait_replicas, 1);
+  o = server::RedisOptionsFor("redis://h:6380?wait_replicas=2", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->wait_replicas, 2);
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+sentinel://s1/m?wait_replicas=99")),
+              HasSubstr("wait_replicas"));
 
   u = ParseBackendUrl("etcd://h1:2379,h2:2379");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
@@ -1009,6 +1026,118 @@ TEST(HttpClientConfigTest, PrivateKeysReadableByOthersAreWarnedAbout) {
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_THAT(warnings[1], HasSubstr("[http_client] tls_key " + client_key));
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gnomon::app
+
+namespace gnomon::app {
+namespace {
+
+TEST(CalendarConfigTest, CalendarsFromDatesAndFilesAreReferencedByJobsEverywhere) {
+  TempDir dir;
+  dir.Write("etc/holidays.txt",
+            "# public holidays\n2026-10-01/2026-10-07\n\n  2027-01-01  # new year\n"
+            "0 0 0 * * SUN#1\t# first Sundays\n");
+  dir.Write("etc/jobs.toml",
+            "[[job]]\nid = \"filed\"\nschedule = \"@daily\"\ncommand = \"true\"\n"
+            "calendars = [\"cn-holidays\"]\n");
+  const std::string path = dir.Write("etc/gnomon.toml", R"(
+jobs = ["jobs.toml"]
+
+[[job]]
+id = "inline"
+schedule = "0 0 2 * * *"
+command = "true"
+calendars = ["cn-holidays", "closures"]
+
+[[calendar]]
+id = "cn-holidays"
+file = "holidays.txt"
+
+[[calendar]]
+id = "closures"
+dates = [2026-12-24, "2026-12-31", "0 0 0 * * 0"]
+)");
+  Result<ServeConfig> c = LoadServeConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const Calendars::Calendar* holidays = c->calendars->Find("cn-holidays");
+  ASSERT_NE(holidays, nullptr);
+  EXPECT_THAT(holidays->entries,
+              ElementsAre("2026-10-01/2026-10-07", "2027-01-01", "0 0 0 * * SUN#1"));
+  EXPECT_EQ(holidays->source, path + ":10");
+  ASSERT_NE(c->calendars->Find("closures"), nullptr);
+  EXPECT_THAT(c->calendars->Find("closures")->entries,
+              ElementsAre("2026-12-24", "2026-12-31", "0 0 0 * * 0"));
+  ASSERT_EQ(c->jobs.size(), 2u);
+  for (const CompiledJob& j : c->jobs) {
+    ASSERT_NE(j.rules, nullptr) << j.spec.id;
+    EXPECT_FALSE(j.rules->Allows(*Instant::ParseRfc3339("2026-10-03T00:00:00Z"))) << j.spec.id;
+  }
+  EXPECT_TRUE(c->jobs[1].rules->Allows(*Instant::ParseRfc3339("2026-12-24T00:00:00Z")))
+      << "the file's job names only cn-holidays";
+  EXPECT_FALSE(c->jobs[0].rules->Allows(*Instant::ParseRfc3339("2026-12-24T02:00:00Z")))
+      << "02:00 on the 24th";
+}
+
+TEST(CalendarConfigTest, BadCalendarsNameTheLine) {
+  struct Bad {
+    const char* text;
+    const char* message;
+  };
+  for (const Bad& b : {
+           Bad{"[[calendar]]\ndates = [\"2026-12-25\"]\n",
+               "gnomon.toml:1: calendar: id is required"},
+           Bad{"[[calendar]]\nid = \"a\"\ndays = []\n",
+               "gnomon.toml:3: calendar: unknown key \"days\""},
+           Bad{"[[calendar]]\nid = \"a\"\ndates = [\"2026-12-25\", \"someday\"]\n",
+               "gnomon.toml:1: calendar: calendar \"a\": dates[1]: \"someday\" is neither"},
+           Bad{"[[calendar]]\nid = \"a\"\n[[calendar]]\nid = \"a\"\n",
+               "gnomon.toml:3: calendar: calendar \"a\": duplicate id, first defined at "
+               "gnomon.toml:1"},
+           Bad{"[[calendar]]\nid = \"a\"\nfile = \"/nonexistent/holidays.txt\"\n",
+               "gnomon.toml:3: calendar: file: "},
+           Bad{"[[calendar]]\nid = \"a\"\ndates = [3]\n",
+               "gnomon.toml:3: calendar: dates: expected a date or a string"},
+           Bad{"[[job]]\nid = \"j\"\nschedule = \"@daily\"\ncommand = \"true\"\ncalendars = "
+               "[\"x\"]\n",
+               "gnomon.toml:1: job \"j\": calendars[0]: \"x\" is not defined"},
+           Bad{"calendar = 1\n", "gnomon.toml:1: calendar: must be an array of tables"},
+       }) {
+    Result<ServeConfig> bad = ParseServeConfig(b.text, "gnomon.toml", "");
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_THAT(bad.status().message(), HasSubstr(b.message)) << b.text;
+  }
+}
+
+TEST(DependencyConfigTest, AFilesJobsNameJobsOfTheFilesAndCloseNoCycle) {
+  const char* const kJobs =
+      "[[job]]\nid = \"extract\"\nschedule = \"@daily\"\ncommand = \"true\"\n"
+      "on_success = [\"load\"]\n"
+      "[[job]]\nid = \"load\"\ncommand = \"true\"\n";  // no schedule: a child only
+  Result<ServeConfig> good = ParseServeConfig(kJobs, "gnomon.toml", "");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_EQ(good->jobs.size(), 2u);
+  EXPECT_EQ(DependenciesOf(good->jobs[0].spec).on_success, std::vector<std::string>{"load"});
+  EXPECT_TRUE(good->jobs[1].spec.schedule.empty());
+
+  Result<ServeConfig> missing =
+      ParseServeConfig(std::string(kJobs) + "on_failure = [\"pager\"]\n", "gnomon.toml", "");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(),
+            "gnomon.toml:6: job \"load\": on_failure: \"pager\" is not defined");
+  Result<ServeConfig> cycle =
+      ParseServeConfig(std::string(kJobs) + "on_complete = [\"extract\"]\n", "gnomon.toml", "");
+  ASSERT_FALSE(cycle.ok());
+  EXPECT_EQ(cycle.status().message(),
+            "gnomon.toml:1: job \"extract\": on_success: a cycle: extract -> load -> extract");
+  Result<ServeConfig> sharded = ParseServeConfig(
+      "[[job]]\nid = \"s\"\nschedule = \"@daily\"\ncommand = \"true\"\nshards = 2\n"
+      "on_success = [\"t\"]\n",
+      "gnomon.toml", "");
+  ASSERT_FALSE(sharded.ok());
+  EXPECT_THAT(sharded.status().message(),
+              HasSubstr("on_success: a job with shards > 1 names no children"));
 }
 
 }  // namespace

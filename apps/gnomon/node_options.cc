@@ -108,6 +108,7 @@ Result<server::NodeOptions> NodeOptionsFor(const ServeConfig& config) {
     o.tracing = tracing;
   }
   o.jobs = config.jobs;
+  o.calendars = config.calendars;
   o.log_format = config.log_format;
   o.log_level = config.log_level;
   return o;

@@ -1,12 +1,15 @@
-// A C++ service that embeds gnomon: two jobs with in-process handlers on one shared SQLite file.
-// Start three copies on the same file and every fire runs once, on one of them.
+// A C++ service that embeds gnomon: two jobs with in-process handlers on one shared backend (a
+// SQLite file, Redis or etcd). Start three copies on the same backend and every fire runs once,
+// on one of them.
 //
-//   settlement_service <db-path> <node-id> [ledger-file]
+//   settlement_service <db-path | redis://host:port | etcd://host:port> <node-id> [ledger-file]
 //
 // GNOMON_EXAMPLE_FAST=1 makes both jobs fire every second (for the tests); each run appends
 // "<job> <run id> <fencing token> <node>" to the ledger file.
 #include <gnomon/composite_executor.h>
+#include <gnomon/etcd_coordinator.h>
 #include <gnomon/in_process_executor.h>
+#include <gnomon/redis_coordinator.h>
 #include <gnomon/scheduler.h>
 #include <gnomon/sqlite_coordinator.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -29,11 +33,33 @@ gnomon::Status Record(const std::string& ledger, const gnomon::RunContext& ctx) 
   return out ? gnomon::Status::Ok() : gnomon::InternalError("cannot write " + ledger);
 }
 
+// The coordinator for a backend argument: a redis:// or etcd:// URL, or else a SQLite file path.
+gnomon::Result<std::unique_ptr<gnomon::Coordinator>> OpenBackend(const std::string& backend) {
+  if (backend.starts_with("redis://") || backend.starts_with("rediss://")) {
+    auto options = gnomon::ParseRedisUrl(backend);
+    if (!options.ok()) return options.status();
+    auto redis = gnomon::RedisCoordinator::Open(*options);
+    if (!redis.ok()) return redis.status();
+    return std::unique_ptr<gnomon::Coordinator>(std::move(*redis));
+  }
+  if (backend.starts_with("etcd://")) {
+    auto options = gnomon::ParseEtcdUrl(backend);
+    if (!options.ok()) return options.status();
+    auto etcd = gnomon::EtcdCoordinator::Open(*options);
+    if (!etcd.ok()) return etcd.status();
+    return std::unique_ptr<gnomon::Coordinator>(std::move(*etcd));
+  }
+  auto db = gnomon::SqliteCoordinator::Open(backend, gnomon::SystemClock::Get());
+  if (!db.ok()) return db.status();
+  return std::unique_ptr<gnomon::Coordinator>(std::move(*db));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: settlement_service <db-path> <node-id> [ledger-file]\n";
+    std::cerr << "usage: settlement_service <db-path | redis://host:port | etcd://host:port> "
+                 "<node-id> [ledger-file]\n";
     return 2;
   }
   const std::string ledger = argc > 3 ? argv[3] : "ledger.txt";
@@ -45,9 +71,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto db = gnomon::SqliteCoordinator::Open(argv[1], gnomon::SystemClock::Get());
-  if (!db.ok()) {
-    std::cerr << db.status().ToString() << "\n";
+  auto backend = OpenBackend(argv[1]);
+  if (!backend.ok()) {
+    std::cerr << backend.status().ToString() << "\n";
     return 1;
   }
   gnomon::InProcessExecutor handlers;
@@ -55,7 +81,7 @@ int main(int argc, char** argv) {
   gnomon::SchedulerOptions options;
   options.node_id = argv[2];
   options.shutdown_grace = std::chrono::seconds(5);
-  gnomon::Scheduler scheduler(options, **db, executor, gnomon::SystemClock::Get());
+  gnomon::Scheduler scheduler(options, **backend, executor, gnomon::SystemClock::Get());
 
   gnomon::JobSpec settlement;
   settlement.id = "monthly-settlement";

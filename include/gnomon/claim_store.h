@@ -58,7 +58,8 @@ struct ClaimRequest {
   // kForbid: refused (kOverlap) while another fire of the same job holds a live lease, and the
   // fire is recorded as skipped ("overlap") in the same step. kReplace: the other fires' leases
   // are revoked (their holders' next fenced write fails with LeaseLost) and the claim proceeds.
-  // kAllow: no check.
+  // kBufferOne, kBufferAll: refused (kBusy) while another fire holds a live lease, and nothing is
+  // recorded: the caller claims it again later. kAllow: no check.
   OverlapPolicy overlap = OverlapPolicy::kForbid;
   // Why the fire runs when not by schedule (at most kMaxCauseBytes; "" = by schedule), kept in
   // the claim's running record and in Claim::cause, e.g. "backfill by ops".
@@ -72,6 +73,7 @@ struct ClaimOutcome {
     kTooEarly,        // early-fire guard: try again at scheduled_at - skew_tolerance (backend)
     kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
     kPaused,          // the job is paused: recorded as skipped ("paused") (once)
+    kBusy,            // overlap = buffer_*, a run is live: nothing recorded; claim again later
   } result = Result::kAlreadyClaimed;
   std::optional<Claim> claim;
   Instant backend_now;            // the backend's clock at the claim

@@ -14,13 +14,24 @@
 #include <vector>
 
 #include "gnomon/cron.h"
+#include "gnomon/fire_rules.h"
 #include "gnomon/heap_optional.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 
 namespace gnomon {
 
-enum class OverlapPolicy { kForbid, kAllow, kReplace };
+// A fire that comes due while a run of the job is live: kForbid skips it, kAllow runs it too,
+// kReplace cancels the live run; kBufferOne keeps one such fire waiting until the run ends (later
+// ones are skipped), kBufferAll keeps each, in order, up to kMaxBufferedFires (docs/semantics.md
+// "Overlap").
+enum class OverlapPolicy { kForbid, kAllow, kReplace, kBufferOne, kBufferAll };
+// The fires of one job that wait under overlap = buffer_all on a node; later ones are skipped.
+inline constexpr size_t kMaxBufferedFires = 100;
+// Whether fires of `p` wait for a live run (buffer_one, buffer_all).
+constexpr bool IsBuffered(OverlapPolicy p) {
+  return p == OverlapPolicy::kBufferOne || p == OverlapPolicy::kBufferAll;
+}
 enum class MisfirePolicy { kSkip, kOnce, kAll };
 enum class LostPolicy { kFail, kRerun };
 
@@ -40,10 +51,46 @@ struct HttpTarget {
   friend bool operator==(const HttpTarget&, const HttpTarget&) = default;
 };
 
+// The keys that decide which instants of a job's schedule fire, and when (gnomon/fire_rules.h,
+// docs/semantics.md "Windows, calendars and jitter"). Held on the heap by JobSpec, and only when
+// one of them differs from its default: most jobs set none (a million jobs keep 8 bytes each).
+struct FireRulesSpec {
+  std::optional<Instant> start_at;     // no fire before it (included)
+  std::optional<Instant> end_at;       // no fire after it (included)
+  int max_runs = 0;                    // only the first N fires from start_at; 0 = no limit
+  std::vector<std::string> exclude;    // dates, date ranges, cron expressions (the job's zone)
+  std::vector<std::string> calendars;  // ids of named calendars whose entries are excluded too
+  bool record_excluded = false;        // excluded instants get a skipped record ("excluded")
+  Duration jitter{0};                  // each fire is delayed by an offset in [0, jitter)
+  friend bool operator==(const FireRulesSpec&, const FireRulesSpec&) = default;
+};
+
+// The jobs a run of this job fires when its final outcome (after retries) is known
+// (docs/semantics.md "Dependencies"): each child's fire has this fire's instant, so it is claimed
+// once however many nodes see the run end. Held on the heap by JobSpec as FireRulesSpec is.
+// A join (`after`) fires this job for an instant once every listed job's fire of that instant
+// has succeeded; with a join_timeout, an instant whose listed fires did not all succeed within it
+// is recorded as skipped, naming them.
+struct DependencySpec {
+  std::vector<std::string> on_success;   // fired when the run succeeded
+  std::vector<std::string> on_failure;   // fired when it failed or timed out
+  std::vector<std::string> on_complete;  // fired whatever its outcome
+  std::vector<std::string> after;        // this job joins these jobs' fires of an instant
+  Duration join_timeout{0};              // 0 = none: an incomplete join has no record
+  friend bool operator==(const DependencySpec&, const DependencySpec&) = default;
+};
+
 struct JobSpec {
-  std::string id;                // required, [A-Za-z0-9_.-]{1,128}
-  std::string schedule;          // required, the cron dialect (gnomon/cron.h)
+  std::string id;  // required, [A-Za-z0-9_.-]{1,128}
+  // The cron dialect (gnomon/cron.h); empty = no schedule: the job fires only as a child
+  // (DependencySpec), by a trigger or by a backfill.
+  std::string schedule;
   std::string timezone = "UTC";  // IANA zone the schedule is read in
+  // Which instants of the schedule fire, and when (FireRulesSpec); unset = all of them, at their
+  // instant. Read it with FireRulesOf, change it with SetFireRules.
+  HeapOptional<FireRulesSpec> fire_rules;
+  // The jobs its runs fire when they end; read with DependenciesOf, change with SetDependencies.
+  HeapOptional<DependencySpec> dependencies;
   // The executor: exactly one of command, argv, http, or an in-process handler (registered by
   // an embedder under the job id; see Scheduler::AddJob).
   std::string command;            // run with /bin/sh -c
@@ -94,6 +141,14 @@ struct JobSpec {
   bool read_only = false;
 };
 
+// The job's FireRulesSpec, or the defaults when it sets none.
+const FireRulesSpec& FireRulesOf(const JobSpec& job);
+// Sets the job's FireRulesSpec (kept unset when `rules` is all defaults).
+void SetFireRules(JobSpec& job, FireRulesSpec rules);
+// The job's DependencySpec (empty lists when it names no child), and its setter.
+const DependencySpec& DependenciesOf(const JobSpec& job);
+void SetDependencies(JobSpec& job, DependencySpec deps);
+
 // Largest retry backoff (the doubling is capped here).
 inline constexpr Duration kMaxRetryBackoff = std::chrono::minutes(10);
 
@@ -114,15 +169,17 @@ Result<std::string> MergeParams(std::string_view defaults, std::string_view over
 struct CompiledJob {
   JobSpec spec;
   std::shared_ptr<const CronExpr> schedule;  // spec.schedule in spec.timezone; never null
+  std::shared_ptr<const FireRules> rules;    // window, exclusions, jitter; null when none
 };
 
 // Checks every field and compiles the schedule in its zone; the error names the field
 // ("job \"x\": retries: -1 is out of range 0-100"). Jobs with the same schedule and zone share
 // one compiled expression (a million jobs have few distinct schedules; it lives while a job
-// uses it), unless the schedule may use H, which hashes the job id. Thread-safe.
-Result<CompiledJob> CompileJob(JobSpec job);
+// uses it), unless the schedule may use H, which hashes the job id. `calendars`: the named
+// calendars a job's `calendars` key may reference (null: none). Thread-safe.
+Result<CompiledJob> CompileJob(JobSpec job, const Calendars* calendars = nullptr);
 // CompileJob's checks, for a definition that is only checked (its compiled schedule dropped).
-Status ValidateJobSpec(const JobSpec& job);
+Status ValidateJobSpec(const JobSpec& job, const Calendars* calendars = nullptr);
 // Whether `id` matches [A-Za-z0-9_.-]{1,128} and is not made only of dots ("." and ".." would
 // name other paths in URLs and files).
 bool IsValidJobId(std::string_view id);
@@ -159,6 +216,11 @@ enum class RunOutcome {
 };
 std::string_view ToString(RunOutcome o);
 Result<RunOutcome> ParseRunOutcome(std::string_view s);
+
+// The children a run of `job` whose final outcome is `outcome` fires, each once, in the order
+// named: succeeded fires on_success, failed, timed_out and lost fire on_failure, and these and
+// cancelled fire on_complete; a skipped or running fire fires none.
+std::vector<std::string> ChildrenFor(const JobSpec& job, RunOutcome outcome);
 
 // Last bytes of output kept per attempt.
 inline constexpr size_t kMaxOutputBytes = 64 * 1024;

@@ -167,6 +167,14 @@ struct RedisOptions {
   std::string sentinel_master;
   // TLS for every connection (server, sentinels). Default: off.
   TlsOptions tls;
+  // Replicas that must acknowledge a claim batch (WAIT) before the claims are answered, 0-16
+  // (URL `?wait_replicas=N`). A batch that fewer replicas acknowledged within wait_timeout
+  // answers Unavailable for each of its claims, so that none of its fires starts (see
+  // docs/operations.md "Claims across a failover"). Default 0: no WAIT.
+  int wait_replicas = 0;
+  // How long a claim batch's WAIT waits for its replicas; with wait_replicas, > 0 and below
+  // io_timeout. Default 500 ms.
+  Duration wait_timeout = std::chrono::milliseconds(500);
   // TEST SEAM: when set, "now" for every operation is this clock's Now(), passed to the scripts,
   // instead of the server's TIME. Not owned; must outlive the coordinator. Default null
   // (production: the server's clock).
@@ -177,10 +185,21 @@ struct RedisOptions {
 // `rediss://[user[:password]@]host[:port][/db][?tls_param=value&...]` (user and password may be
 // percent-encoded; `redis://:password@host` = password only) into `base` with those fields
 // replaced, `tls` included (off for redis://; for rediss:// on, with the query's parameters, see
-// ParseTlsQuery in gnomon/tls.h). The query starts at the first '?' after the user-info, which ends
+// ParseTlsQuery in gnomon/tls.h) and `wait_replicas` (the query's `wait_replicas=N`, either
+// scheme; 0 without it). The query starts at the first '?' after the user-info, which ends
 // at the last '@' (a password may hold '@' and '?'; write '@' in a query value as %40).
 // InvalidArgument (with the password redacted) when malformed.
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base = {});
+
+// The query of a Redis URL (the part after '?', parameters joined by '&'): `wait_replicas=N`
+// (0-16, 0 when absent) and the tls_* parameters (ParseTlsQuery; `tls_scheme`: the URL is
+// rediss:// or rediss+sentinel://, and `tls` is then enabled). InvalidArgument naming the
+// parameter when one is unknown, malformed, out of range or given twice.
+struct RedisQuery {
+  TlsOptions tls;
+  int wait_replicas = 0;
+};
+Result<RedisQuery> ParseRedisQuery(std::string_view query, bool tls_scheme);
 
 class RedisQueue;
 

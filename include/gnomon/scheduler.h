@@ -111,7 +111,8 @@ struct JobView {
   std::optional<Instant> next_fire;
   bool paused = false;
   std::string pause_reason;
-  int running = 0;  // attempts of this job running on this node
+  int running = 0;                         // attempts of this job running on this node
+  std::shared_ptr<const FireRules> rules;  // window, exclusions, jitter; null when none
 };
 
 class Scheduler {

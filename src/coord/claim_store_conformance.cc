@@ -222,6 +222,24 @@ TEST_P(CoordinatorConformanceTest, ConcurrentOverlapForbidSkipsOnce) {
   EXPECT_EQ(runs[0].skip_reason, "overlap");
 }
 
+TEST_P(CoordinatorConformanceTest, OverlapBufferIsBusyWithoutARecordWhileARunIsLive) {
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(a, *coord_, Req(Fire("j", t0 - minutes(2)), "n", OverlapPolicy::kBufferOne));
+  for (OverlapPolicy p : {OverlapPolicy::kBufferOne, OverlapPolicy::kBufferAll}) {
+    Result<ClaimOutcome> busy = coord_->Claim(Req(Fire("j", t0 - minutes(1)), "m", p));
+    ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+    EXPECT_EQ(busy->result, R::kBusy);
+    EXPECT_FALSE(busy->claim.has_value());
+  }
+  EXPECT_TRUE(RunsOf(*coord_, Fire("j", t0 - minutes(1)).RunId()).empty()) << "nothing recorded";
+  // Once the live run ended, the waiting fire is claimed.
+  ASSERT_OK(coord_->Report(a, RecordOf(a, RunOutcome::kSucceeded, t0, t0), true));
+  Result<ClaimOutcome> later =
+      coord_->Claim(Req(Fire("j", t0 - minutes(1)), "m", OverlapPolicy::kBufferOne));
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later->result, R::kClaimed);
+}
+
 TEST_P(CoordinatorConformanceTest, OverlapForbidIgnoresFinishedExpiredAndOtherJobs) {
   const Instant t0 = clock_.Now();
   CLAIM_OR_FAIL(a, *coord_, Req(Fire("j", t0 - minutes(3)), "n", OverlapPolicy::kForbid));

@@ -90,6 +90,7 @@ Result<ClaimOutcome> FireLedger::Claim(const ClaimRequest& req) {
     // Live fires of the same job at other instants (sibling shards of this instant run together).
     Result<std::vector<FireEntry>> live = txn_.LiveFires(fire, now);
     if (!live.ok()) return live.status();
+    if (!live->empty() && IsBuffered(req.overlap)) return MakeOutcome(R::kBusy, now);
     if (!live->empty() && req.overlap == OverlapPolicy::kForbid) {
       GNOMON_RETURN_IF_ERROR(Skip(fire, req.node_id, "overlap", now, *state));
       return MakeOutcome(R::kOverlap, now);

@@ -32,7 +32,9 @@ Result<E> ParseEnum(std::string_view s, const char* field,
 constexpr std::pair<std::string_view, OverlapPolicy> kOverlap[] = {
     {"forbid", OverlapPolicy::kForbid},
     {"allow", OverlapPolicy::kAllow},
-    {"replace", OverlapPolicy::kReplace}};
+    {"replace", OverlapPolicy::kReplace},
+    {"buffer_one", OverlapPolicy::kBufferOne},
+    {"buffer_all", OverlapPolicy::kBufferAll}};
 constexpr std::pair<std::string_view, MisfirePolicy> kMisfire[] = {
     {"skip", MisfirePolicy::kSkip}, {"once", MisfirePolicy::kOnce}, {"all", MisfirePolicy::kAll}};
 constexpr std::pair<std::string_view, LostPolicy> kLost[] = {{"fail", LostPolicy::kFail},
@@ -232,6 +234,34 @@ Result<std::string> MergeParams(std::string_view defaults, std::string_view over
 
 namespace {
 
+// The jobs a definition names (on_success, on_failure, on_complete, after): job ids, not itself,
+// at most kMaxChildren per key; a sharded job names no children (its shards end apart). Whether
+// they exist, and cycles, are checks of the whole set (CheckJobGraph).
+Status CheckChildren(const JobSpec& job) {
+  if (!job.dependencies) return Status::Ok();
+  constexpr size_t kMaxChildren = 64;
+  const DependencySpec& d = *job.dependencies;
+  for (const auto& [key, names] :
+       {std::pair<const char*, const std::vector<std::string>*>{"on_success", &d.on_success},
+        {"on_failure", &d.on_failure},
+        {"on_complete", &d.on_complete},
+        {"after", &d.after}}) {
+    if (names->empty()) continue;
+    if (job.shards > 1 && std::string_view(key) != "after") {
+      return FieldError(job, key, "a job with shards > 1 names no children (its shards end apart)");
+    }
+    if (names->size() > kMaxChildren) return FieldError(job, key, "names more than 64 jobs");
+    for (const std::string& n : *names) {
+      if (!IsValidJobId(n)) return FieldError(job, key, "\"" + Shown(n) + "\" is not a job id");
+      if (n == job.id) return FieldError(job, key, "names the job itself");
+    }
+  }
+  if (d.join_timeout > Duration(0) && d.after.empty()) {
+    return FieldError(job, "join_timeout", "needs after (the jobs it joins)");
+  }
+  return Status::Ok();
+}
+
 // The checks of the fields after id, timezone and schedule (CompileJob checks those first).
 Status CheckFields(const JobSpec& job) {
   const int executors = (job.command.empty() ? 0 : 1) + (job.argv.empty() ? 0 : 1) +
@@ -322,6 +352,7 @@ Status CheckFields(const JobSpec& job) {
   }
   if (env_bytes > 64 * 1024) return FieldError(job, "env", "larger than 64 KiB");
   if (job.description.size() > 4096) return FieldError(job, "description", "longer than 4096");
+  GNOMON_RETURN_IF_ERROR(CheckChildren(job));
   if (!job.params.empty()) {
     if (Result<nlohmann::json> p = ParseParamsObject(job.params); !p.ok()) {
       return FieldError(job, "params", std::string(p.status().message().substr(8)));
@@ -363,30 +394,98 @@ class ScheduleCache {
 
 }  // namespace
 
-Result<CompiledJob> CompileJob(JobSpec job) {
+namespace {
+
+// The value a JobSpec holds on the heap only when it is not all defaults (FireRulesSpec,
+// DependencySpec): the value, or the defaults; and the setter that keeps the defaults off the heap.
+template <typename T>
+const T& HeldOrDefault(const HeapOptional<T>& held) {
+  static const T kDefaults;
+  return held ? *held : kDefaults;
+}
+
+template <typename T>
+void HoldUnlessDefault(HeapOptional<T>& held, T value) {
+  if (value == T{}) {
+    held.reset();
+  } else {
+    held = std::move(value);
+  }
+}
+
+}  // namespace
+
+const FireRulesSpec& FireRulesOf(const JobSpec& job) { return HeldOrDefault(job.fire_rules); }
+
+void SetFireRules(JobSpec& job, FireRulesSpec rules) {
+  HoldUnlessDefault(job.fire_rules, std::move(rules));
+}
+
+const DependencySpec& DependenciesOf(const JobSpec& job) { return HeldOrDefault(job.dependencies); }
+
+void SetDependencies(JobSpec& job, DependencySpec deps) {
+  HoldUnlessDefault(job.dependencies, std::move(deps));
+}
+
+std::vector<std::string> ChildrenFor(const JobSpec& job, RunOutcome outcome) {
+  std::vector<std::string> out;
+  if (!job.dependencies) return out;
+  const DependencySpec& d = *job.dependencies;
+  auto add = [&out](const std::vector<std::string>& names) {
+    for (const std::string& n : names) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    }
+  };
+  switch (outcome) {
+    case RunOutcome::kSucceeded:
+      add(d.on_success);
+      break;
+    case RunOutcome::kFailed:
+    case RunOutcome::kTimedOut:
+    case RunOutcome::kLost:
+      add(d.on_failure);
+      break;
+    case RunOutcome::kCancelled:
+      break;
+    case RunOutcome::kRunning:
+    case RunOutcome::kSkipped:
+      return out;
+  }
+  add(d.on_complete);
+  return out;
+}
+
+Result<CompiledJob> CompileJob(JobSpec job, const Calendars* calendars) {
   if (!IsValidJobId(job.id)) {
     return InvalidArgumentError("id: \"" + Shown(job.id) +
                                 "\" must match [A-Za-z0-9_.-]{1,128} and not be only dots");
   }
-  if (job.schedule.empty()) return FieldError(job, "schedule", "is required");
+  // A job with no schedule compiles an expression that never matches (February 30th): it has
+  // no timer, and fires only as a child, by a trigger or by a backfill.
+  static const std::string kNoSchedule = "0 0 30 2 *";
+  const std::string& text = job.schedule.empty() ? kNoSchedule : job.schedule;
   // Jobs with the same schedule and zone share one compiled expression (many jobs, few
   // schedules), unless it may use H, which hashes the job id.
   ScheduleCache& cache = ScheduleCache::Get();
-  const bool shareable = job.schedule.find_first_of("Hh") == std::string::npos;
-  const std::string key = shareable ? job.timezone + '\n' + job.schedule : std::string();
+  const bool shareable = text.find_first_of("Hh") == std::string::npos;
+  const std::string key = shareable ? job.timezone + '\n' + text : std::string();
   std::shared_ptr<const CronExpr> schedule = shareable ? cache.Find(key) : nullptr;
   if (schedule == nullptr) {
     Result<TimeZone> zone = TimeZone::Load(job.timezone);
     if (!zone.ok()) return FieldError(job, "timezone", zone.status().message());
-    Result<CronExpr> expr = CronExpr::Parse(job.schedule, CronOptions{*zone, job.id});
+    Result<CronExpr> expr = CronExpr::Parse(text, CronOptions{*zone, job.id});
     if (!expr.ok()) return FieldError(job, "schedule", expr.status().message());
     schedule = std::make_shared<const CronExpr>(std::move(*expr));
     if (shareable) schedule = cache.Insert(key, std::move(schedule));
   }
   GNOMON_RETURN_IF_ERROR(CheckFields(job));
-  return CompiledJob{std::move(job), std::move(schedule)};
+  Result<std::shared_ptr<const FireRules>> rules = FireRules::Compile(job, *schedule, calendars);
+  if (!rules.ok()) return rules.status();
+  return CompiledJob{std::move(job), std::move(schedule), std::move(*rules)};
 }
 
-Status ValidateJobSpec(const JobSpec& job) { return CompileJob(job).status(); }
+Status ValidateJobSpec(const JobSpec& job, const Calendars* calendars) {
+  return CompileJob(job, calendars).status();
+}
 
 }  // namespace gnomon

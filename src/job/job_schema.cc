@@ -49,6 +49,16 @@ Status Read(const KeyValue& v, std::string_view field, Duration* out) {
   return Status::Ok();
 }
 
+Status Read(const KeyValue& v, std::string_view field, std::optional<Instant>* out) {
+  if (v.kind() != KeyValue::Kind::kString) {
+    return WrongType(v, field, "an RFC 3339 time such as \"2027-03-01T00:00:00Z\"");
+  }
+  Result<Instant> t = Instant::ParseRfc3339(v.text());
+  if (!t.ok()) return v.Fail(field, t.status().message());
+  *out = *t;
+  return Status::Ok();
+}
+
 Status ReadSize(const KeyValue& v, std::string_view field, int64_t* out) {
   if (v.kind() == KeyValue::Kind::kInteger) {
     const std::optional<int64_t> x = v.integer();
@@ -144,10 +154,29 @@ Status ReadHttp(const KeyValue& v, JobSpec& job) {
   return Status::Ok();
 }
 
+// A key of the job's FireRulesSpec: read into a copy, kept on the heap only when not all defaults.
+template <typename T>
+Status ReadRule(const KeyValue& v, std::string_view field, JobSpec& j, T FireRulesSpec::*member) {
+  FireRulesSpec rules = FireRulesOf(j);
+  GNOMON_RETURN_IF_ERROR(Read(v, field, &(rules.*member)));
+  SetFireRules(j, std::move(rules));
+  return Status::Ok();
+}
+
+// A key of the job's DependencySpec, kept on the heap as ReadRule keeps FireRulesSpec.
+Status ReadChildren(const KeyValue& v, std::string_view field, JobSpec& j,
+                    std::vector<std::string> DependencySpec::*member) {
+  DependencySpec deps = DependenciesOf(j);
+  GNOMON_RETURN_IF_ERROR(Read(v, field, &(deps.*member)));
+  SetDependencies(j, std::move(deps));
+  return Status::Ok();
+}
+
 json Str() { return {{"type", "string"}}; }
 json Int() { return {{"type", "integer"}}; }
 json Strings() { return {{"type", "array"}, {"items", Str()}}; }
 json StringMap() { return {{"type", "object"}, {"additionalProperties", Str()}}; }
+json Timestamp() { return {{"type", "string"}, {"format", "date-time"}}; }
 json Duration_() { return {{"type", "string"}, {"description", "a duration such as \"30s\""}}; }
 
 constexpr int64_t kDay = 24LL * 3600 * 1000;
@@ -175,12 +204,45 @@ constexpr int64_t kDay = 24LL * 3600 * 1000;
          [](const JobSpec& j) { return json(std::string(ToString(j.MEMBER))); },                 \
          [] { return json{{"type", "string"}, {"enum", json::array({__VA_ARGS__})}}; }}
 
+#define GNOMON_CHILDREN_KEY(NAME)                                                                \
+  JobKey{#NAME, "array of strings", 1, 0,                                                        \
+         [](const KeyValue& v, JobSpec& j) { return ReadChildren(v, #NAME, j, &DependencySpec::NAME); }, \
+         [](const JobSpec& j) { return json(DependenciesOf(j).NAME); }, Strings}
+
 const JobKey kKeys[] = {
     JobKey{"id", "string", 1, 0, [](const KeyValue& v, JobSpec& j) { return Read(v, "id", &j.id); },
            [](const JobSpec& j) { return json(j.id); },
            [] { return json{{"type", "string"}, {"pattern", "^[A-Za-z0-9_.-]{1,128}$"}}; }},
     GNOMON_KEY(schedule, "string", 1, 0, schedule, Str()),
     GNOMON_KEY(timezone, "string", 1, 0, timezone, Str()),
+    JobKey{"start_at", "time", 1, 0, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "start_at", j, &FireRulesSpec::start_at); },
+           [](const JobSpec& j) { return FireRulesOf(j).start_at ? json(FireRulesOf(j).start_at->ToRfc3339()) : json(); }, Timestamp},
+    JobKey{"end_at", "time", 1, 0, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "end_at", j, &FireRulesSpec::end_at); },
+           [](const JobSpec& j) { return FireRulesOf(j).end_at ? json(FireRulesOf(j).end_at->ToRfc3339()) : json(); }, Timestamp},
+    JobKey{"max_runs", "integer", 0, kMaxRuns, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "max_runs", j, &FireRulesSpec::max_runs); },
+           [](const JobSpec& j) { return json(FireRulesOf(j).max_runs); }, Int,
+           [](const JobSpec& j) { return int64_t{FireRulesOf(j).max_runs}; }},
+    JobKey{"exclude", "array of strings", 1, 0, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "exclude", j, &FireRulesSpec::exclude); },
+           [](const JobSpec& j) { return json(FireRulesOf(j).exclude); }, Strings},
+    JobKey{"calendars", "array of strings", 1, 0, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "calendars", j, &FireRulesSpec::calendars); },
+           [](const JobSpec& j) { return json(FireRulesOf(j).calendars); }, Strings},
+    JobKey{"record_excluded", "boolean", 1, 0, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "record_excluded", j, &FireRulesSpec::record_excluded); },
+           [](const JobSpec& j) { return json(FireRulesOf(j).record_excluded); }, [] { return json({{"type", "boolean"}}); }},
+    JobKey{"jitter", "duration", 0, 3600'000, [](const KeyValue& v, JobSpec& j) { return ReadRule(v, "jitter", j, &FireRulesSpec::jitter); },
+           [](const JobSpec& j) { return json(FormatDuration(FireRulesOf(j).jitter)); }, Duration_,
+           [](const JobSpec& j) { return int64_t{FireRulesOf(j).jitter.count()}; }},
+    GNOMON_CHILDREN_KEY(on_success),
+    GNOMON_CHILDREN_KEY(on_failure),
+    GNOMON_CHILDREN_KEY(on_complete),
+    GNOMON_CHILDREN_KEY(after),
+    JobKey{"join_timeout", "duration", 0, 3600'000, [](const KeyValue& v, JobSpec& j) {
+             DependencySpec deps = DependenciesOf(j);
+             GNOMON_RETURN_IF_ERROR(Read(v, "join_timeout", &deps.join_timeout));
+             SetDependencies(j, std::move(deps));
+             return Status::Ok();
+           },
+           [](const JobSpec& j) { return json(FormatDuration(DependenciesOf(j).join_timeout)); }, Duration_,
+           [](const JobSpec& j) { return int64_t{DependenciesOf(j).join_timeout.count()}; }},
     JobKey{"command", "string", 1, 0, [](const KeyValue& v, JobSpec& j) { return Read(v, "command", &j.command); },
            [](const JobSpec& j) { return j.command.empty() ? json() : json(j.command); }, Str},
     JobKey{"argv", "array of strings", 1, 0, [](const KeyValue& v, JobSpec& j) { return Read(v, "argv", &j.argv); },
@@ -196,7 +258,7 @@ const JobKey kKeys[] = {
     GNOMON_DURATION_KEY(timeout, 0, 30 * kDay, timeout),
     GNOMON_INT_KEY(retries, 0, 100, retries),
     GNOMON_DURATION_KEY(retry_backoff, 1, 600'000, retry_backoff),
-    GNOMON_ENUM_KEY(overlap, overlap, ParseOverlapPolicy, "forbid", "allow", "replace"),
+    GNOMON_ENUM_KEY(overlap, overlap, ParseOverlapPolicy, "forbid", "allow", "replace", "buffer_one", "buffer_all"),
     GNOMON_ENUM_KEY(misfire, misfire, ParseMisfirePolicy, "skip", "once", "all"),
     GNOMON_DURATION_KEY(catchup_window, 0, 366 * kDay, catchup_window),
     GNOMON_ENUM_KEY(on_lost, on_lost, ParseLostPolicy, "fail", "rerun"),
@@ -233,6 +295,7 @@ const JobKey kKeys[] = {
 #undef GNOMON_INT_KEY
 #undef GNOMON_DURATION_KEY
 #undef GNOMON_ENUM_KEY
+#undef GNOMON_CHILDREN_KEY
 
 }  // namespace
 
@@ -299,7 +362,7 @@ json JobSpecSchema() {
                            {"description", "PUT only: the version being replaced (or If-Match)"}};
   return {{"type", "object"},
           {"additionalProperties", false},
-          {"required", {"id", "schedule"}},
+          {"required", {"id"}},
           {"properties", std::move(properties)}};
 }
 

@@ -14,7 +14,7 @@ void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_a
     if (rank == 0) {
       claim_batch_.emplace_back(spec, std::move(fire));  // claimed together (the loop flushes)
     } else {
-      loop_.PushLocked(Timer{scheduled_at + ctx_.options().takeover_delay * rank,
+      loop_.PushLocked(Timer{DueAt(*spec, scheduled_at) + ctx_.options().takeover_delay * rank,
                              TimerKind::kTakeover, 0, std::move(fire)});
     }
   }
@@ -77,6 +77,57 @@ void ClaimDispatcher::SubmitShards(const SpecPtr& spec, Instant scheduled_at) {
   }
 }
 
+void ClaimDispatcher::Buffer(const JobSpec& spec, const FireKey& fire) {
+  // The oldest fires wait (buffer_one: one; buffer_all: kMaxBufferedFires), whichever order their
+  // busy answers came in; a newer one beyond that is recorded skipped.
+  std::vector<FireKey> skipped;
+  {
+    MutexLock lock(table_.mu());
+    auto [it, inserted] = waiting_.try_emplace(fire.job_id);
+    if (inserted) waiting_jobs_.fetch_add(1, std::memory_order_relaxed);
+    std::set<Instant>& waiting = it->second;
+    const size_t keep = spec.overlap == OverlapPolicy::kBufferOne ? 1 : kMaxBufferedFires;
+    const bool waits = waiting.count(fire.scheduled_at) > 0;
+    if (!waits && waiting.size() >= keep && *waiting.rbegin() > fire.scheduled_at) {
+      // A newer fire holds the last place: it gives it up (its retry timer then finds it
+      // recorded), and this one waits.
+      const Instant newest = *waiting.rbegin();
+      waiting.erase(std::prev(waiting.end()));
+      for (int s = 0; s < fire.shard_count; ++s) {
+        skipped.push_back(FireKey{fire.job_id, newest, s, fire.shard_count});
+      }
+    }
+    if (waits || waiting.size() < keep) {
+      waiting.insert(fire.scheduled_at);
+      loop_.PushLocked(Timer{ctx_.Now() + kBufferRetry, TimerKind::kClaimRetry, 0, fire});
+      loop_.WakeLocked();
+    } else {
+      skipped.push_back(fire);
+    }
+  }
+  for (const FireKey& f : skipped) {
+    Status s = ctx_.coord().RecordSkipped(f, ctx_.options().node_id, "overlap");
+    if (s.ok()) {
+      ctx_.Emit(SchedulerEvent::Kind::kSkipped, f, "overlap");
+    } else if (s.code() != StatusCode::kAlreadyExists) {
+      ctx_.Emit(SchedulerEvent::Kind::kError, f, "record skipped: " + s.ToString());
+    }
+  }
+}
+
+bool ClaimDispatcher::RetryNowLocked(const FireKey& fire, bool job_defined) {
+  auto it = waiting_.find(fire.job_id);
+  if (it == waiting_.end() || !it->second.count(fire.scheduled_at)) return true;
+  if (!job_defined) {
+    waiting_.erase(it);
+    waiting_jobs_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (*it->second.begin() == fire.scheduled_at) return true;
+  loop_.PushLocked(Timer{ctx_.Now() + kBufferRetry, TimerKind::kClaimRetry, 0, fire});
+  return false;
+}
+
 std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const FireKey& fire,
                                                   const Result<ClaimOutcome>& out, bool catch_up) {
   // Events of a catch-up's claim say so (SchedulerEvent::catch_up).
@@ -87,6 +138,18 @@ std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const Fir
     ev.catch_up = catch_up;
     ctx_.Notify(ev);
   };
+  // Any answer but busy ends a fire's wait (an error hands it to the failed claims below).
+  if ((!out.ok() || out->result != ClaimOutcome::Result::kBusy) &&
+      waiting_jobs_.load(std::memory_order_relaxed) > 0) {
+    MutexLock lock(table_.mu());
+    if (auto it = waiting_.find(fire.job_id); it != waiting_.end()) {
+      it->second.erase(fire.scheduled_at);
+      if (it->second.empty()) {
+        waiting_.erase(it);
+        waiting_jobs_.fetch_sub(1, std::memory_order_relaxed);
+      }
+    }
+  }
   if (!out.ok()) {
     emit(SchedulerEvent::Kind::kError, "claim: " + out.status().ToString());
     MutexLock lock(table_.mu());
@@ -96,6 +159,9 @@ std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const Fir
   switch (out->result) {
     case ClaimOutcome::Result::kClaimed:
       break;
+    case ClaimOutcome::Result::kBusy:
+      Buffer(spec, fire);
+      return std::nullopt;
     case ClaimOutcome::Result::kAlreadyClaimed:
       emit(SchedulerEvent::Kind::kClaimLost, "");
       return std::nullopt;
@@ -122,7 +188,7 @@ std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const Fir
     SchedulerEvent ev = ctx_.MakeEvent(SchedulerEvent::Kind::kClaimed, fire);
     ev.attempt = claim.attempt;
     ev.fencing_token = claim.fencing_token;
-    ev.duration = ev.at - fire.scheduled_at;  // lateness
+    ev.duration = ev.at - EngineContext::DueOf(spec, fire);  // lateness
     ev.catch_up = catch_up;
     ctx_.Notify(ev);
   }
@@ -152,7 +218,7 @@ void ClaimDispatcher::ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch)
     const Instant late = ctx_.Now() - table_.TakeoverWindowLocked();
     std::erase_if(batch, [&](const std::pair<SpecPtr, FireKey>& f) {
       table_.mu().AssertHeld();
-      if (f.second.scheduled_at >= late) return false;
+      if (DueAt(*f.first, f.second.scheduled_at) >= late) return false;
       table_.KeepFailedLocked(f.second);
       return true;
     });
@@ -168,7 +234,7 @@ void ClaimDispatcher::ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch)
     const Result<ClaimOutcome> out =
         i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
     if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, false)) {
-      StartClaimed(spec, *won, sent);
+      StartClaimed(spec, *won, sent, DueAt(*spec, fire.scheduled_at));
     }
   }
 }
@@ -176,16 +242,17 @@ void ClaimDispatcher::ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch)
 // Until its run starts a claimed fire is listed in unstarted_: a graceful stop starts it too
 // (the claim is this node's; no other node may run the fire), and one the stop could not start
 // within shutdown_grace is recorded cancelled and its lease released, not left to expire.
-void ClaimDispatcher::StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent) {
+void ClaimDispatcher::StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent,
+                                   Instant start) {
   lease_.BeginStarting();
   MutexLock lock(table_.mu());
   const uint64_t id = ++unstarted_seq_;
   unstarted_.emplace(id, Unstarted{spec, claim, sent});
-  if (claim.fire.scheduled_at <= ctx_.Now()) {
+  if (start <= ctx_.Now()) {
     SubmitStartLocked(id);
     return;
   }
-  start_at_.emplace(claim.fire.scheduled_at, id);
+  start_at_.emplace(start, id);
   if (start_at_.top().second == id) loop_.WakeLocked();  // earlier than what the loop waits for
 }
 

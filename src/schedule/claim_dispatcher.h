@@ -4,9 +4,9 @@
 // after this node's rank of delays (one FiresRecorded call per batch of due takeovers); single
 // fires (triggers, takeovers, claim retries, failed claims inside claim_grace) are claimed one by
 // one by the RunDriver. Each answer goes through AcceptClaim (recorded skip, claim retry timer,
-// failed claim, admission). A claimed fire is listed as unstarted until its run starts: at once
-// when its instant has come, at its instant when it was claimed ahead (the loop starts it), and
-// by Scheduler::Stop when the node stops first.
+// failed claim, a buffered fire's wait, admission). A claimed fire is listed as unstarted until
+// its run starts: at once when its instant has come, at its instant when it was claimed ahead
+// (the loop starts it), and by Scheduler::Stop when the node stops first.
 //
 // Threads: the loop thread (...Locked: gathering, flushing, claimed-ahead starts), pool workers
 // (claim batches, takeovers, AcceptClaim, StartClaimed), API callers (SubmitShards), and
@@ -19,8 +19,11 @@
 #ifndef GNOMON_SRC_SCHEDULE_CLAIM_DISPATCHER_H_
 #define GNOMON_SRC_SCHEDULE_CLAIM_DISPATCHER_H_
 
+#include <atomic>
+#include <map>
 #include <optional>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -42,7 +45,7 @@ class ClaimDispatcher {
   ClaimDispatcher& operator=(const ClaimDispatcher&) = delete;
 
   // An on-time fire: claimed now by its owner (gathered into the batch); the other nodes check
-  // after their rank's delay (a takeover timer).
+  // after their rank's delay from when it is due (a takeover timer).
   void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
   // Submits the gathered on-time fires as one claim batch (claim lane).
   void FlushClaimBatchLocked() GNOMON_REQUIRES(table_.mu());
@@ -67,9 +70,17 @@ class ClaimDispatcher {
   std::optional<Claim> AcceptClaim(const JobSpec& spec, const FireKey& fire,
                                    const Result<ClaimOutcome>& out, bool catch_up)
       GNOMON_EXCLUDES(table_.mu());
-  // Runs a claimed fire on a worker, at its instant. `sent`: when its claim was sent (steady).
-  void StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent)
+  // Runs a claimed fire on a worker at `start` (its instant, or when a scheduled fire is due:
+  // its jitter offset later). `sent`: when its claim was sent (steady).
+  void StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent, Instant start)
       GNOMON_EXCLUDES(table_.mu());
+
+  // overlap = buffer_one / buffer_all (docs/semantics.md "Overlap"): a fire whose claim found a
+  // live run (kBusy) waits here and is claimed again every kBufferRetry. A kClaimRetry timer of
+  // `fire` claims now unless an older fire of its job waits (buffer_all keeps the order): then
+  // false. A job that is gone drops its waiting fires.
+  static constexpr Duration kBufferRetry = std::chrono::seconds(1);
+  bool RetryNowLocked(const FireKey& fire, bool job_defined) GNOMON_REQUIRES(table_.mu());
 
   // Scheduler::Stop, after the loop ended: starts each fire claimed ahead at its instant (at
   // most claim_ahead away): the claim is this node's; no other node may run the fire.
@@ -83,6 +94,10 @@ class ClaimDispatcher {
   // claimed fire then runs as its own task.
   void ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch) GNOMON_EXCLUDES(table_.mu());
   void SubmitStartLocked(uint64_t id) GNOMON_REQUIRES(table_.mu());
+  // kBusy: `fire` waits (claimed again later), or, beyond what the policy keeps waiting, is
+  // recorded as skipped ("overlap"). The oldest fires wait: an older fire takes the place of
+  // the newest waiting one, which is then recorded skipped.
+  void Buffer(const JobSpec& spec, const FireKey& fire) GNOMON_EXCLUDES(table_.mu());
 
   EngineContext& ctx_;
   JobTable& table_;
@@ -100,6 +115,10 @@ class ClaimDispatcher {
   };
   std::unordered_map<uint64_t, Unstarted> unstarted_ GNOMON_GUARDED_BY(table_.mu());
   uint64_t unstarted_seq_ GNOMON_GUARDED_BY(table_.mu()) = 0;
+  // Fires waiting under a buffer_* policy: the instants of each job's waiting fires.
+  std::map<std::string, std::set<Instant>> waiting_ GNOMON_GUARDED_BY(table_.mu());
+  // waiting_.size(), read without the lock: most claims have no wait to end.
+  std::atomic<size_t> waiting_jobs_{0};
   // The ones claimed ahead, by instant (the loop hands each to a worker at its instant).
   std::priority_queue<std::pair<Instant, uint64_t>, std::vector<std::pair<Instant, uint64_t>>,
                       std::greater<>>

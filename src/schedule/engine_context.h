@@ -81,6 +81,10 @@ class EngineContext {
   // capped at skew_tolerance / 2; 0 unless overlap = allow).
   Duration AheadOf(const JobSpec& spec) const;
   ClaimRequest RequestFor(const JobSpec& spec, const FireKey& fire) const;
+  // When `fire` was due, for its lateness: its instant plus the offset it waited (WaitedOffset).
+  static Instant DueOf(const JobSpec& spec, const FireKey& fire) {
+    return fire.scheduled_at + WaitedOffset(spec, fire.scheduled_at);
+  }
 
   // A record of `claim`'s attempt of `fire`, started now, with no outcome yet.
   RunRecord BaseRecord(const FireKey& fire, const Claim& claim) const;

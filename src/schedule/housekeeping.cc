@@ -1,6 +1,8 @@
-// Housekeeping: heartbeat, skew, live nodes, lost runs, failed claims, pruning, state poll.
+// Housekeeping: heartbeat, skew, live nodes, lost runs, failed claims, pruning, the children
+// sweep, state poll.
 #include "src/schedule/housekeeping.h"
 
+#include "src/schedule/child_firer.h"
 #include "src/schedule/claim_dispatcher.h"
 #include "src/schedule/lease_keeper.h"
 #include "src/schedule/misfire_handler.h"
@@ -41,6 +43,7 @@ void Housekeeping::PassLocked() {
   for (const SpecPtr& s : table_.PruneSlice()) {
     (void)ctx_.coord().PruneHistory(s->id, s->history_keep, s->history_max_age);
   }
+  if (children_ != nullptr) children_->Sweep();
 }
 
 void Housekeeping::ResolveLostRuns() {
@@ -58,7 +61,7 @@ void Housekeeping::ResolveLostRuns() {
     ev.fencing_token = e.fencing_token;
     ev.detail = std::string(ToString(spec->on_lost)) + " (holder " + e.node_id + ")";
     ctx_.Notify(ev);
-    if (*r) dispatch_.StartClaimed(spec, **r, sent);
+    if (*r) dispatch_.StartClaimed(spec, **r, sent, (*r)->fire.scheduled_at);
   }
 }
 

@@ -2,7 +2,8 @@
 // housekeeping_interval) measures the clock skew to the backend, heartbeats into the live set
 // and reads it back (sharded ownership ranks it), resolves lost runs (expired leases of any node,
 // per the job's on_lost: a rerun is started here), hands failed claims and unwritten skip
-// records to the MisfireHandler, and prunes a slice of the jobs' history. The state poll (every
+// records to the MisfireHandler, prunes a slice of the jobs' history, and fires the children of
+// ended runs that have none yet (ChildFirer::Sweep). The state poll (every
 // state_poll_interval) re-reads pause states when the backend's JobsVersion changed, and renews
 // every lease held here at once (the change may be an operator's cancel).
 //
@@ -24,6 +25,7 @@
 
 namespace gnomon::internal {
 
+class ChildFirer;
 class ClaimDispatcher;
 class LeaseKeeper;
 class MisfireHandler;
@@ -35,6 +37,9 @@ class Housekeeping {
       : ctx_(ctx), table_(table), lease_(lease), dispatch_(dispatch), misfire_(misfire) {}
   Housekeeping(const Housekeeping&) = delete;
   Housekeeping& operator=(const Housekeeping&) = delete;
+
+  // The pass sweeps for children of ended runs (ChildFirer::Sweep). REQUIRES: before Start.
+  void Wire(ChildFirer& children) { children_ = &children; }
 
   // One housekeeping pass (skipped while another runs).
   void Pass() GNOMON_EXCLUDES(pass_mu_);
@@ -51,6 +56,7 @@ class Housekeeping {
   LeaseKeeper& lease_;
   ClaimDispatcher& dispatch_;
   MisfireHandler& misfire_;
+  ChildFirer* children_ = nullptr;
   Mutex pass_mu_;  // held by the pass under way
   OnePassAtATime state_polls_;
   int64_t jobs_version_ = -1;  // used by one state poll pass at a time (state_polls_)

@@ -7,8 +7,8 @@
 
 namespace gnomon::internal {
 
-JobEntry& JobTable::InstallLocked(const JobSpec& job, std::shared_ptr<const CronExpr> expr,
-                                  bool& inserted) {
+JobEntry& JobTable::InstallLocked(const CompiledJob& compiled, bool& inserted) {
+  const JobSpec& job = compiled.spec;
   const Instant now = ctx_.Now();
   auto [it, is_new] = jobs_.try_emplace(job.id);
   inserted = is_new;
@@ -16,14 +16,21 @@ JobEntry& JobTable::InstallLocked(const JobSpec& job, std::shared_ptr<const Cron
   const bool schedule_changed =
       inserted || e.spec->schedule != job.schedule || e.spec->timezone != job.timezone;
   e.spec = std::make_shared<const JobSpec>(job);
-  e.expr = std::move(expr);
+  e.expr = compiled.schedule;
+  e.rules = compiled.rules;
   ++e.gen;
   if (inserted) {
-    e.cursor = now - ctx_.options().claim_grace - Duration(1);
-    e.catchup_until = e.cursor;
+    e.cursor = FirstCursor(job, now);
+    e.catchup_until = now - ctx_.options().claim_grace - Duration(1);
   }
   if (schedule_changed && !inserted) e.cursor = std::max(e.cursor, now - Duration(1));
   return e;
+}
+
+Instant JobTable::FirstCursor(const JobSpec& job, Instant now) const {
+  // (A fire of a jittered job is due up to `jitter` after its instant: one whose instant is older
+  // than the grace may still be on time, so the loop expands from that far back.)
+  return now - ctx_.options().claim_grace - FireRulesOf(job).jitter - Duration(1);
 }
 
 void JobTable::RetainLocked(const std::set<std::string>& ids) {
@@ -54,6 +61,17 @@ SpecPtr JobTable::Spec(const std::string& id) const {
   return it->second.spec;
 }
 
+Result<SpecPtr> JobTable::SpecWithParams(const std::string& id, const std::string& params) const {
+  SpecPtr spec = Spec(id);
+  if (!spec) return NotFoundError("job \"" + id + "\" is not defined");
+  if (params.empty()) return spec;
+  Result<std::string> merged = MergeParams(spec->params, params);
+  if (!merged.ok()) return merged.status();
+  auto with_params = std::make_shared<JobSpec>(*spec);
+  with_params->params = std::move(*merged);
+  return SpecPtr(std::move(with_params));
+}
+
 std::vector<std::string> JobTable::Ids() const {
   MutexLock lock(mu_);
   std::vector<std::string> ids;
@@ -62,6 +80,7 @@ std::vector<std::string> JobTable::Ids() const {
 }
 
 std::optional<Instant> JobTable::NextLocked(const JobEntry& e, Instant after) {
+  if (e.rules) return e.rules->Next(*e.expr, after);
   for (const NextMemo& m : next_memo_) {
     if (m.expr == e.expr && m.after == after) return m.next;
   }
@@ -174,7 +193,7 @@ std::vector<SpecPtr> JobTable::PruneSlice() {
 
 namespace {
 JobView ViewOf(const JobEntry& e) {
-  return JobView{*e.spec, e.expr, e.next, e.paused, e.pause_reason, e.running};
+  return JobView{*e.spec, e.expr, e.next, e.paused, e.pause_reason, e.running, e.rules};
 }
 }  // namespace
 

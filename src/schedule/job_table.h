@@ -35,8 +35,9 @@ namespace gnomon::internal {
 struct JobEntry {
   SpecPtr spec;
   std::shared_ptr<const CronExpr> expr;
-  uint64_t gen = 0;  // bumps on every change; stale timers are dropped
-  Instant cursor;    // fires at or before this were handled
+  std::shared_ptr<const FireRules> rules;  // window, exclusions, jitter; null when none
+  uint64_t gen = 0;                        // bumps on every change; stale timers are dropped
+  Instant cursor;                          // fires at or before this were handled
   std::optional<Instant> next;
   bool paused = false;
   std::string pause_reason;
@@ -46,6 +47,7 @@ struct JobEntry {
   struct Backlog {
     std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
     std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
+    std::set<Instant> unrecorded_excluded;  // the same, of excluded instants (record_excluded)
   };
   std::unique_ptr<Backlog> backlog;
   Backlog& Waiting() {
@@ -57,7 +59,9 @@ struct JobEntry {
   // The paused state above came from the state read (or local change) with this sequence
   // number: an older read, answered late, does not overwrite it (JobTable::SetPausedLocked).
   uint32_t state_seq = 0;
-  Instant catchup_until;  // the catch-up pass covers fires up to here (the install cursor)
+  // The catch-up pass covers the fires due up to here (claim_grace before the job was installed
+  // or the scheduler started); the loop leaves them to it.
+  Instant catchup_until;
 };
 
 class JobTable {
@@ -70,10 +74,13 @@ class JobTable {
   Mutex& mu() const GNOMON_RETURN_CAPABILITY(mu_) { return mu_; }
 
   // Installs or replaces a job; `inserted` says whether it is new. A new job starts at
-  // now - claim_grace: fires within the grace are claimed, older ones are the misfire pass's
+  // FirstCursor: fires due within the grace are claimed, older ones are the misfire pass's
   // business; a changed schedule starts now. The caller queues its next fire.
-  JobEntry& InstallLocked(const JobSpec& job, std::shared_ptr<const CronExpr> expr, bool& inserted)
-      GNOMON_REQUIRES(mu_);
+  JobEntry& InstallLocked(const CompiledJob& job, bool& inserted) GNOMON_REQUIRES(mu_);
+  // Where a job's cursor starts at `now` (installed, or the scheduler started): fires due within
+  // claim_grace are still to be handled, so now - claim_grace - jitter (the loop leaves those due
+  // before to the catch-up pass: JobEntry::catchup_until).
+  Instant FirstCursor(const JobSpec& job, Instant now) const;
   // Drops every job whose id is not in `ids` (SetJobs).
   void RetainLocked(const std::set<std::string>& ids) GNOMON_REQUIRES(mu_);
   bool Remove(const std::string& id) GNOMON_EXCLUDES(mu_);
@@ -83,11 +90,20 @@ class JobTable {
   std::map<std::string, JobEntry>& EntriesLocked() GNOMON_REQUIRES(mu_) { return jobs_; }
   // The job's definition; null when it is not defined.
   SpecPtr Spec(const std::string& id) const GNOMON_EXCLUDES(mu_);
+  // The job's definition with `params` merged over its default params (a copy; the fire runs
+  // it), or as it is when there are none. NotFound when it is not defined.
+  Result<SpecPtr> SpecWithParams(const std::string& id, const std::string& params) const
+      GNOMON_EXCLUDES(mu_);
   std::vector<std::string> Ids() const GNOMON_EXCLUDES(mu_);
 
-  // e.expr->Next(after). Jobs that share a compiled schedule fire together and ask the same
-  // questions in a row, so the last answers are kept.
+  // The job's first fire after `after` (its schedule under its rules). Jobs that share a compiled
+  // schedule (and have no rules) fire together and ask the same questions in a row, so the last
+  // answers are kept.
   std::optional<Instant> NextLocked(const JobEntry& e, Instant after) GNOMON_REQUIRES(mu_);
+  // The job's last fire before `before`.
+  static std::optional<Instant> PrevOf(const JobEntry& e, Instant before) {
+    return PrevFire(*e.expr, e.rules.get(), before);
+  }
 
   // A fire that was not claimed on time (a backend error, a late takeover or claim batch): kept
   // in its job's failed claims, which housekeeping hands to the misfire policy.

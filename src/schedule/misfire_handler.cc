@@ -14,8 +14,10 @@ void MisfireHandler::ApplyLocked(const JobEntry& e, const std::vector<Instant>& 
   std::vector<Instant> run;
   std::vector<Instant> skip;
   for (Instant f : missed) {
-    (f >= now - e.spec->catchup_window && e.spec->misfire != gnomon::MisfirePolicy::kSkip ? run
-                                                                                          : skip)
+    (DueAt(*e.spec, f) >= now - e.spec->catchup_window &&
+             e.spec->misfire != gnomon::MisfirePolicy::kSkip
+         ? run
+         : skip)
         .push_back(f);
   }
   if (e.spec->misfire == gnomon::MisfirePolicy::kOnce && !run.empty()) {
@@ -68,7 +70,7 @@ void MisfireHandler::SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant>
             latest = f;
             break;
           }
-          if (rec->front().started_at - f > window) break;  // recorded late: handled
+          if (rec->front().started_at - DueAt(*spec, f) > window) break;  // recorded late: handled
         }
         SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
         if (latest) RunCatchUp(spec, {*latest});
@@ -78,17 +80,18 @@ void MisfireHandler::SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant>
 
 // A record that could not be written (backend down) is kept and written again by housekeeping,
 // so no missed fire goes without its record.
-void MisfireHandler::SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip) {
+void MisfireHandler::SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip,
+                                       std::string reason) {
   if (skip.empty()) return;
   ctx_.pool().Submit(
-      [this, spec, skip] {
+      [this, spec, skip, reason] {
         std::vector<Instant> unwritten;
         for (Instant f : skip) {
           for (int s = 0; s < spec->shards; ++s) {
             const FireKey fire{spec->id, f, s, spec->shards};
-            Status st = ctx_.coord().RecordSkipped(fire, ctx_.options().node_id, "misfire");
+            Status st = ctx_.coord().RecordSkipped(fire, ctx_.options().node_id, reason);
             if (st.ok()) {
-              ctx_.Emit(SchedulerEvent::Kind::kSkipped, fire, "misfire");
+              ctx_.Emit(SchedulerEvent::Kind::kSkipped, fire, reason);
             } else if (st.code() != StatusCode::kAlreadyExists) {
               ctx_.Emit(SchedulerEvent::Kind::kError, fire, "record skipped: " + st.ToString());
               if (unwritten.empty() || unwritten.back() != f) unwritten.push_back(f);
@@ -99,7 +102,8 @@ void MisfireHandler::SubmitSkipRecords(const SpecPtr& spec, const std::vector<In
         MutexLock lock(table_.mu());
         if (JobEntry* e = table_.FindLocked(spec->id)) {
           for (Instant f : unwritten) {
-            std::set<Instant>& unrecorded = e->Waiting().unrecorded;
+            std::set<Instant>& unrecorded =
+                reason == "excluded" ? e->Waiting().unrecorded_excluded : e->Waiting().unrecorded;
             if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
           }
         }
@@ -147,9 +151,11 @@ void MisfireHandler::CatchUpStep() {
       if (!state.last_scheduled || !e->spec->enabled) continue;
       // Newest first, so a long outage of a frequent job keeps the fires inside the window.
       std::vector<Instant> missed;
-      for (std::optional<Instant> f = e->expr->Prev(e->catchup_until + Duration(1));
-           f && *f > *state.last_scheduled && missed.size() < kMaxMisfires; f = e->expr->Prev(*f)) {
-        missed.push_back(*f);
+      for (std::optional<Instant> f = JobTable::PrevOf(*e, e->catchup_until + Duration(1));
+           f && *f > *state.last_scheduled && missed.size() < kMaxMisfires;
+           f = JobTable::PrevOf(*e, *f)) {
+        // (A fire due after catchup_until, its jitter offset later, is the loop's.)
+        if (DueAt(*e->spec, *f) <= e->catchup_until) missed.push_back(*f);
       }
       std::reverse(missed.begin(), missed.end());
       ApplyLocked(*e, missed, now);
@@ -165,10 +171,15 @@ void MisfireHandler::RetryFailedClaimsLocked() {
   for (auto& [id, e] : table_.EntriesLocked()) {
     if (!e.backlog) continue;
     std::set<Instant>& unrecorded = e.backlog->unrecorded;
+    std::set<Instant>& excluded = e.backlog->unrecorded_excluded;
     std::set<Instant>& failed = e.backlog->failed;
     if (!unrecorded.empty()) {
       SubmitSkipRecords(e.spec, std::vector<Instant>(unrecorded.begin(), unrecorded.end()));
       unrecorded.clear();
+    }
+    if (!excluded.empty()) {
+      SubmitSkipRecords(e.spec, std::vector<Instant>(excluded.begin(), excluded.end()), "excluded");
+      excluded.clear();
     }
     if (failed.empty()) {
       e.backlog.reset();
@@ -191,11 +202,12 @@ void MisfireHandler::RetryFailedClaimsLocked() {
     for (Instant f : failed) {
       const std::optional<Instant> newer = table_.NextLocked(e, f);
       const bool overtaken = newer && *newer <= e.cursor;
-      (now - f < ctx_.options().claim_grace && !overtaken ? on_time : missed).push_back(f);
+      (now - DueAt(*e.spec, f) < ctx_.options().claim_grace && !overtaken ? on_time : missed)
+          .push_back(f);
     }
     if (!missed.empty()) {
-      const std::optional<Instant> after = e.expr->Next(missed.back());
-      if (after && *after <= now && now < *after + window &&
+      const std::optional<Instant> after = table_.NextLocked(e, missed.back());
+      if (after && DueAt(*e.spec, *after) <= now && now < DueAt(*e.spec, *after) + window &&
           !std::binary_search(on_time.begin(), on_time.end(), *after)) {
         continue;  // all kept as failed, for a later pass
       }

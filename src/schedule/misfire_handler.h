@@ -45,6 +45,10 @@ class MisfireHandler {
   // Housekeeping: fires whose claim failed on a backend error, and skip records that could not
   // be written, go through the policy again now that the backend may be back.
   void RetryFailedClaimsLocked() GNOMON_REQUIRES(table_.mu());
+  // Records fires as skipped (`reason` "misfire", or "excluded": TimerLoop), keeping those whose
+  // record failed for housekeeping. Work is submitted to the claim lane.
+  void SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip,
+                         std::string reason = "misfire");
 
  private:
   // Reads one queued chunk of job states and applies the policy; queues itself again while
@@ -53,8 +57,6 @@ class MisfireHandler {
   // misfire = once: runs the latest missed fire of `batch` (ascending) and records the others
   // skipped (see the .cc for which fire is the latest missed).
   void SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant> batch, Duration window);
-  // Records fires as skipped ("misfire"), keeping those whose record failed for housekeeping.
-  void SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip);
   // Runs each shard of each fire, one after another (RunDriver::RunInOrder, catch_up).
   void RunCatchUp(const SpecPtr& spec, const std::vector<Instant>& fires);
 

@@ -52,7 +52,7 @@ void RunDriver::RunFire(const SpecPtr& job, const FireKey& fire, std::optional<C
         dispatch_->AcceptClaim(*job, fire, ctx_.coord().Claim(req), opts.catch_up);
     if (!won) return Then(then);
     if (fire.scheduled_at > ctx_.Now()) {  // claimed ahead (or early, within skew_tolerance)
-      dispatch_->StartClaimed(job, *won, claim_sent);
+      dispatch_->StartClaimed(job, *won, claim_sent, fire.scheduled_at);
       return Then(then);
     }
     claim = *won;
@@ -211,7 +211,7 @@ RunRecord RunDriver::Attempt(const JobSpec& spec, const FireKey& fire, const Cla
   if (ctx_.observed()) {
     SchedulerEvent started = ctx_.MakeEvent(SchedulerEvent::Kind::kRunStarted, fire, claim);
     started.traceparent = rc.traceparent;
-    started.duration = started.at - fire.scheduled_at;  // lateness
+    started.duration = started.at - EngineContext::DueOf(spec, fire);  // lateness
     ctx_.Notify(started);
   }
   traceparent = rc.traceparent;

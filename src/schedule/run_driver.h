@@ -57,6 +57,8 @@ class RunDriver {
   RunDriver& operator=(const RunDriver&) = delete;
   // Claims go through `dispatch` (AcceptClaim, StartClaimed). REQUIRES: before any RunFire.
   void Wire(ClaimDispatcher& dispatch) { dispatch_ = &dispatch; }
+  // RunReporter::OnEnded. REQUIRES: before any RunFire.
+  void OnEnded(RunReporter::EndedHook hook) { reporter_.OnEnded(std::move(hook)); }
 
   // Runs `fire` of `job`: claims it first unless `resumed` (a claim this node holds, its claim
   // or last renewal sent at steady `claim_sent`), then attempts, retries and reports it. A fire

@@ -36,6 +36,7 @@ void RunReporter::EndReported(FinishedAttempt& a, const Status& reported) {
     ctx_.Emit(SchedulerEvent::Kind::kError, a.fire, "report: " + reported.ToString());
   }
   EndRun(*a.job, a.fire, a.run, a.rec.outcome);
+  if (reported.ok() && on_ended_) on_ended_(*a.job, a.fire, a.rec);
 }
 
 void RunReporter::Queue(std::shared_ptr<FinishedAttempt> done) {

@@ -57,6 +57,12 @@ class RunReporter {
   // Queues the final report of a run for the drain, which ends the run once it is answered.
   void Queue(std::shared_ptr<FinishedAttempt> done) GNOMON_EXCLUDES(reports_mu_);
 
+  // Called, on the reporting thread, for each run whose final report the backend took
+  // (docs/semantics.md "Dependencies": the run's children are fired from it). REQUIRES: set
+  // before any run.
+  using EndedHook = std::function<void(const JobSpec&, const FireKey&, const RunRecord&)>;
+  void OnEnded(EndedHook hook) { on_ended_ = std::move(hook); }
+
   // Announced once recorded, so whoever hears it can read it back from the backend.
   void AnnounceFinished(const FireKey& fire, const Claim& attempt, const RunRecord& rec,
                         Duration took, const std::string& traceparent);
@@ -75,6 +81,7 @@ class RunReporter {
   EngineContext& ctx_;
   JobTable& table_;
   LeaseKeeper& lease_;
+  EndedHook on_ended_;
   Mutex reports_mu_;
   // Final reports waiting to be sent; a drain task is queued or running while
   // report_drain_queued_.

@@ -1,6 +1,7 @@
 // Scheduler: the facade that wires the engine's parts (src/schedule/*.h; docs/architecture.md,
 // "The engine's threads, locks and hand-offs"): the JobTable, the TimerLoop, the
-// ClaimDispatcher, the RunDriver, the LeaseKeeper, Housekeeping and the MisfireHandler, with
+// ClaimDispatcher, the RunDriver, the ChildFirer, the LeaseKeeper, Housekeeping and the
+// MisfireHandler, with
 // the EngineContext they share. It holds the lifecycle (Start, Stop) and the API callers' entry
 // points; the work is the parts'.
 #include "gnomon/scheduler.h"
@@ -8,6 +9,7 @@
 #include <deque>
 #include <set>
 
+#include "src/schedule/child_firer.h"
 #include "src/schedule/claim_dispatcher.h"
 #include "src/schedule/engine_context.h"
 #include "src/schedule/housekeeping.h"
@@ -34,11 +36,16 @@ class Scheduler::Impl {
         lease_(ctx_),
         live_output_(coordinator, clock, ctx_.options().live_output_interval),
         driver_(ctx_, table_, lease_, live_output_),
+        children_(ctx_, table_, driver_),
         dispatch_(ctx_, table_, loop_, lease_, driver_),
         misfire_(ctx_, table_, dispatch_, driver_),
         housekeeping_(ctx_, table_, lease_, dispatch_, misfire_) {
     loop_.Wire(dispatch_, misfire_, housekeeping_);
     driver_.Wire(dispatch_);
+    driver_.OnEnded([this](const JobSpec& job, const FireKey& fire, const RunRecord& rec) {
+      children_.Ended(job, fire, rec.outcome, job.params);
+    });
+    housekeeping_.Wire(children_);
   }
 
   ~Impl() { Stop(); }
@@ -47,7 +54,7 @@ class Scheduler::Impl {
   // Jobs arrive checked and compiled (CompileJob): nothing is validated or parsed again here.
   Status AddJob(const CompiledJob& job) {
     MutexLock lock(table_.mu());
-    InstallLocked(job.spec, job.schedule);
+    InstallLocked(job);
     return Status::Ok();
   }
 
@@ -60,7 +67,7 @@ class Scheduler::Impl {
     }
     MutexLock lock(table_.mu());
     table_.RetainLocked(ids);
-    for (const CompiledJob& job : jobs) InstallLocked(job.spec, job.schedule);
+    for (const CompiledJob& job : jobs) InstallLocked(job);
     return Status::Ok();
   }
 
@@ -86,7 +93,8 @@ class Scheduler::Impl {
       ctx_.StartPool();
       std::vector<std::string> ids;
       for (auto& [id, e] : table_.EntriesLocked()) {
-        e.cursor = e.catchup_until = ctx_.started_at() - ctx_.options().claim_grace - Duration(1);
+        e.cursor = table_.FirstCursor(*e.spec, ctx_.started_at());
+        e.catchup_until = ctx_.started_at() - ctx_.options().claim_grace - Duration(1);
         ++e.gen;
         loop_.ScheduleNextLocked(id, e);
         ids.push_back(id);
@@ -140,7 +148,7 @@ class Scheduler::Impl {
   }
 
   Result<int> Rerun(const FireKey& fire, const std::string& params, const std::string& cause) {
-    Result<SpecPtr> spec = WithParams(fire.job_id, params);
+    Result<SpecPtr> spec = table_.SpecWithParams(fire.job_id, params);
     if (!spec.ok()) return spec.status();
     GNOMON_RETURN_IF_ERROR(Running());
     const Duration sent = ctx_.clock().SteadyNow();
@@ -166,17 +174,17 @@ class Scheduler::Impl {
                                 int max_concurrent, int max_fires, const std::string& cause);
 
   Result<std::string> TriggerNow(const std::string& id, const std::string& params) {
-    Result<SpecPtr> with_params = WithParams(id, params);
+    Result<SpecPtr> with_params = table_.SpecWithParams(id, params);
     if (!with_params.ok()) return with_params.status();
     SpecPtr spec = *with_params;
-    Result<std::shared_ptr<const CronExpr>> expr = RunningExpr(id);
-    if (!expr.ok()) return expr.status();
+    Result<Schedule> sched = RunningSchedule(id);
+    if (!sched.ok()) return sched.status();
     Instant now = ctx_.Now();
     // A trigger is a fire of its own: at an instant of the schedule it would be that scheduled
     // fire (the same run id, claimed once), so it takes the millisecond before (schedules have
     // whole seconds: no other scheduled instant is there; a later one would be claimed ahead).
     const Duration ms(1);
-    if (*expr && (*expr)->Next(now - ms) == now) now = now - ms;
+    if (sched->expr && sched->expr->Next(now - ms) == now) now = now - ms;
     dispatch_.SubmitShards(spec, now);
     return FireKey{id, now, 0, spec->shards}.RunId();
   }
@@ -188,13 +196,13 @@ class Scheduler::Impl {
 
  private:
   // Installs or replaces a job and queues its next fire; a job new after Start is caught up.
-  void InstallLocked(const JobSpec& job, std::shared_ptr<const CronExpr> expr)
-      GNOMON_REQUIRES(table_.mu()) {
+  void InstallLocked(const CompiledJob& job) GNOMON_REQUIRES(table_.mu()) {
     bool inserted = false;
-    internal::JobEntry& e = table_.InstallLocked(job, std::move(expr), inserted);
-    loop_.ScheduleNextLocked(job.id, e);
+    internal::JobEntry& e = table_.InstallLocked(job, inserted);
+    children_.Track(job.spec);
+    loop_.ScheduleNextLocked(job.spec.id, e);
     loop_.WakeLocked();
-    if (inserted && started_) misfire_.StartCatchUpLocked({job.id});
+    if (inserted && started_) misfire_.StartCatchUpLocked({job.spec.id});
   }
 
   Status SetPaused(const std::string& id, bool paused, const std::string& reason) {
@@ -211,25 +219,17 @@ class Scheduler::Impl {
     return Status::Ok();
   }
 
-  // The job's compiled schedule (null when it is not defined), once the scheduler runs.
-  Result<std::shared_ptr<const CronExpr>> RunningExpr(const std::string& id) const {
+  // The job's compiled schedule and rules (expr null when it is not defined), once the
+  // scheduler runs.
+  struct Schedule {
+    std::shared_ptr<const CronExpr> expr;
+    std::shared_ptr<const FireRules> rules;
+  };
+  Result<Schedule> RunningSchedule(const std::string& id) const {
     MutexLock lock(table_.mu());
     if (!started_ || ctx_.Stopping()) return FailedPreconditionError("scheduler is not running");
     const internal::JobEntry* e = table_.FindLocked(id);
-    return e ? e->expr : nullptr;
-  }
-
-  // The job's definition with `params` merged over its default params (a copy; the fire runs
-  // it), or as it is when there are none.
-  Result<SpecPtr> WithParams(const std::string& id, const std::string& params) const {
-    SpecPtr spec = table_.Spec(id);
-    if (!spec) return NotFoundError("job \"" + id + "\" is not defined");
-    if (params.empty()) return spec;
-    Result<std::string> merged = MergeParams(spec->params, params);
-    if (!merged.ok()) return merged.status();
-    auto with_params = std::make_shared<JobSpec>(*spec);
-    with_params->params = std::move(*merged);
-    return SpecPtr(std::move(with_params));
+    return e ? Schedule{e->expr, e->rules} : Schedule{};
   }
 
   // A backfill's fires, run oldest first by at most `lanes` pool tasks at a time; each task runs
@@ -249,6 +249,7 @@ class Scheduler::Impl {
   // What running attempts print, published to the backend every live_output_interval.
   internal::LiveOutput live_output_;
   internal::RunDriver driver_;
+  internal::ChildFirer children_;
   internal::ClaimDispatcher dispatch_;
   internal::MisfireHandler misfire_;
   internal::Housekeeping housekeeping_;
@@ -279,16 +280,19 @@ Result<BackfillPlan> Scheduler::Impl::Backfill(const std::string& id, Instant fr
   if (!(from < until)) return InvalidArgumentError("from: must be before to");
   if (until > ctx_.Now()) return InvalidArgumentError("to: is in the future (backfill past fires)");
   SpecPtr spec = table_.Spec(id);
-  Result<std::shared_ptr<const CronExpr>> expr = RunningExpr(id);
-  if (!expr.ok()) return expr.status();
-  if (!spec || !*expr) return NotFoundError("job \"" + id + "\" is not defined");
+  Result<Schedule> sched = RunningSchedule(id);
+  if (!sched.ok()) return sched.status();
+  if (!spec || !sched->expr) return NotFoundError("job \"" + id + "\" is not defined");
   // The window's instants, counted up to a bound so that a window of years of seconds is
   // refused without being walked.
   constexpr int64_t kCountCap = 1000000;
   std::vector<Instant> instants;
   int64_t count = 0;
-  for (std::optional<Instant> t = (*expr)->Next(from - Duration(1));
-       t && *t < until && count <= kCountCap; t = (*expr)->Next(*t)) {
+  // (Fires the job's rules exclude, or outside its window, are not fires: not backfilled.)
+  const CronExpr& expr = *sched->expr;
+  const FireRules* rules = sched->rules.get();
+  for (std::optional<Instant> t = NextFire(expr, rules, from - Duration(1));
+       t && *t < until && count <= kCountCap; t = NextFire(expr, rules, *t)) {
     if (++count <= max_fires) instants.push_back(*t);
   }
   const int64_t fires = count * spec->shards;

@@ -3,6 +3,7 @@
 // Firing, ownership, the backend clock, overlap, admission, cancels, backfills, timeouts, retries.
 #include "gnomon/scheduler.h"
 
+#include "gnomon/testing/forwarding_coordinator.h"
 #include "src/schedule/scheduler_test_util.h"
 
 namespace gnomon::scheduler_test {
@@ -260,6 +261,122 @@ TEST_F(SchedulerTest, OverlapForbidSkipsAndRecords) {
   EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
   EXPECT_EQ(history[1].outcome, RunOutcome::kSkipped);
   EXPECT_EQ(history[1].skip_reason, "overlap");
+}
+
+// Counts the claims the backend answered kBusy (overlap = buffer_*), by run id, so a test can
+// wait until the engine has tried a fire before it moves the clock on.
+class BusyCounter : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    Result<ClaimOutcome> out = ForwardingCoordinator::Claim(req);
+    Count(req, out);
+    return out;
+  }
+  std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override {
+    std::vector<Result<ClaimOutcome>> outs = ForwardingCoordinator::ClaimMany(reqs);
+    for (size_t i = 0; i < reqs.size() && i < outs.size(); ++i) Count(reqs[i], outs[i]);
+    return outs;
+  }
+  // Waits (real time, up to 10 s) until a claim of `fire` was answered busy.
+  bool AwaitBusy(const FireKey& fire) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return busy_.count(fire.RunId()) > 0; });
+  }
+
+ private:
+  void Count(const ClaimRequest& req, const Result<ClaimOutcome>& out) {
+    if (!out.ok() || out->result != ClaimOutcome::Result::kBusy) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_.insert(req.fire.RunId());
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> busy_;
+};
+
+// A job every 10 s whose first run lasts until Release (a lease that outlasts the test's jumps).
+struct LongFirstRun {
+  LongFirstRun(RecordingExecutor& exec, BusyCounter& busy, Clock& clock, OverlapPolicy overlap)
+      : n("a", busy, exec, clock, Options()) {
+    exec.SetBehavior([&exec, this](const JobSpec&, const RunContext& ctx) {
+      if (runs.fetch_add(1) == 0) exec.WaitForStopOrRelease(ctx);
+      return ExecResult{};
+    });
+    JobSpec j = Job("long", "*/10 * * * * *");
+    j.overlap = overlap;
+    EXPECT_TRUE(n.scheduler->AddJob(j).ok());
+    EXPECT_TRUE(n.scheduler->Start().ok());
+  }
+  static SchedulerOptions Options() {
+    SchedulerOptions o;
+    o.lease_ttl = minutes(5);
+    return o;
+  }
+  static FireKey At(int second) { return FireKey{"long", kStart + seconds(second), 0, 1}; }
+  std::atomic<int> runs{0};
+  Node n;
+};
+
+// overlap = buffer_one under a run longer than two periods: the first fire that came due waits
+// and starts when the run ends (within ClaimDispatcher::kBufferRetry), the next is skipped.
+TEST_F(SchedulerTest, BufferOneKeepsOneFireWaitingForALongRun) {
+  BusyCounter busy(coord_);
+  LongFirstRun job(exec_, busy, clock_, OverlapPolicy::kBufferOne);
+  AdvanceTo(clock_, kStart + seconds(10));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  AdvanceTo(clock_, kStart + seconds(20));
+  ASSERT_TRUE(busy.AwaitBusy(LongFirstRun::At(20)));
+  AdvanceTo(clock_, kStart + seconds(30));
+  ASSERT_TRUE(job.n.observer.Await(Kind::kSkipped, 1, "overlap"));
+  EXPECT_EQ(exec_.started(), 1) << "the fire of :20 waits; it does not run beside the long one";
+  exec_.Release();
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  ASSERT_TRUE(AdvanceUntil(
+      clock_, [&](milliseconds t) { return exec_.AwaitFinished(2, t); }, milliseconds(500),
+      seconds(5)));
+  job.n.scheduler->Stop();
+  const std::vector<RunRecord> history = History(coord_, "long");
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[0].run_id, LongFirstRun::At(10).RunId());
+  EXPECT_EQ(history[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(history[1].run_id, LongFirstRun::At(20).RunId());
+  EXPECT_EQ(history[1].outcome, RunOutcome::kSucceeded) << "it waited, then ran";
+  EXPECT_GE(history[1].started_at, history[0].finished_at);
+  EXPECT_EQ(history[2].run_id, LongFirstRun::At(30).RunId());
+  EXPECT_EQ(history[2].outcome, RunOutcome::kSkipped);
+  EXPECT_EQ(history[2].skip_reason, "overlap");
+}
+
+// overlap = buffer_all: each fire that came due waits, and they run one after another, in order.
+TEST_F(SchedulerTest, BufferAllRunsEachWaitingFireInOrder) {
+  BusyCounter busy(coord_);
+  LongFirstRun job(exec_, busy, clock_, OverlapPolicy::kBufferAll);
+  AdvanceTo(clock_, kStart + seconds(10));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  for (int s : {20, 30, 40}) {
+    AdvanceTo(clock_, kStart + seconds(s));
+    ASSERT_TRUE(busy.AwaitBusy(LongFirstRun::At(s))) << s;
+  }
+  EXPECT_EQ(exec_.started(), 1);
+  exec_.Release();
+  ASSERT_TRUE(AdvanceUntil(
+      clock_, [&](milliseconds t) { return exec_.AwaitFinished(4, t); }, milliseconds(500),
+      seconds(8)));
+  job.n.scheduler->Stop();
+  EXPECT_EQ(job.n.observer.Count(Kind::kSkipped), 0);
+  std::vector<std::string> order;
+  for (const RecordedAttempt& a : exec_.attempts()) order.push_back(a.run_id);
+  std::vector<std::string> want;
+  for (int s : {10, 20, 30, 40}) want.push_back(LongFirstRun::At(s).RunId());
+  order.resize(std::min(order.size(), want.size()));
+  EXPECT_EQ(order, want) << "in the order they came due";
+  const std::vector<RunRecord> history = History(coord_, "long");
+  for (size_t i = 1; i < std::min<size_t>(history.size(), 4); ++i) {
+    EXPECT_EQ(history[i].outcome, RunOutcome::kSucceeded) << i;
+    EXPECT_GE(history[i].started_at, history[i - 1].finished_at) << i;
+  }
 }
 
 // Admission (namespace quotas): asked with the claim held; a refusal is recorded as skipped with

@@ -52,6 +52,11 @@ inline JobSpec Job(const std::string& id, const std::string& schedule) {
   return j;
 }
 
+// The job's FireRulesSpec to set keys of (created when unset).
+inline FireRulesSpec& Rules(JobSpec& j) {
+  return j.fire_rules ? *j.fire_rules : j.fire_rules.emplace();
+}
+
 inline std::vector<RunRecord> History(Coordinator& c, const std::string& job) {
   RunQuery q;
   q.job_id = job;

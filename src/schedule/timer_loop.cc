@@ -49,10 +49,20 @@ void TimerLoop::ScheduleNextLocked(const std::string& id, JobEntry& e,
   } else {
     e.next = known ? *known : table_.NextLocked(e, e.cursor);
   }
-  if (e.next) {
-    timers_.push(
-        Timer{*e.next - ctx_.AheadOf(*e.spec), TimerKind::kFire, e.gen, FireKey{id, {}, 0, 1}});
+  std::optional<Instant> wake;
+  if (e.next) wake = *e.next - ctx_.AheadOf(*e.spec);
+  // A job that records its excluded instants wakes at each of them too: HandleFireLocked records
+  // it and moves the cursor past it (one timer per job still).
+  if (const FireRules* rules = e.rules.get();
+      rules && FireRulesOf(*e.spec).record_excluded && e.spec->enabled) {
+    const Instant after =
+        rules->first() ? std::max(e.cursor, *rules->first() - Duration(1)) : e.cursor;
+    if (std::optional<Instant> raw = e.expr->Next(after);
+        raw && (!rules->last() || *raw <= *rules->last()) && (!wake || *raw < *wake)) {
+      wake = raw;
+    }
   }
+  if (wake) timers_.push(Timer{*wake, TimerKind::kFire, e.gen, FireKey{id, {}, 0, 1}});
 }
 
 void TimerLoop::WakeLocked() {
@@ -113,12 +123,20 @@ void TimerLoop::HandleTimerLocked(const Timer& t) {
                          kClaimLane);
       return;
     }
-    case TimerKind::kClaimRetry:
-      if (JobEntry* e = table_.FindLocked(t.fire.job_id)) dispatch_->SubmitFire(e->spec, t.fire);
+    case TimerKind::kClaimRetry: {
+      JobEntry* e = table_.FindLocked(t.fire.job_id);
+      if (dispatch_->RetryNowLocked(t.fire, e != nullptr) && e)
+        dispatch_->SubmitFire(e->spec, t.fire);
       return;
+    }
     case TimerKind::kFire:
       if (JobEntry* e = table_.FindLocked(t.fire.job_id); e && t.gen == e->gen) {
         HandleFireLocked(t, *e);  // (a stale generation was superseded by a change of the job)
+      }
+      return;
+    case TimerKind::kDelayedFire:
+      if (JobEntry* e = table_.FindLocked(t.fire.job_id); e && e->spec->enabled) {
+        HandleDelayedLocked(t, *e);
       }
       return;
   }
@@ -141,22 +159,71 @@ void TimerLoop::HandleFireLocked(const Timer& t, JobEntry& e) {
   // timer's instant, Next(cursor).
   std::optional<std::optional<Instant>> next;
   const Instant horizon = now + ctx_.AheadOf(*e.spec);  // fires up to here are claimed now
+  std::vector<Instant> excluded;                        // (record_excluded)
   for (std::optional<Instant> f = table_.NextLocked(e, e.cursor);; f = table_.NextLocked(e, *f)) {
+    CollectExcludedLocked(e, e.cursor, f && *f <= horizon ? *f : horizon, excluded);
     if (!f || *f > horizon) {
       next = f;
       break;
     }
     if (missed.size() + on_time.size() == kMaxMisfires) {
       // A long stall of a high-frequency job: the latest fire stands for the rest.
-      f = e.expr->Prev(now + Duration(1));
+      if (std::optional<Instant> latest = JobTable::PrevOf(e, now + Duration(1));
+          latest && *latest > *f) {
+        f = latest;
+      }
     }
-    (*f < now - grace ? missed : on_time).push_back(*f);
+    // Claim and misfire windows count from when the fire is due (its jitter offset later).
+    if (const Instant due = DueAt(*e.spec, *f); due <= e.catchup_until) {
+      // (due before the job was installed: the catch-up pass's business)
+    } else if (due > horizon) {
+      PushLocked(Timer{due - ctx_.AheadOf(*e.spec), TimerKind::kDelayedFire, e.gen,
+                       FireKey{t.fire.job_id, *f, 0, 1}});
+    } else {
+      (due < now - grace ? missed : on_time).push_back(*f);
+    }
     e.cursor = *f;
     if (missed.size() + on_time.size() > kMaxMisfires) break;
   }
   misfire_->ApplyLocked(e, missed, now);
   for (Instant f : on_time) dispatch_->SubmitOwnedLocked(e.spec, f);
+  // The owner records the excluded instants (a write that fails is retried by housekeeping); the
+  // cursor moves past them (no allowed fire lies between).
+  if (!excluded.empty()) {
+    e.cursor = std::max(e.cursor, excluded.back());
+    if (table_.RankLocked(t.fire.job_id, 0) == 0) {
+      misfire_->SubmitSkipRecords(e.spec, excluded, "excluded");
+    }
+  }
   ScheduleNextLocked(t.fire.job_id, e, next);
+}
+
+void TimerLoop::CollectExcludedLocked(const JobEntry& e, Instant after, Instant until,
+                                      std::vector<Instant>& out) {
+  const FireRules* rules = e.rules.get();
+  if (rules == nullptr || !FireRulesOf(*e.spec).record_excluded) return;
+  if (rules->first()) after = std::max(after, *rules->first() - Duration(1));
+  if (rules->last()) until = std::min(until, *rules->last());
+  for (std::optional<Instant> t = e.expr->Next(after);
+       t && *t <= until && out.size() < kMaxMisfires; t = e.expr->Next(*t)) {
+    if (rules->Excluded(*t)) out.push_back(*t);
+  }
+}
+
+void TimerLoop::HandleDelayedLocked(const Timer& t, JobEntry& e) {
+  const Instant f = t.fire.scheduled_at;
+  if (t.gen != e.gen && table_.NextLocked(e, f - Duration(1)) != f) return;  // no longer a fire
+  const Instant now = ctx_.Now();
+  const Instant due = DueAt(*e.spec, f);
+  if (due - ctx_.AheadOf(*e.spec) > now) {  // the job's jitter grew since
+    PushLocked(Timer{due - ctx_.AheadOf(*e.spec), TimerKind::kDelayedFire, e.gen, t.fire});
+    return;
+  }
+  if (due < now - table_.TakeoverWindowLocked()) {
+    misfire_->ApplyLocked(e, {f}, now);
+  } else {
+    dispatch_->SubmitOwnedLocked(e.spec, f);
+  }
 }
 
 }  // namespace gnomon::internal

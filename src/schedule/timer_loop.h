@@ -27,12 +27,14 @@ class ClaimDispatcher;
 class Housekeeping;
 class MisfireHandler;
 
-enum class TimerKind { kFire, kClaimRetry, kTakeover, kHousekeeping, kStatePoll };
+// kFire: a job's next instants; kDelayedFire: one fire whose jitter put it past the horizon its
+// instant was expanded in.
+enum class TimerKind { kFire, kDelayedFire, kClaimRetry, kTakeover, kHousekeeping, kStatePoll };
 struct Timer {
   Instant due;  // on the backend's clock
   TimerKind kind;
-  uint64_t gen;  // kFire: the job's generation when queued (a stale one is dropped)
-  FireKey fire;  // kFire: only its job_id; kClaimRetry, kTakeover: the fire
+  uint64_t gen;  // kFire, kDelayedFire: the job's generation when queued
+  FireKey fire;  // kFire: only its job_id; kDelayedFire: job_id and instant; others: the fire
   bool operator>(const Timer& o) const { return due > o.due; }
 };
 
@@ -79,8 +81,16 @@ class TimerLoop {
  private:
   void Loop() GNOMON_EXCLUDES(table_.mu());
   void HandleTimerLocked(const Timer& t) GNOMON_REQUIRES(table_.mu());
-  // A job's timer: every fire in (cursor, now + claim_ahead] is handled.
+  // A job's timer: every fire in (cursor, now + claim_ahead] is handled: claimed when due by
+  // then (its instant plus its jitter offset), else given a kDelayedFire timer at its due instant.
   void HandleFireLocked(const Timer& t, JobEntry& e) GNOMON_REQUIRES(table_.mu());
+  // Appends the instants of the schedule in (after, until] that the job's exclusions leave out
+  // inside its window, when it records them (record_excluded); at most kMaxMisfires.
+  void CollectExcludedLocked(const JobEntry& e, Instant after, Instant until,
+                             std::vector<Instant>& out) GNOMON_REQUIRES(table_.mu());
+  // A delayed fire come due: claimed, or a misfire when late (a job changed since keeps it only
+  // if it is still one of its fires, at its due instant under the new definition).
+  void HandleDelayedLocked(const Timer& t, JobEntry& e) GNOMON_REQUIRES(table_.mu());
 
   EngineContext& ctx_;
   JobTable& table_;

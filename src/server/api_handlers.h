@@ -4,6 +4,7 @@
 #ifndef GNOMON_SRC_SERVER_API_HANDLERS_H_
 #define GNOMON_SRC_SERVER_API_HANDLERS_H_
 
+#include <memory>
 #include <string>
 
 #include "gnomon/coordinator.h"
@@ -60,11 +61,16 @@ class AssetsHandler final : public ApiHandler {
 // GET /api/v1/cron/preview: the next fires of an expression.
 class CronHandler final : public ApiHandler {
  public:
-  explicit CronHandler(const Clock& clock) : clock_(clock) {}
+  CronHandler(const Clock& clock, std::shared_ptr<const Calendars> calendars)
+      : clock_(clock), calendars_(std::move(calendars)) {}
   Response Handle(Call& call) override;
 
  private:
+  // GET /api/v1/calendars: the named calendars of the config.
+  Response ListCalendars() const;
+
   const Clock& clock_;
+  const std::shared_ptr<const Calendars> calendars_;
 };
 
 // GET /api/v1/nodes: live nodes; a caller limited to namespaces sees each node's running count of

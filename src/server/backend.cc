@@ -137,18 +137,17 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
   if (IsRedisScheme(scheme)) {
     const size_t last_at = rest.rfind('@');
     const size_t question = rest.find('?', last_at == std::string_view::npos ? 0 : last_at + 1);
+    out.tls.enabled = scheme.starts_with("rediss");
     if (question != std::string_view::npos) {
-      Result<TlsOptions> tls =
-          ParseTlsQuery(rest.substr(question + 1), scheme.starts_with("rediss"),
-                        "use rediss:// or rediss+sentinel://");
-      if (!tls.ok()) return InvalidArgumentError(scheme + ": " + tls.status().message());
-      out.tls = *tls;
+      Result<RedisQuery> query =
+          ParseRedisQuery(rest.substr(question + 1), scheme.starts_with("rediss"));
+      if (!query.ok()) return InvalidArgumentError(scheme + ": " + query.status().message());
+      out.tls = query->tls;
+      out.wait_replicas = query->wait_replicas;
       rest = rest.substr(0, question);
     } else if (last_at != std::string_view::npos &&
                rest.substr(0, last_at).find("?tls_") != std::string_view::npos) {
       return InvalidArgumentError(scheme + ": write '@' in a query value as %40");
-    } else {
-      out.tls.enabled = scheme.starts_with("rediss");
     }
   }
   const size_t at = rest.rfind('@');
@@ -247,6 +246,7 @@ Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) 
   base.password = parsed->password;
   base.db = parsed->db;
   base.tls = parsed->tls;
+  base.wait_replicas = parsed->wait_replicas;
   return base;
 }
 

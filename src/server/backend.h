@@ -45,12 +45,14 @@ struct BackendUrl {
   std::string master;  // redis(s)+sentinel: master name (the URL's path), required
   // rediss, rediss+sentinel: enabled, and the query's tls_* parameters (ParseTlsQuery).
   TlsOptions tls;
+  // Redis schemes: the query's wait_replicas=N (RedisOptions::wait_replicas), default 0.
+  int wait_replicas = 0;
 };
 
 // Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
 // `redis+sentinel://[user:pass@]h1:p,h2:p/master`, the same over TLS as `rediss://` and
-// `rediss+sentinel://` (each with optional `?tls_...=...&...` parameters, which start at the
-// first '?' after the user-info) and `etcd://[user:pass@]h1:2379[,h2:2379]`.
+// `rediss+sentinel://` (each with optional `?tls_...=...&...` parameters and `wait_replicas=N`,
+// which start at the first '?' after the user-info) and `etcd://[user:pass@]h1:2379[,h2:2379]`.
 // Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones;
 // an unknown query parameter is named.
 Result<BackendUrl> ParseBackendUrl(std::string_view url);

@@ -1,5 +1,7 @@
 #include "src/server/config_tables.h"
 
+#include <filesystem>
+#include <sstream>
 #include <utility>
 
 #include "src/server/api_util.h"
@@ -218,6 +220,62 @@ Status ParsePolicies(const std::string& file, const toml::node& n, std::vector<P
   for (const PolicyConfig& pc : *out) all.push_back(pc.policy);
   Result<Policies> checked = Policies::Make(std::move(all));
   if (!checked.ok()) return r.Fail(n, checked.status().message());
+  return Status::Ok();
+}
+
+Status ParseCalendars(const std::string& file, const std::string& base_dir, const toml::node& n,
+                      Calendars* out) {
+  const Reporter r(file, "calendar");
+  const toml::array* calendars = n.as_array();
+  if (calendars == nullptr) return r.Fail(n, "must be an array of tables ([[calendar]])");
+  for (const toml::node& elem : *calendars) {
+    const toml::table* t = elem.as_table();
+    if (t == nullptr) return r.Fail(elem, "must be a table ([[calendar]])");
+    Calendars::Calendar cal;
+    cal.source = Source(file, LineOf(elem));
+    for (const auto& [k, v] : Ordered(*t)) {
+      const std::string_view key = k->str();
+      if (key == "id") {
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &cal.id));
+      } else if (key == "dates") {
+        const toml::array* dates = v->as_array();
+        if (dates == nullptr) return r.Fail(*v, "dates: expected an array of dates or strings");
+        for (const toml::node& d : *dates) {
+          std::ostringstream text;
+          if (const auto* s = d.as_string())
+            text << s->get();
+          else if (const auto* day = d.as_date())
+            text << day->get();
+          else
+            return r.Fail(d, "dates: expected a date or a string");
+          cal.entries.push_back(text.str());
+        }
+      } else if (key == "file") {
+        std::string path;
+        GNOMON_RETURN_IF_ERROR(GetString(r, *v, key, &path));
+        path = Resolve(base_dir, path);
+        Result<std::string> text = ReadConfigFile(path);
+        if (!text.ok()) return r.Fail(*v, "file: " + std::string(text.status().message()));
+        std::istringstream lines(*text);
+        for (std::string line; std::getline(lines, line);) {
+          // A comment starts at a '#' that begins the line or follows a blank ("SUN#1" is not one).
+          for (size_t h = line.find('#'); h != std::string::npos; h = line.find('#', h + 1)) {
+            if (h == 0 || line[h - 1] == ' ' || line[h - 1] == '\t') {
+              line.resize(h);
+              break;
+            }
+          }
+          const size_t b = line.find_first_not_of(" \t\r");
+          if (b == std::string::npos) continue;
+          cal.entries.push_back(line.substr(b, line.find_last_not_of(" \t\r") - b + 1));
+        }
+      } else {
+        return UnknownKey(r, *k, {"id", "dates", "file"});
+      }
+    }
+    if (cal.id.empty()) return r.Fail(elem, "id is required");
+    if (Status s = out->Add(std::move(cal)); !s.ok()) return r.Fail(elem, s.message());
+  }
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 // The tables of a config file that configure the server's parts (docs/configuration.md):
-// `[[token]]`, `[[quota]]`, `[[policy]]`, `[[alert]]`, `[tracing]` and `[http_client]`. Each
+// `[[token]]`, `[[quota]]`, `[[policy]]`, `[[calendar]]`, `[[alert]]`, `[tracing]` and
+// `[http_client]`. Each
 // Parse function reads one table (or array of tables) of a parsed TOML document and appends what
 // it read; an error is InvalidArgument located at the file and line (`gnomon.toml:4: alert:
 // unknown key "secrt"`), and nothing is appended for the table in error. Thread-compatible.
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gnomon/fire_rules.h"
 #include "gnomon/status.h"
 #include "src/server/executor_policy.h"
 #include "src/server/toml_reader.h"
@@ -81,6 +83,10 @@ Status ParseHttpClient(const std::string& file, const std::string& base_dir, con
 Status ParseQuotas(const std::string& file, const toml::node& n, std::vector<QuotaConfig>* out);
 // `[[policy]]` tables, checked as a whole by Policies::Make.
 Status ParsePolicies(const std::string& file, const toml::node& n, std::vector<PolicyConfig>* out);
+// `[[calendar]]` tables: id (unique), dates (dates, ranges, cron expressions; TOML dates too) and
+// file (one entry a line, `#` comments; relative to `base_dir`); at most 4096 entries each.
+Status ParseCalendars(const std::string& file, const std::string& base_dir, const toml::node& n,
+                      Calendars* out);
 
 }  // namespace gnomon::server
 

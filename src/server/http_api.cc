@@ -131,7 +131,7 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       probes_(coordinator),
       metrics_handler_(metrics, coordinator, jobs_),
       assets_(options_.version, options_.auth != AuthMode::kNone),
-      cron_(options_.clock != nullptr ? *options_.clock : SystemClock::Get()),
+      cron_(options_.clock != nullptr ? *options_.clock : SystemClock::Get(), catalog.calendars()),
       nodes_(coordinator),
       audit_handler_(catalog.audit()),
       runs_(scheduler, coordinator, quotas_, options_.runs_scan_budget, options_.max_json_depth),
@@ -170,6 +170,7 @@ HttpApi::HttpApi(Scheduler& scheduler, Coordinator& coordinator, JobCatalog& cat
       {{"api", "v1", "runs", "*", "rerun"}, {"POST"}, needs(TokenRole::kOperate), &runs_},
       {{"api", "v1", "nodes"}, {"GET"}, needs(TokenRole::kRead), &nodes_},
       {{"api", "v1", "cron", "preview"}, {"GET"}, needs(TokenRole::kRead), &cron_},
+      {{"api", "v1", "calendars"}, {"GET"}, needs(TokenRole::kRead), &cron_},
       {{"api", "v1", "audit"}, {"GET"}, needs(TokenRole::kAdmin), &audit_handler_},
   };
 }

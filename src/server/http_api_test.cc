@@ -194,6 +194,8 @@ TEST_F(HttpApiTest, JobsLifecycle) {
   EXPECT_FALSE(o["schedule_description"].get<std::string>().empty());
   EXPECT_TRUE(o["next_fire"].is_string());
   EXPECT_TRUE(o.contains("last_run"));
+  EXPECT_EQ(o["version"], 1);
+  EXPECT_EQ(one->get_header_value("ETag"), "\"1\"");
   EXPECT_EQ(client_->Get("/api/v1/jobs/nope", Auth(kRead))->status, 404);
   EXPECT_EQ(client_->Get("/api/v1/jobs/bad%7Bid", Auth(kRead))->status, 400);
 
@@ -211,6 +213,12 @@ TEST_F(HttpApiTest, JobsLifecycle) {
   ASSERT_EQ(put->status, 200) << put->body;
   EXPECT_EQ(Body(put)["version"], 2);
   EXPECT_EQ(scheduler_->GetJob("dyn")->spec.schedule, "@daily");
+  // A GET right after the change shows its version, with no sync pass in between, and the
+  // catalog knows the job under its id only.
+  auto after_put = client_->Get("/api/v1/jobs/dyn", Auth(kRead));
+  EXPECT_EQ(Body(after_put)["version"], 2);
+  EXPECT_EQ(after_put->get_header_value("ETag"), "\"2\"");
+  EXPECT_EQ(server_->catalog.Versions(), (std::map<std::string, int64_t>{{"dyn", 2}}));
   // The body's version field works too.
   auto put2 =
       client_->Put("/api/v1/jobs/dyn", Auth(kAdmin),

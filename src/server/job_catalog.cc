@@ -3,6 +3,7 @@
 #include <set>
 #include <utility>
 
+#include "src/job/job_graph.h"
 #include "src/server/api_util.h"
 #include "src/server/job_json.h"
 
@@ -41,7 +42,8 @@ Status ReadOnly(const JobSpec& spec) {
 
 }  // namespace
 
-// Each job was checked when it was compiled (CompileJob); what is left is the set's uniqueness.
+// Each job was checked when it was compiled (CompileJob); what is left is the set's uniqueness
+// and its graph of children.
 Status JobCatalog::CheckStaticJobs(const std::vector<CompiledJob>& jobs) const {
   std::set<std::string_view> ids;
   for (const CompiledJob& c : jobs) {
@@ -51,7 +53,10 @@ Status JobCatalog::CheckStaticJobs(const std::vector<CompiledJob>& jobs) const {
                                 (j.source.empty() ? "" : " (" + j.source + ")"));
     }
   }
-  return Status::Ok();
+  // A file's jobs name jobs of the file (it is checked whole, before any API job is known).
+  std::vector<const JobSpec*> specs;
+  for (const CompiledJob& c : jobs) specs.push_back(&c.spec);
+  return CheckJobGraph(specs);
 }
 
 Status JobCatalog::SetStaticJobs(std::vector<CompiledJob> jobs) {
@@ -116,7 +121,8 @@ Status JobCatalog::Sync() {
     auto it = dynamic_.find(sj.job_id);
     if (it != dynamic_.end() && it->second.version == sj.version) continue;
     Result<JobSpec> spec = ParseStored(sj);
-    Result<CompiledJob> job = spec.ok() ? CompileJob(std::move(*spec)) : spec.status();
+    Result<CompiledJob> job =
+        spec.ok() ? CompileJob(std::move(*spec), options_.calendars.get()) : spec.status();
     Status s = job.ok() ? scheduler_.AddJob(*job) : job.status();
     if (!s.ok()) {
       if (first.ok()) first = s.WithPrefix("dynamic job \"" + Shown(sj.job_id) + "\"");
@@ -182,6 +188,31 @@ Result<std::optional<StoredJob>> JobCatalog::FindStored(const std::string& id) c
   return stored.status();
 }
 
+std::vector<const JobSpec*> JobCatalog::AllLocked(const JobSpec* instead) const {
+  std::vector<const JobSpec*> all;
+  all.reserve(static_.size() + dynamic_.size() + 1);
+  // First: CheckJobGraph reports a cycle from the first job of the set on it, this one.
+  if (instead != nullptr) all.push_back(instead);
+  for (const auto& [id, job] : static_) all.push_back(&job.spec);
+  for (const auto& [id, d] : dynamic_) {
+    if (instead == nullptr || id != instead->id) all.push_back(&d.job.spec);
+  }
+  return all;
+}
+
+JobCatalog::Related JobCatalog::RelatedTo(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<const JobSpec*> all = AllLocked(nullptr);
+  return Related{ParentsOf(all, id), JoinsOf(all, id), DependentsOf(all, id)};
+}
+
+// The id is copied before `job` moves: in `dynamic_[job.spec.id] = Dynamic{.., std::move(job)}`
+// the right side is evaluated first, and the entry would land under the moved-from (empty) id.
+void JobCatalog::InstallDynamic(int64_t version, CompiledJob job) {
+  std::string id = job.spec.id;
+  dynamic_.insert_or_assign(std::move(id), Dynamic{version, std::move(job)});
+}
+
 Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
   const JobSpec& spec = job.spec;
   std::lock_guard<std::mutex> lock(mu_);
@@ -189,6 +220,7 @@ Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
     return AlreadyExistsError("job \"" + spec.id + "\" already exists (defined in " +
                               it->second.spec.source + ")");
   }
+  GNOMON_RETURN_IF_ERROR(CheckJobGraph(AllLocked(&spec)));
   const std::string definition = DumpJson(JobSpecToJson(spec));
   Result<int64_t> version = definitions_.PutJob(spec.id, definition, 0);
   if (!version.ok()) {
@@ -203,7 +235,7 @@ Result<JobCatalog::Change> JobCatalog::Create(CompiledJob job) {
     return s;
   }
   Change change{*version, "", AuditedDefinition(spec)};
-  dynamic_[spec.id] = Dynamic{*version, std::move(job)};
+  InstallDynamic(*version, std::move(job));
   ++changes_;
   return change;
 }
@@ -215,6 +247,7 @@ Result<JobCatalog::Change> JobCatalog::Replace(CompiledJob job, int64_t expected
   Result<std::optional<StoredJob>> stored = FindStored(spec.id);
   if (!stored.ok()) return stored.status();
   if (!*stored) return NotFoundError("job \"" + spec.id + "\" is not defined");
+  GNOMON_RETURN_IF_ERROR(CheckJobGraph(AllLocked(&spec)));
   Result<JobSpec> old = ParseStored(**stored);
   if (old.ok()) {
     GNOMON_RETURN_IF_ERROR(RestoreSecrets(&spec, *old));
@@ -234,7 +267,7 @@ Result<JobCatalog::Change> JobCatalog::Replace(CompiledJob job, int64_t expected
   }
   GNOMON_RETURN_IF_ERROR(scheduler_.AddJob(job));
   Change change{*version, old.ok() ? AuditedDefinition(*old) : "", AuditedDefinition(spec)};
-  dynamic_[spec.id] = Dynamic{*version, std::move(job)};
+  InstallDynamic(*version, std::move(job));
   ++changes_;
   return change;
 }

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,6 +50,9 @@ struct JobCatalogOptions {
   // Applied under the keys of a stored definition that omits them (the definitions the API stores
   // are complete; this matters for ones written by hand). Default: JobSpec's built-ins.
   JobSpec job_defaults;
+  // The named calendars (`[[calendar]]`) that definitions' `calendars` keys reference. Default
+  // none.
+  std::shared_ptr<const Calendars> calendars = std::make_shared<const Calendars>();
   // Deepest JSON nesting accepted in a stored definition. Default 64.
   int max_json_depth = 64;
   // Audit records kept in the backend: successful calls and failed ones, each their own cap
@@ -135,6 +139,13 @@ class JobCatalog {
   // under another policy) is installed all the same and fails each run, naming the rule
   // (PolicyGuard), so it stays visible.
   const Reloadable<Policies>& policies() const { return policies_; }
+  // The jobs related to `id` (src/job/job_graph.h: ParentsOf, JoinsOf, DependentsOf) over every
+  // definition.
+  struct Related {
+    std::vector<std::string> parents, joins, dependents;
+  };
+  Related RelatedTo(const std::string& id) const;
+  const std::shared_ptr<const Calendars>& calendars() const { return options_.calendars; }
 
  private:
   struct Dynamic {
@@ -142,6 +153,10 @@ class JobCatalog {
     CompiledJob job;
   };
   Status InstallLocked();  // static + dynamic into the scheduler (SetJobs)
+  void InstallDynamic(int64_t version, CompiledJob job);  // into dynamic_ under its id; mu_ held
+  // Every definition (static and dynamic), with `instead` (first) in place of its id's: what
+  // CheckJobGraph checks (docs/semantics.md "Dependencies"); mu_ held.
+  std::vector<const JobSpec*> AllLocked(const JobSpec* instead) const;
   Result<JobSpec> ParseStored(const StoredJob& stored) const;
   Result<std::optional<StoredJob>> FindStored(const std::string& id) const;
 

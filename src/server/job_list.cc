@@ -19,23 +19,45 @@ std::string Executor(const JobSpec& s) {
   return "command";
 }
 
+// Where the job is in its active window (start_at, end_at, max_runs): "not_started" until the
+// window's first fire, "ended" once it has no fire left, else "open" (also without a window).
+std::string_view WindowOf(const JobView& v) {
+  const FireRules* rules = v.rules.get();
+  if (rules == nullptr || !v.schedule) return "open";
+  if (rules->last() && !v.next_fire) return "ended";
+  if (rules->first() && v.next_fire &&
+      rules->Next(*v.schedule, *rules->first() - Duration(1)) == v.next_fire) {
+    return "not_started";
+  }
+  return "open";
+}
+
 }  // namespace
 
 json JobViewJson(const JobView& v, std::optional<int64_t> version, bool with_secrets) {
   json spec = JobSpecToJson(v.spec);
   if (!with_secrets) spec = RedactSecrets(std::move(spec));
-  return json{{"id", v.spec.id},
-              {"spec", std::move(spec)},
-              {"executor", Executor(v.spec)},
-              {"schedule_description", v.schedule ? v.schedule->Describe() : ""},
-              {"timezone", v.spec.timezone},
-              {"next_fire", InstantOrNull(v.next_fire)},
-              {"paused", v.paused},
-              {"pause_reason", v.pause_reason},
-              {"running", v.running},
-              {"read_only", v.spec.read_only},
-              {"source", v.spec.source},
-              {"version", version ? json(*version) : json(nullptr)}};
+  return json{
+      {"id", v.spec.id},
+      {"spec", std::move(spec)},
+      {"executor", Executor(v.spec)},
+      {"schedule_description", v.spec.schedule.empty() ? "no schedule"
+                               : v.schedule            ? v.schedule->Describe()
+                                                       : ""},
+      {"timezone", v.spec.timezone},
+      {"next_fire", InstantOrNull(v.next_fire)},
+      // When the next fire starts: its instant plus the job's jitter offset for it.
+      {"next_start", InstantOrNull(v.next_fire ? std::optional<Instant>(DueAt(v.spec, *v.next_fire))
+                                               : std::nullopt)},
+      {"window", WindowOf(v)},
+      // The window's last instant that may fire (end_at, or the max_runs-th fire).
+      {"last_fire", InstantOrNull(v.rules ? v.rules->last() : std::nullopt)},
+      {"paused", v.paused},
+      {"pause_reason", v.pause_reason},
+      {"running", v.running},
+      {"read_only", v.spec.read_only},
+      {"source", v.spec.source},
+      {"version", version ? json(*version) : json(nullptr)}};
 }
 
 const std::string& JobList::Entry::Rendered(bool with_secrets) const {

@@ -20,6 +20,11 @@ namespace {
 
 using nlohmann::json;
 
+// The job's FireRulesSpec to set keys of (created when unset).
+inline FireRulesSpec& Rules(JobSpec& j) {
+  return j.fire_rules ? *j.fire_rules : j.fire_rules.emplace();
+}
+
 std::string ReadSource(const std::string& relative) {
   std::ifstream in(std::string(GNOMON_SOURCE_DIR) + "/" + relative);
   std::stringstream text;
@@ -86,7 +91,7 @@ TEST(JobSchemaTest, DocsKeyTableMatchesTheSchema) {
     EXPECT_EQ(rows[i].key, key.name) << "row " << i + 1 << " (same order as the schema)";
     EXPECT_EQ(rows[i].type, key.type);
     const json value = key.write(defaults);
-    if (key.name == "id" || key.name == "schedule") {
+    if (key.name == "id") {
       EXPECT_EQ(rows[i].default_text, "required");
     } else if (value.is_null()) {
       EXPECT_EQ(rows[i].default_text, "") << "an executor has no default";
@@ -103,6 +108,12 @@ TEST(JobSchemaTest, EveryKeyRoundTripsThroughJson) {
   j.id = "all";
   j.schedule = "0 3 * * *";
   j.timezone = "Europe/Berlin";
+  Rules(j).start_at = *Instant::ParseRfc3339("2027-03-01T00:00:00+01:00");
+  Rules(j).end_at = *Instant::ParseRfc3339("2027-06-30T23:59:59Z");
+  Rules(j).max_runs = 10;
+  Rules(j).exclude = {"2027-04-05", "2027-05-01/2027-05-03", "* * * * 0,6"};
+  Rules(j).jitter = std::chrono::minutes(5);
+  Rules(j).record_excluded = true;
   j.argv = {"/bin/echo", "hi"};
   j.timeout = std::chrono::minutes(2);
   j.retries = 3;
@@ -127,12 +138,39 @@ TEST(JobSchemaTest, EveryKeyRoundTripsThroughJson) {
   j.cpu_max = std::chrono::seconds(30);
   j.pids_max = 10;
   j.open_files = 100;
+  DependencySpec deps;
+  deps.after = {"extract-eu", "extract-us"};
+  deps.join_timeout = std::chrono::minutes(10);
+  SetDependencies(j, deps);
   const json written = WriteJobKeys(j);
   EXPECT_EQ(written.size(), JobKeys().size() - 2) << "all but command and http";
+  EXPECT_EQ(written["start_at"], "2027-02-28T23:00:00.000Z");
   Result<JobSpec> read = JobSpecFromJson(written, JobSpec{});
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(WriteJobKeys(*read), written);
   EXPECT_TRUE(ValidateJobSpec(*read).ok());
+}
+
+// The children a job names (a sharded job names none, so they are apart from the test above).
+TEST(JobSchemaTest, ChildrenRoundTripThroughJson) {
+  JobSpec j;
+  j.id = "parent";
+  j.command = "true";
+  SetDependencies(j, DependencySpec{{"a", "b"}, {"c"}, {"d"}, {}, Duration(0)});
+  const json written = WriteJobKeys(j);
+  EXPECT_EQ(written["on_success"], json({"a", "b"}));
+  EXPECT_EQ(written["on_failure"], json({"c"}));
+  EXPECT_EQ(written["on_complete"], json({"d"}));
+  EXPECT_FALSE(written.contains("schedule") && !written["schedule"].get<std::string>().empty());
+  Result<JobSpec> read = JobSpecFromJson(written, JobSpec{});
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(DependenciesOf(*read), DependenciesOf(j));
+  EXPECT_TRUE(ValidateJobSpec(*read).ok()) << "no schedule: a child only";
+  // A job that names none keeps nothing on the heap.
+  Result<JobSpec> plain = JobSpecFromJson(
+      json{{"id", "p"}, {"command", "true"}, {"on_success", json::array()}}, JobSpec{});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->dependencies);
 }
 
 // A jobs file and a JSON body that say the same read the same (TOML values go through the JSON
@@ -148,13 +186,17 @@ overlap = "allow"
 params = { day = 2026-12-01, n = 3 }
 env = { A = "1" }
 kill_grace = "3s"
+start_at = 2027-03-01T00:00:00+08:00
+exclude = ["2027-04-05", "2027-05-01/2027-05-03"]
+jitter = "90s"
 )";
   Result<std::vector<JobSpec>> from_toml = SpecsOf(ParseJobsFile(toml, "jobs.toml", JobSpec{}));
   ASSERT_TRUE(from_toml.ok()) << from_toml.status().ToString();
   const json body = json::parse(R"({"id":"same","schedule":"*/5 * * * *",
       "http":{"url":"http://127.0.0.1:9/x","method":"GET","headers":{"X-Team":"fin"}},
       "timeout":"90s","retries":2,"overlap":"allow","params":{"day":"2026-12-01","n":3},
-      "env":{"A":"1"},"kill_grace":"3s"})");
+      "env":{"A":"1"},"kill_grace":"3s","start_at":"2027-02-28T16:00:00Z",
+      "exclude":["2027-04-05","2027-05-01/2027-05-03"],"jitter":"90s"})");
   Result<JobSpec> from_json = JobSpecFromJson(body, JobSpec{});
   ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
   EXPECT_EQ(WriteJobKeys((*from_toml)[0]), WriteJobKeys(*from_json));

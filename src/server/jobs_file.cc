@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "src/job/job_graph.h"
 #include "src/job/job_schema.h"
 #include "src/server/api_util.h"
 #include "src/server/toml_reader.h"
@@ -52,7 +53,8 @@ class TomlKeyValue final : public KeyValue {
  public:
   TomlKeyValue(const Reporter& r, const toml::node& n) : r_(r), n_(n) {}
   Kind kind() const override {
-    if (n_.is_string()) return Kind::kString;
+    // (A date-time reads as its RFC 3339 text: `start_at = 2027-03-01T00:00:00Z`.)
+    if (n_.is_string() || n_.is_date_time()) return Kind::kString;
     if (n_.is_integer()) return Kind::kInteger;
     if (n_.is_floating_point()) return Kind::kFloat;
     if (n_.is_boolean()) return Kind::kBool;
@@ -62,7 +64,14 @@ class TomlKeyValue final : public KeyValue {
   }
   std::string type_name() const override { return std::string(TypeName(n_)); }
   std::string_view map_word() const override { return "a table"; }
-  std::string text() const override { return n_.as_string()->get(); }
+  std::string text() const override {
+    if (const auto* v = n_.as_date_time()) {
+      std::ostringstream text;
+      text << v->get();
+      return text.str();
+    }
+    return n_.as_string()->get();
+  }
   std::optional<int64_t> integer() const override { return n_.as_integer()->get(); }
   bool boolean() const override { return n_.as_boolean()->get(); }
   std::vector<std::unique_ptr<KeyValue>> items() const override {
@@ -122,12 +131,13 @@ Status ApplyJobTable(const Reporter& r, const toml::table& t, bool is_defaults, 
 }
 
 // Checks `defaults` as far as it can be checked without a job: ValidateJobSpec on a probe job.
-Status ValidateDefaults(const Reporter& r, int line, const JobSpec& defaults) {
+Status ValidateDefaults(const Reporter& r, int line, const JobSpec& defaults,
+                        const Calendars* calendars) {
   JobSpec probe = defaults;
   probe.id = "defaults";
   if (probe.schedule.empty()) probe.schedule = "@daily";
   if (probe.command.empty() && probe.argv.empty() && !probe.http) probe.command = "true";
-  Status s = ValidateJobSpec(probe);
+  Status s = ValidateJobSpec(probe, calendars);
   if (s.ok()) return s;
   std::string what = s.message();
   const std::string job_prefix = "job \"defaults\": ";
@@ -137,7 +147,7 @@ Status ValidateDefaults(const Reporter& r, int line, const JobSpec& defaults) {
 
 // One [[job]] table: defaults, then its keys, then CompileJob prefixed with its location.
 Result<CompiledJob> ParseJobTable(const std::string& file, const toml::table& t, size_t index,
-                                  const JobSpec& defaults) {
+                                  const JobSpec& defaults, const Calendars* calendars) {
   const int line = LineOf(t);
   std::string scope = "job #" + std::to_string(index + 1);
   const toml::node* id = t.get("id");
@@ -150,7 +160,7 @@ Result<CompiledJob> ParseJobTable(const std::string& file, const toml::table& t,
   job.source = Source(file, line);
   job.read_only = true;
   std::string source = job.source;
-  Result<CompiledJob> compiled = CompileJob(std::move(job));
+  Result<CompiledJob> compiled = CompileJob(std::move(job), calendars);
   if (!compiled.ok()) return compiled.status().WithPrefix(source);
   return compiled;
 }
@@ -159,7 +169,7 @@ Result<CompiledJob> ParseJobTable(const std::string& file, const toml::table& t,
 
 // The jobs of a `job` key: an array of tables.
 Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec& defaults,
-                     std::vector<CompiledJob>* jobs) {
+                     std::vector<CompiledJob>* jobs, const Calendars* calendars) {
   const Reporter r(file, "");
   const auto* arr = n.as_array();
   if (arr == nullptr) return r.WrongType(n, "job", "an array of tables ([[job]])");
@@ -169,7 +179,7 @@ Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec
     if (t == nullptr) {
       return r.WrongType(e, "job[" + std::to_string(i) + "]", "a table ([[job]])");
     }
-    Result<CompiledJob> job = ParseJobTable(file, *t, i, defaults);
+    Result<CompiledJob> job = ParseJobTable(file, *t, i, defaults, calendars);
     if (!job.ok()) return job.status();
     jobs->push_back(std::move(job).value());
   }
@@ -177,13 +187,14 @@ Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec
 }
 
 // Applies a `[defaults]` table over `*defaults` and checks the result.
-Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defaults) {
+Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defaults,
+                     const Calendars* calendars) {
   const Reporter r(file, "defaults");
   const auto* t = n.as_table();
   if (t == nullptr) return Reporter(file, "").WrongType(n, "defaults", "a table");
   JobSpec d = *defaults;
   GNOMON_RETURN_IF_ERROR(ApplyJobTable(r, *t, /*is_defaults=*/true, &d));
-  GNOMON_RETURN_IF_ERROR(ValidateDefaults(r, LineOf(n), d));
+  GNOMON_RETURN_IF_ERROR(ValidateDefaults(r, LineOf(n), d, calendars));
   *defaults = std::move(d);
   return Status::Ok();
 }
@@ -203,19 +214,28 @@ Status CheckUniqueJobIds(const std::vector<CompiledJob>& jobs) {
   return Status::Ok();
 }
 
+Status CheckJobSet(const std::vector<CompiledJob>& jobs) {
+  GNOMON_RETURN_IF_ERROR(CheckUniqueJobIds(jobs));
+  std::vector<const JobSpec*> specs;
+  specs.reserve(jobs.size());
+  for (const CompiledJob& c : jobs) specs.push_back(&c.spec);
+  return CheckJobGraph(specs);
+}
+
 Result<std::vector<CompiledJob>> ParseJobsFile(std::string_view text, const std::string& name,
-                                               const JobSpec& defaults) {
+                                               const JobSpec& defaults,
+                                               const Calendars* calendars) {
   Result<toml::table> root = ParseToml(text, name);
   if (!root.ok()) return root.status();
   const Reporter r(name, "");
   JobSpec file_defaults = defaults;
   if (const toml::node* d = root->get("defaults")) {
-    GNOMON_RETURN_IF_ERROR(ParseDefaults(name, *d, &file_defaults));
+    GNOMON_RETURN_IF_ERROR(ParseDefaults(name, *d, &file_defaults, calendars));
   }
   std::vector<CompiledJob> jobs;
   for (const auto& [k, v] : Ordered(*root)) {
     if (k->str() == "job") {
-      GNOMON_RETURN_IF_ERROR(ParseJobArray(name, *v, file_defaults, &jobs));
+      GNOMON_RETURN_IF_ERROR(ParseJobArray(name, *v, file_defaults, &jobs, calendars));
     } else if (k->str() != "defaults") {
       return UnknownKey(r, *k, {"job", "defaults"});
     }
@@ -232,10 +252,11 @@ Result<std::vector<JobSpec>> SpecsOf(Result<std::vector<CompiledJob>> jobs) {
   return specs;
 }
 
-Result<std::vector<CompiledJob>> LoadJobsFile(const std::string& path, const JobSpec& defaults) {
+Result<std::vector<CompiledJob>> LoadJobsFile(const std::string& path, const JobSpec& defaults,
+                                              const Calendars* calendars) {
   Result<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  return ParseJobsFile(*text, path, defaults);
+  return ParseJobsFile(*text, path, defaults, calendars);
 }
 
 }  // namespace gnomon::server

@@ -20,17 +20,21 @@ namespace gnomon::server {
 // Reads a jobs file: `[[job]]` tables and an optional `[defaults]` table that applies to this
 // file's jobs (layered over `defaults`). Every job is checked and compiled (CompileJob); ids must
 // be unique within the file. Each job gets source = "<path>:<line of its table>", read_only = true.
-Result<std::vector<CompiledJob>> LoadJobsFile(const std::string& path, const JobSpec& defaults);
+// `calendars`: the daemon's named calendars, which jobs' `calendars` keys reference (null: none).
+Result<std::vector<CompiledJob>> LoadJobsFile(const std::string& path, const JobSpec& defaults,
+                                              const Calendars* calendars = nullptr);
 // As LoadJobsFile, from `text`; `name` is used in messages and sources.
 Result<std::vector<CompiledJob>> ParseJobsFile(std::string_view text, const std::string& name,
-                                               const JobSpec& defaults);
+                                               const JobSpec& defaults,
+                                               const Calendars* calendars = nullptr);
 
 // The jobs of a `job` key of `file` (an array of tables), each over `defaults`, appended to *jobs.
 Status ParseJobArray(const std::string& file, const toml::node& n, const JobSpec& defaults,
-                     std::vector<CompiledJob>* jobs);
+                     std::vector<CompiledJob>* jobs, const Calendars* calendars = nullptr);
 // Applies a `[defaults]` table of `file` over *defaults and checks the result (a default `id` is
 // an error).
-Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defaults);
+Status ParseDefaults(const std::string& file, const toml::node& n, JobSpec* defaults,
+                     const Calendars* calendars = nullptr);
 
 // The definitions of a load's compiled jobs (or its error), for callers that only read them.
 Result<std::vector<JobSpec>> SpecsOf(Result<std::vector<CompiledJob>> jobs);
@@ -38,6 +42,9 @@ Result<std::vector<JobSpec>> SpecsOf(Result<std::vector<CompiledJob>> jobs);
 // Fails when two jobs share an id, naming both sources:
 // `b.toml:3: job "x": duplicate id, first defined at a.toml:7`.
 Status CheckUniqueJobIds(const std::vector<CompiledJob>& jobs);
+// CheckUniqueJobIds, then the jobs' children (CheckJobGraph): the jobs of a daemon's files name
+// jobs of those files, never of the API.
+Status CheckJobSet(const std::vector<CompiledJob>& jobs);
 
 }  // namespace gnomon::server
 

@@ -38,7 +38,9 @@ std::string FieldOfDefinitionError(std::string_view message) {
   }
   const size_t colon = message.find(": ");
   if (colon == std::string_view::npos || colon == 0) return "";
-  const std::string_view key = message.substr(0, colon);
+  // ("exclude[1]: ..." names the key `exclude`.)
+  std::string_view key = message.substr(0, colon);
+  key = key.substr(0, key.find('['));
   for (char c : key) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.')) return "";
   }
@@ -153,6 +155,9 @@ Response JobsHandler::Get(Call& call, const std::string& id) {
     last_run = json::parse(text);  // valid by construction; a throw is caught by the router
   }
   view["last_run"] = std::move(last_run);
+  JobCatalog::Related related = catalog_.RelatedTo(id);
+  view["parents"] = std::move(related.parents);
+  view["joins"] = std::move(related.joins);
   Response r = Json(200, view);
   if (version) r.headers.emplace_back("ETag", ETag(*version));
   return r;
@@ -273,6 +278,25 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
   }
   Result<JobCatalog::Change> change = InternalError("unreachable");
   if (method == "DELETE") {
+    // A job other jobs fire (on_success, ...) is kept unless the caller insists: their runs
+    // would fire a job that is gone (an error event each time).
+    Result<std::map<std::string, std::string>> p = Params(call.req, {"force"});
+    if (!p.ok()) return Error(400, "invalid_argument", p.status().message());
+    const auto force = p->find("force");
+    if (force != p->end() && force->second != "true" && force->second != "false") {
+      return InvalidParam("force", "\"" + Shown(force->second) + "\" is not true or false");
+    }
+    if (force == p->end() || force->second != "true") {
+      if (const std::vector<std::string> named = catalog_.RelatedTo(id).dependents;
+          !named.empty()) {
+        std::string names;
+        for (const std::string& n : named) names += (names.empty() ? "\"" : ", \"") + n + "\"";
+        return Error(409, "has_dependents",
+                     "job \"" + id + "\" is named by " + names +
+                         " (on_success, on_failure, on_complete or after): change them first, "
+                         "or delete with ?force=true");
+      }
+    }
     change = catalog_.Delete(id, expected);
   } else {
     if (method == "PUT") {
@@ -310,9 +334,24 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
     spec->source = "api";
     spec->read_only = false;
     spec->in_process = false;
+    // The jobs it fires are in the token's namespaces too (the checks of the set are the
+    // catalog's: CheckJobGraph).
+    for (const auto& [key, names] : {std::pair{"on_success", &DependenciesOf(*spec).on_success},
+                                     std::pair{"on_failure", &DependenciesOf(*spec).on_failure},
+                                     std::pair{"on_complete", &DependenciesOf(*spec).on_complete},
+                                     std::pair{"after", &DependenciesOf(*spec).after}}) {
+      for (const std::string& child : *names) {
+        if (!call.who.Allows(child)) {
+          return Error(400, "invalid_argument",
+                       "job \"" + id + "\": " + key + ": \"" + Shown(child) +
+                           "\" is outside the namespaces of token \"" + call.who.name + "\"",
+                       key);
+        }
+      }
+    }
     const std::shared_ptr<const Policies> policies = catalog_.policies().Get();
     *spec = policies->WithDefaults(std::move(*spec));
-    Result<CompiledJob> job = CompileJob(std::move(*spec));
+    Result<CompiledJob> job = CompileJob(std::move(*spec), catalog_.calendars().get());
     if (!job.ok()) {
       const std::string_view what = job.status().message();
       return Error(400, "invalid_argument", std::string(what), FieldOfDefinitionError(what));
@@ -333,6 +372,9 @@ Response JobsHandler::Define(Call& call, const std::string& id, json body) {
   if (!change.ok()) {
     const Status& s = change.status();
     if (s.code() == StatusCode::kAlreadyExists) return Error(409, "already_exists", s.message());
+    if (s.code() == StatusCode::kInvalidArgument) {  // the set's checks (CheckJobGraph)
+      return Error(400, "invalid_argument", s.message(), FieldOfDefinitionError(s.message()));
+    }
     if (s.code() == StatusCode::kFailedPrecondition) {
       return Error(412, "version_mismatch", s.message());
     }

@@ -184,6 +184,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   p->scheduler = std::make_unique<Scheduler>(so, coordinator, p->guarded, SystemClock::Get());
   JobCatalogOptions catalog_options;
   catalog_options.job_defaults = o.api.job_defaults;
+  catalog_options.calendars = o.calendars;
   catalog_options.max_json_depth = o.api.max_json_depth;
   p->catalog =
       std::make_unique<JobCatalog>(*p->scheduler, coordinator, catalog_options, p->policies);

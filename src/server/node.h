@@ -63,6 +63,9 @@ struct NodeOptions {
   TlsOptions http_tls;
   // The static jobs (config and jobs files), compiled.
   std::vector<CompiledJob> jobs;
+  // The named calendars (`[[calendar]]`) that jobs defined through the API may reference; read at
+  // start. Default none.
+  std::shared_ptr<const Calendars> calendars = std::make_shared<const Calendars>();
   LogFormat log_format = LogFormat::kText;
   LogLevel log_level = LogLevel::kInfo;
   std::string version = "0.1.0";

@@ -70,14 +70,18 @@ std::string NextCursorAfter(const RunRecord& last, const Principal& who) {
   return coord::EncodeCursor(pos);
 }
 
-// GET /api/v1/runs/{run_id}: {"attempts", "job_id", "run_id"} (keys sorted).
-std::string RunDocument(const std::string& run_id, const std::vector<RunRecord>& attempts) {
+// GET /api/v1/runs/{run_id}: {"attempts", "jitter_offset_ms" (when known), "job_id", "run_id"}
+// (keys sorted).
+std::string RunDocument(const std::string& run_id, const std::vector<RunRecord>& attempts,
+                        std::optional<Duration> jitter_offset = std::nullopt) {
   std::string body = "{\"attempts\":[";
   for (size_t i = 0; i < attempts.size(); ++i) {
     if (i > 0) body += ',';
     AppendRunJson(body, attempts[i], true);
   }
-  body += "],\"job_id\":";
+  body += ']';
+  if (jitter_offset) body += ",\"jitter_offset_ms\":" + std::to_string(jitter_offset->count());
+  body += ",\"job_id\":";
   AppendJsonString(body, std::string_view(run_id).substr(0, run_id.find('@')));
   body += ",\"run_id\":";
   AppendJsonString(body, run_id);
@@ -332,7 +336,15 @@ Response RunsHandler::Get(Call& call) {
     r.stream = std::make_shared<RunFollower>(coordinator_, run_id);
     return r;
   }
-  r.body = RunDocument(run_id, *attempts);
+  // A scheduled fire of a job with jitter waited its offset (the job's definition on this node).
+  std::optional<Duration> offset;
+  if (!attempts->empty()) {
+    if (std::optional<JobView> job = scheduler_.GetJob(attempts->front().job_id);
+        job && FireRulesOf(job->spec).jitter > Duration(0)) {
+      offset = WaitedOffset(job->spec, attempts->front().scheduled_at);
+    }
+  }
+  r.body = RunDocument(run_id, *attempts, offset);
   return r;
 }
 

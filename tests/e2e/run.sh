@@ -24,4 +24,4 @@ if [ -f package-lock.json ]; then
 else
   npm install --no-audit --no-fund --loglevel=error
 fi
-exec node --test --test-reporter=spec dashboard.test.mjs cross_origin.test.mjs job_form.test.mjs
+exec node --test --test-reporter=spec dashboard.test.mjs cross_origin.test.mjs job_form.test.mjs rules.test.mjs

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Upgrades keep data: a SQLite file written by the release at 7784bb4 (made by
-upgrade/make_sqlite_fixture.py: definitions made through the API, a paused job, history, audit and
-fencing counters) opens under this build with nothing lost, keeps working, and runs no recorded
-fire again."""
+"""Upgrades keep data: a SQLite file and a Redis keyspace written by the release at 7784bb4 (made
+by upgrade/make_sqlite_fixture.py and upgrade/make_redis_fixture.py: definitions made through the
+API, a paused job, history, audit, fire markers and fencing counters) open under this build with
+nothing lost, keep working, and run no recorded fire again."""
 import json
 import os
 import shutil
@@ -13,11 +13,12 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import free_port, wait_for
+from harness import free_port, start_redis, wait_for
 
 GNOMON = os.environ.get("GNOMON_BIN", "build/dev/apps/gnomon/gnomon")
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURE = os.path.join(HERE, "..", "testdata", "upgrade", "sqlite-7784bb4")
+FIXTURES = os.path.join(HERE, "..", "testdata", "upgrade")
+FIXTURE = os.path.join(FIXTURES, "sqlite-7784bb4")
 
 
 def call(port, token, method, path, body=None, headers=None):
@@ -39,23 +40,21 @@ def quoted(run_id):
     return run_id.replace("#", "%23")
 
 
-class SqliteUpgradeTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.dir = self.tmp.name
-        os.chmod(self.dir, 0o700)
-        shutil.copyfile(FIXTURE + ".db", os.path.join(self.dir, "gnomon.db"))
-        with open(FIXTURE + ".json") as f:
-            self.old = json.load(f)
+class UpgradeChecks:
+    """The checks, on a backend that setUp filled from a fixture (self.old: what the old release
+    showed) and a `gnomon serve` of this build on it (start_serve)."""
+
+    def start_serve(self, backend):
         self.port = free_port()
         # That release ran API jobs as the daemon's user; this one refuses root unless the
         # policy allows it (operations.md "Upgrading"), and the tests may run as root.
         config = os.path.join(self.dir, "gnomon.toml")
         with open(config, "w") as f:
+            f.write('data_dir = "%s"\n' % self.dir)
             f.write("[[policy]]\nallow_root = true\n" if os.geteuid() == 0 else "")
         self.log = open(os.path.join(self.dir, "serve.log"), "w")
         self.proc = subprocess.Popen(
-            [GNOMON, "serve", "--backend", "sqlite://%s/gnomon.db" % self.dir,
+            [GNOMON, "serve", "--backend", backend,
              "--listen", "127.0.0.1:%d" % self.port, "--node-id", "new", "--config", config],
             stdout=self.log, stderr=subprocess.STDOUT)
         token_file = os.path.join(self.dir, "admin.token")
@@ -64,14 +63,13 @@ class SqliteUpgradeTest(unittest.TestCase):
         self.assertIsNone(self.proc.poll(), self.serve_log())
         with open(token_file) as f:
             self.token = f.read().strip()
-        wait_for(self.up, 30, "gnomon serve on the old file")
+        wait_for(self.up, 30, "gnomon serve on the old data")
 
-    def tearDown(self):
+    def stop_serve(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
         self.log.close()
-        self.tmp.cleanup()
 
     def serve_log(self):
         with open(os.path.join(self.dir, "serve.log")) as f:
@@ -152,6 +150,54 @@ class SqliteUpgradeTest(unittest.TestCase):
         # New audit entries follow the old ones.
         top = max(e["seq"] for e in self.get("/api/v1/audit?limit=1")["entries"])
         self.assertGreater(top, max(e["seq"] for e in self.old["audit"]))
+
+
+class SqliteUpgradeTest(UpgradeChecks, unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        os.chmod(self.dir, 0o700)
+        shutil.copyfile(FIXTURE + ".db", os.path.join(self.dir, "gnomon.db"))
+        with open(FIXTURE + ".json") as f:
+            self.old = json.load(f)
+        self.start_serve("sqlite://%s/gnomon.db" % self.dir)
+
+    def tearDown(self):
+        self.stop_serve()
+        self.tmp.cleanup()
+
+
+@unittest.skipUnless(os.path.exists("/usr/bin/redis-server"), "redis-server is not installed")
+class RedisUpgradeTest(UpgradeChecks, unittest.TestCase):
+    """The keyspace loads from the old release's RDB snapshot into a redis-server that then
+    turns on `appendonly yes` (as production runs it)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        os.chmod(self.dir, 0o700)
+        data = os.path.join(self.dir, "redis")
+        os.makedirs(data)
+        shutil.copyfile(os.path.join(FIXTURES, "redis-7784bb4.rdb"), os.path.join(data, "dump.rdb"))
+        with open(os.path.join(FIXTURES, "redis-7784bb4.json")) as f:
+            self.old = json.load(f)
+        self.redis, redis_port = start_redis(data, appendonly="no")
+        cli = ["redis-cli", "-p", str(redis_port)]
+        self.assertGreater(int(subprocess.run(cli + ["dbsize"], capture_output=True,
+                                              text=True).stdout), 0, "the fixture did not load")
+        subprocess.run(cli + ["config", "set", "appendonly", "yes"], check=True,
+                       capture_output=True)
+        wait_for(lambda: "aof_rewrite_in_progress:0" in subprocess.run(
+            cli + ["info", "persistence"], capture_output=True, text=True).stdout and
+            "aof_enabled:1" in subprocess.run(cli + ["info", "persistence"], capture_output=True,
+                                              text=True).stdout, 30, "appendonly to be on")
+        self.start_serve("redis://127.0.0.1:%d/0" % redis_port)
+
+    def tearDown(self):
+        self.stop_serve()
+        self.redis.kill()
+        self.redis.wait()
+        self.tmp.cleanup()
 
 
 if __name__ == "__main__":

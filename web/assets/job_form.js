@@ -11,7 +11,7 @@ import { clear, debounce, h, notice, toast } from './ui.js';
 const field = (key, label, kind, extra = {}) => ({ key, label, kind, ...extra });
 
 const ENUMS = {
-  overlap: ['forbid', 'allow', 'replace'],
+  overlap: ['forbid', 'allow', 'replace', 'buffer_one', 'buffer_all'],
   misfire: ['skip', 'once', 'all'],
   on_lost: ['fail', 'rerun'],
 };
@@ -28,6 +28,45 @@ const FIELDS = [
     hint: '5, 6 (with seconds) or 7 (with year) fields, macros such as @daily, H, @every 90s.',
   }),
   field('timezone', 'Time zone', 'text', { placeholder: 'UTC', hint: 'IANA name; empty: UTC (or the server default).' }),
+  field('start_at', 'Starts at', 'text', {
+    group: 'window', mono: true, placeholder: '2026-03-01T00:00:00Z', hint: 'RFC 3339; no fire before it.',
+  }),
+  field('end_at', 'Ends at', 'text', {
+    group: 'window', mono: true, placeholder: '2026-06-30T23:59:59Z', hint: 'RFC 3339; no fire after it.',
+  }),
+  field('max_runs', 'At most N fires', 'int', {
+    group: 'window', placeholder: '0 (no limit)', hint: 'The first N fires from "Starts at" (which it needs).',
+  }),
+  field('jitter', 'Jitter', 'duration', {
+    group: 'window', placeholder: '0s', hint: '0-1h; each fire waits an offset of its own, the same on every node.',
+  }),
+  field('exclude', 'Excluded', 'lines', {
+    group: 'window', mono: true, placeholder: '2026-12-25\n2026-12-24/2026-12-31\n0 0 0 * * SAT,SUN',
+    hint: 'Dates, date ranges (from/to) or cron expressions, one a line, in the job\'s zone.',
+  }),
+  field('calendars', 'Calendars', 'lines', {
+    group: 'window', mono: true, placeholder: 'cn-holidays', hint: 'Ids of the server\'s calendars, one a line.',
+  }),
+  field('record_excluded', 'Record excluded fires', 'bool', {
+    group: 'window', off: true, hint: 'An excluded instant gets a skipped record ("excluded").',
+  }),
+  field('on_success', 'On success, fire', 'lines', {
+    group: 'children', mono: true, placeholder: 'load-warehouse',
+    hint: 'Job ids, one a line, fired at this fire\'s instant when a run succeeds (after its retries).',
+  }),
+  field('on_failure', 'On failure, fire', 'lines', {
+    group: 'children', mono: true, placeholder: 'page-on-call', hint: 'When a run fails, times out or is lost.',
+  }),
+  field('on_complete', 'When done, fire', 'lines', {
+    group: 'children', mono: true, placeholder: 'cleanup', hint: 'Whatever the outcome.',
+  }),
+  field('after', 'Join: run after', 'lines', {
+    group: 'children', mono: true, placeholder: 'extract-eu\nextract-us',
+    hint: 'Job ids, one a line: runs for an instant once each of their fires of it succeeded.',
+  }),
+  field('join_timeout', 'Join timeout', 'duration', {
+    group: 'children', placeholder: '0s (none)', hint: '0-1h; then the instant is recorded as skipped, naming who is missing.',
+  }),
   field('command', 'Command', 'text', {
     mono: true, executor: 'command', placeholder: '/opt/report --full',
     hint: 'Run with /bin/sh -c on the node that claims the fire.',
@@ -141,7 +180,7 @@ function buildField(def) {
       def.noDefault ? null : h('option', { value: '' }, 'default'),
       def.options.map((o) => h('option', { value: o }, o)));
   } else if (def.kind === 'bool') {
-    input = h('input', { id, type: 'checkbox', class: 'checkbox', checked: true, 'aria-describedby': describedBy });
+    input = h('input', { id, type: 'checkbox', class: 'checkbox', checked: def.off !== true, 'aria-describedby': describedBy });
   } else if (['lines', 'map', 'json'].includes(def.kind)) {
     input = h('textarea', {
       id, class: `input textarea${def.mono ? ' mono' : ''}`, rows: def.kind === 'json' ? '4' : '3',
@@ -294,7 +333,7 @@ export function createJobForm({ job = null, etag = '', prefill = {}, onSaved, on
   if (editing) {
     for (const f of fields) {
       const value = specValue(spec, f.def.key);
-      if (f.def.kind === 'bool') f.input.checked = value !== false;
+      if (f.def.kind === 'bool') f.input.checked = value === undefined ? f.def.off !== true : value !== false;
       else f.input.value = shown(f.def, value);
     }
   } else {
@@ -439,6 +478,8 @@ export function createJobForm({ job = null, etag = '', prefill = {}, onSaved, on
     group('What it runs',
       h('div', { class: 'span-2 radios', role: 'radiogroup', 'aria-label': 'Executor' }, radios),
       rows((d) => Boolean(d.executor))),
+    group('Window, calendars and jitter', rows((d) => d.group === 'window')),
+    group('Jobs it fires, jobs it joins', rows((d) => d.group === 'children')),
     group('Parameters and environment', rows((d) => d.key === 'params' || d.key === 'env')),
     group('Policies', rows((d) => policyKeys.includes(d.key))),
     advanced,

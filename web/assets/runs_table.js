@@ -45,8 +45,8 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
     if (details.has(k) && details.get(k).outcome !== 'running' && run.outcome !== 'running') {
       return details.get(k);
     }
-    const { attempts } = await api(`/runs/${enc(run.run_id)}`);
-    for (const a of attempts) details.set(key(a), a);
+    const { attempts, jitter_offset_ms: jitter } = await api(`/runs/${enc(run.run_id)}`);
+    for (const a of attempts) details.set(key(a), { ...a, jitter_offset_ms: jitter });
     return details.get(k) || attempts[attempts.length - 1];
   }
 
@@ -71,6 +71,9 @@ export function createRunsTable({ showJob = false, label = 'Runs', onChange } = 
         ['Exit code', attempt.exit_code ?? '—'],
       ];
       if (attempt.cause) facts.push(['Cause', attempt.cause]);
+      if (attempt.jitter_offset_ms != null) {
+        facts.push(['Jitter', `due ${formatDuration(attempt.jitter_offset_ms)} after its instant`]);
+      }
       if (attempt.shard_count > 1) facts.push(['Shard', `${attempt.shard + 1} of ${attempt.shard_count}`]);
       if (attempt.params && Object.keys(attempt.params).length) {
         facts.push(['Parameters', mono(JSON.stringify(attempt.params), { class: 'wrap' })]);

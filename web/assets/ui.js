@@ -187,3 +187,21 @@ export function debounce(fn, ms) {
 export function prettyJson(value) {
   return h('pre', { class: 'code-block' }, JSON.stringify(value, null, 2));
 }
+
+// A list of fires (RFC 3339 UTC instants) shown in `zone`, with the schedule's instants that
+// exclusions leave out (`excluded`) in their place, struck through (the cron preview's answer).
+// `utc`: also show each in UTC.
+export function firesList(next, excluded, zone, label, { utc = false } = {}) {
+  const items = [
+    ...next.map((t) => ({ t, out: false })),
+    ...(excluded || []).map((t) => ({ t, out: true })),
+  ].sort((a, b) => parseInstant(a.t) - parseInstant(b.t));
+  return h('ol', { class: 'fires', 'aria-label': label }, items.map(({ t, out }) => (out
+    ? h('li', { class: 'fire-excluded' },
+      h('s', {}, h('time', { datetime: t }, formatInstant(t, zone))),
+      h('span', { class: 'muted small' }, 'excluded'))
+    : h('li', {},
+      h('time', { datetime: t }, formatInstant(t, zone)),
+      h('span', { class: 'muted small' }, relative(t)),
+      utc && zone !== 'UTC' ? h('span', { class: 'muted small utc' }, formatInstant(t, 'UTC')) : null))));
+}

@@ -28,6 +28,7 @@ Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& 
   if (word == "EARLY") return coord::MakeOutcome(R::kTooEarly, backend_now);
   if (word == "PAUSED") return coord::MakeOutcome(R::kPaused, backend_now);
   if (word == "OVERLAP") return coord::MakeOutcome(R::kOverlap, backend_now);
+  if (word == "BUSY") return coord::MakeOutcome(R::kBusy, backend_now);
   int64_t token = 0, lease = 0;
   if (word != "CLAIMED" || !IntAt(r, 2, token) || !IntAt(r, 3, lease)) {
     return Malformed("claim");
@@ -94,7 +95,27 @@ Result<RedisReply> RedisClaims::SendClaims(
   for (const std::vector<std::string>* item : items) {
     for (const std::string& arg : *item) args.Add("claims...", arg);
   }
-  return store_.conn().Eval(scripts::kClaimMany, {store_.base(), store_.base()}, args.Take());
+  const RedisOptions& o = store_.options();
+  if (o.wait_replicas == 0) {
+    return store_.conn().Eval(scripts::kClaimMany, {store_.base(), store_.base()}, args.Take());
+  }
+  // wait_replicas: the batch's claims count once N replicas have them (a failover to a replica
+  // then keeps them); fewer acknowledgements answer every claim of the batch Unavailable, so that
+  // none of its fires starts.
+  const std::string want = std::to_string(o.wait_replicas);
+  const std::string timeout_ms = std::to_string(o.wait_timeout.count());
+  RedisReply acked;
+  Result<RedisReply> r = store_.conn().EvalThen(scripts::kClaimMany, {store_.base(), store_.base()},
+                                                args.Take(), {"WAIT", want, timeout_ms}, acked);
+  if (!r.ok() || r->is_error()) return r;
+  if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
+  if (acked.integer < o.wait_replicas) {
+    return UnavailableError("redis " + store_.conn().address() +
+                            ": the claim batch was acknowledged by " +
+                            std::to_string(acked.integer) + " of " + want + " replica(s) within " +
+                            timeout_ms + " ms (wait_replicas): its fires are not started");
+  }
+  return r;
 }
 
 Result<RedisReply> RedisClaims::SendReports(

@@ -284,6 +284,27 @@ Status RedisConnection::LoadScripts() {
 Result<RedisReply> RedisConnection::Eval(int id, const std::vector<std::string>& keys,
                                          const std::vector<std::string>& args) {
   std::lock_guard<std::mutex> lock(mu_);
+  return EvalLocked(id, keys, args);
+}
+
+Result<RedisReply> RedisConnection::EvalThen(int id, const std::vector<std::string>& keys,
+                                             const std::vector<std::string>& args,
+                                             const std::vector<std::string>& then,
+                                             RedisReply& then_reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<RedisReply> r = EvalLocked(id, keys, args);
+  if (!r.ok() || r->is_error()) return r;
+  Result<RedisReply> after = CommandLocked(then);
+  if (!after.ok()) return after.status();
+  if (after->is_error()) {
+    return UnavailableError("redis " + address_ + ": " + then.front() + ": " + Redact(after->str));
+  }
+  then_reply = std::move(*after);
+  return r;
+}
+
+Result<RedisReply> RedisConnection::EvalLocked(int id, const std::vector<std::string>& keys,
+                                               const std::vector<std::string>& args) {
   Script& script = *scripts_.at(static_cast<size_t>(id));
   if (script.sha.empty()) GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
   // EVALSHA sha numkeys keys... args..., formatted straight from the caller's vectors.
@@ -417,6 +438,16 @@ Result<RedisReply> RedisConnectionPool::Eval(int id, const std::vector<std::stri
                                              const std::vector<std::string>& args) {
   const size_t i = Acquire();
   Result<RedisReply> r = conns_[i]->Eval(id, keys, args);
+  Release(i);
+  return r;
+}
+
+Result<RedisReply> RedisConnectionPool::EvalThen(int id, const std::vector<std::string>& keys,
+                                                 const std::vector<std::string>& args,
+                                                 const std::vector<std::string>& then,
+                                                 RedisReply& then_reply) {
+  const size_t i = Acquire();
+  Result<RedisReply> r = conns_[i]->EvalThen(id, keys, args, then, then_reply);
   Release(i);
   return r;
 }

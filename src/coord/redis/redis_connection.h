@@ -87,6 +87,12 @@ class RedisConnection {
   // A script error (other than NOSCRIPT) is Internal with the server's message.
   Result<RedisReply> Eval(int id, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args);
+  // Eval, then (when the script answered without an error) `then` on the same connection with
+  // nothing in between (e.g. WAIT, which counts the replicas that have this connection's writes);
+  // its reply goes to `then_reply`. A failure of `then` is the call's.
+  Result<RedisReply> EvalThen(int id, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args,
+                              const std::vector<std::string>& then, RedisReply& then_reply);
   // Loads every registered script now (SCRIPT LOAD), so that a broken one fails early.
   Status LoadScripts();
 
@@ -122,6 +128,8 @@ class RedisConnection {
   // Sends a command already in RESP and reads its reply.
   Result<RedisReply> FormattedCommandLocked(const std::string& command);
   Status LoadScriptLocked(Script& script);
+  Result<RedisReply> EvalLocked(int id, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args);
   // Unavailable "redis <address>: <why>" (password redacted), after dropping the connection.
   Status FailLocked(const std::string& why);
   void DropLocked();
@@ -157,6 +165,9 @@ class RedisConnectionPool {
   int AddScript(const std::string& source);
   Result<RedisReply> Eval(int id, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args);
+  Result<RedisReply> EvalThen(int id, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args,
+                              const std::vector<std::string>& then, RedisReply& then_reply);
   Status LoadScripts();
   const std::string& address() const { return conns_.front()->address(); }
   size_t size() const { return conns_.size(); }

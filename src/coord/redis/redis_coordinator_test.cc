@@ -918,6 +918,76 @@ TEST(RedisCoordinatorTest, ParsesUrls) {
   EXPECT_EQ(v6_default->port, 6379);
   EXPECT_EQ(ParseRedisUrl("redis://[::1").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseRedisUrl("redis://[::1]x").status().code(), StatusCode::kInvalidArgument);
+  // wait_replicas=N, on either scheme, next to the TLS parameters; out of range or twice: named.
+  Result<RedisOptions> wait = ParseRedisUrl("redis://h:6380/1?wait_replicas=2");
+  ASSERT_TRUE(wait.ok()) << wait.status().ToString();
+  EXPECT_EQ(wait->wait_replicas, 2);
+  EXPECT_EQ(wait->db, 1);
+  EXPECT_FALSE(wait->tls.enabled);
+  EXPECT_EQ(plain->wait_replicas, 0);
+  Result<RedisOptions> tls = ParseRedisUrl("rediss://h?tls_verify=false&wait_replicas=1");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_EQ(tls->wait_replicas, 1);
+  EXPECT_TRUE(tls->tls.enabled);
+  EXPECT_FALSE(tls->tls.verify);
+  for (const char* bad : {"redis://h?wait_replicas=17", "redis://h?wait_replicas=-1",
+                          "redis://h?wait_replicas=", "redis://h?wait_replicas",
+                          "redis://h?wait_replicas=1&wait_replicas=1",
+                          "redis://h?wait_replicas=1&tls_verify=false"}) {
+    Result<RedisOptions> r = ParseRedisUrl(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string(bad).ends_with("false") ? "tls_verify"
+                                                                            : "wait_replicas"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
+// wait_replicas: a claim batch is answered once the replica has it; with the replica hung, the
+// batch answers Unavailable after wait_timeout and its fires are not started, while the claim
+// stays on the primary (its lease ends; the lost-run scan resolves it).
+TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer primary({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(primary.Start());
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  ASSERT_TRUE(replica.Start());
+  Raw raw(primary.port());
+  bool online = false;
+  for (int i = 0; i < 500 && !online; ++i) {
+    online = raw.Str({"INFO", "replication"}).find("state=online") != std::string::npos;
+    if (!online) RealWait(milliseconds(20));
+  }
+  ASSERT_TRUE(online) << raw.Str({"INFO", "replication"});
+  RedisOptions o = OptionsFor(primary.port());
+  o.wait_replicas = 1;
+  o.wait_timeout = milliseconds(300);
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  const Instant now = *c->Now();
+  Result<ClaimOutcome> first = c->Claim(Req(Fire("j", now - seconds(2)), "n"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->result, R::kClaimed);
+
+  replica.Signal(SIGSTOP);
+  const FireKey unacked = Fire("j", now - seconds(1));
+  Result<ClaimOutcome> second = c->Claim(Req(unacked, "n"));
+  replica.Signal(SIGCONT);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("acknowledged by 0 of 1 replica"), std::string::npos)
+      << second.status().message();
+  // The primary holds the claim all the same: asked again, it is someone's (this node's, not
+  // started), never a second claim.
+  EXPECT_EQ(c->Claim(Req(unacked, "other"))->result, R::kAlreadyClaimed);
+  // Acknowledged again once the replica answers.
+  Result<ClaimOutcome> third = c->Claim(Req(Fire("j", now), "n"));
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(third->result, R::kClaimed);
+
+  RedisOptions bad = o;
+  bad.wait_timeout = o.io_timeout;
+  EXPECT_EQ(RedisCoordinator::Open(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
 // Audit records written by the releases that stored an HTTP status list with its result, and a

@@ -47,7 +47,7 @@ bool Uses(std::string_view text, std::string_view name) {
 
 // claim_one(A, i): A[i..i+10] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
 // run_id, deadline, cause ('' = by schedule).
-// -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/... now
+// -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/BUSY/... now
 constexpr const char* kClaimFn = R"lua(
 -- A[i..]: job ms shard shard_count node ttl_ms skew_ms overlap run_id deadline cause
 local function claim_one(A, i)
@@ -73,6 +73,7 @@ local function claim_one(A, i)
     redis.call('ZREMRANGEBYSCORE', jb .. ':live', '-inf', NOW_S)
     for _, ofid in ipairs(redis.call('ZRANGE', jb .. ':live', '0', '-1')) do
       if string.match(ofid, '^(-?%d+):') ~= ms_s then
+        if overlap == 'buffer_one' or overlap == 'buffer_all' then return {'BUSY', NOW_S} end
         if overlap == 'forbid' then
           record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'overlap')
           return {'OVERLAP', NOW_S}

@@ -64,6 +64,15 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisOptions& options
   if (options.max_records_per_job < 1 || options.max_records_total < 1) {
     return InvalidArgumentError("redis: record caps must be at least 1");
   }
+  if (options.wait_replicas < 0 || options.wait_replicas > 16) {
+    return InvalidArgumentError("redis: wait_replicas must be 0-16, not " +
+                                std::to_string(options.wait_replicas));
+  }
+  if (options.wait_replicas > 0 &&
+      (options.wait_timeout <= Duration(0) || options.wait_timeout >= options.io_timeout)) {
+    return InvalidArgumentError(
+        "redis: wait_timeout must be positive and below io_timeout with wait_replicas");
+  }
   if (options.connections < 1 || options.connections > 64) {
     return InvalidArgumentError("redis: connections must be 1-64, not " +
                                 std::to_string(options.connections));

@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "gnomon/redis_coordinator.h"
 #include "gnomon/tls.h"
@@ -24,6 +27,44 @@ bool PercentDecode(std::string_view in, std::string& out) {
 }
 
 }  // namespace
+
+Result<RedisQuery> ParseRedisQuery(std::string_view query, bool tls_scheme) {
+  constexpr std::string_view kName = "wait_replicas";
+  RedisQuery out;
+  out.tls.enabled = tls_scheme;
+  std::optional<int> n;
+  std::vector<std::string_view> others;  // for ParseTlsQuery (empty ones too: it names them)
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    const std::string_view item = query.substr(start, end - start);
+    if (item.starts_with(kName) && (item.size() == kName.size() || item[kName.size()] == '=')) {
+      int64_t v = 0;
+      if (n) return InvalidArgumentError("query parameter \"wait_replicas\" is given twice");
+      if (item.size() == kName.size() || !ParseInt(item.substr(kName.size() + 1), v) || v < 0 ||
+          v > 16) {
+        return InvalidArgumentError("query parameter \"wait_replicas\" must be a number 0-16");
+      }
+      n = static_cast<int>(v);
+    } else {
+      others.push_back(item);
+    }
+    start = end + 1;
+  }
+  out.wait_replicas = n.value_or(0);
+  std::string rest;
+  for (size_t i = 0; i < others.size(); ++i) {
+    if (i > 0) rest += '&';
+    rest += others[i];
+  }
+  if (!rest.empty()) {
+    Result<TlsOptions> tls = ParseTlsQuery(rest, tls_scheme, "use rediss:// or rediss+sentinel://");
+    if (!tls.ok()) return tls.status();
+    out.tls = *tls;
+  }
+  return out;
+}
 
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
   auto bad = [&](const std::string& why) {
@@ -52,11 +93,12 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
   const size_t question = rest.find('?', last_at == std::string_view::npos ? 0 : last_at + 1);
   base.tls = TlsOptions{};
   base.tls.enabled = tls;
+  base.wait_replicas = 0;
   if (question != std::string_view::npos) {
-    Result<TlsOptions> query =
-        ParseTlsQuery(rest.substr(question + 1), tls, "use rediss:// or rediss+sentinel://");
+    Result<RedisQuery> query = ParseRedisQuery(rest.substr(question + 1), tls);
     if (!query.ok()) return bad(query.status().message());
-    base.tls = *query;
+    base.tls = query->tls;
+    base.wait_replicas = query->wait_replicas;
     rest = rest.substr(0, question);
   } else if (last_at != std::string_view::npos &&
              rest.substr(0, last_at).find("?tls_") != std::string_view::npos) {

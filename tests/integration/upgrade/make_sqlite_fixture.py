@@ -54,60 +54,76 @@ def call(port, token, method, path, body=None):
         return e.code, json.loads(e.read() or b"null")
 
 
-def main():
-    gnomon = sys.argv[1]
-    work = tempfile.mkdtemp()
+def exercise(port, token=None):
+    """Through the HTTP API of a running old release: creates JOBS, pauses one, triggers one,
+    waits for four ticks and the triggered run, makes one refused call; returns what the old
+    release then shows (jobs, runs, audit)."""
+    def up():
+        try:
+            return call(port, token, "GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+    wait_for(up, 30, "gnomon serve")
+    for job in JOBS:
+        status, body = call(port, token, "POST", "/api/v1/jobs", job)
+        assert status == 201, (status, body)
+    assert call(port, token, "POST", "/api/v1/jobs/nightly/pause")[0] == 200
+    status, body = call(port, token, "POST", "/api/v1/jobs/report/trigger")
+    assert status == 202, (status, body)
+    # A refused call: a second create of the same id.
+    assert call(port, token, "POST", "/api/v1/jobs", JOBS[0])[0] == 409
+
+    def runs():
+        return call(port, token, "GET", "/api/v1/runs?limit=100")[1]["runs"]
+    wait_for(lambda: sum(1 for r in runs() if r["job_id"] == "tick" and
+                         r["outcome"] == "succeeded") >= 4, 30, "four tick runs")
+    wait_for(lambda: any(r["job_id"] == "report" and r["outcome"] == "succeeded"
+                         for r in runs()), 30, "the triggered run")
+    # What the old release answers, read after the last write call (a tick that lands between
+    # this read and the stop is in the backend but not here; the test allows for that).
+    return {
+        "jobs": [call(port, token, "GET", "/api/v1/jobs/" + j["id"])[1] for j in JOBS],
+        "runs": [call(port, token, "GET", "/api/v1/runs/" + r["run_id"].replace("#", "%23"))[1]
+                 for r in runs()],
+        "audit": call(port, token, "GET", "/api/v1/audit?limit=100")[1]["entries"],
+    }
+
+
+def write_shown(shown, name):
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, name), "w") as f:
+        json.dump(shown, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def run_old(gnomon, work, backend):
+    """Runs the old release's `gnomon serve` on `backend`, exercise()s it, stops it with SIGTERM
+    and returns what it showed."""
     port = free_port()
     log = open(os.path.join(work, "serve.log"), "w")
-    p = subprocess.Popen([gnomon, "serve", "--backend", "sqlite://%s/gnomon.db" % work,
+    p = subprocess.Popen([gnomon, "serve", "--backend", backend,
                           "--listen", "127.0.0.1:%d" % port, "--node-id", "old"],
                          stdout=log, stderr=subprocess.STDOUT)
     try:
-        token = None  # that release serves loopback without a token
-
-        def up():
-            try:
-                return call(port, token, "GET", "/healthz")[0] == 200
-            except OSError:
-                return False
-        wait_for(up, 30, "gnomon serve")
-        for job in JOBS:
-            status, body = call(port, token, "POST", "/api/v1/jobs", job)
-            assert status == 201, (status, body)
-        assert call(port, token, "POST", "/api/v1/jobs/nightly/pause")[0] == 200
-        status, body = call(port, token, "POST", "/api/v1/jobs/report/trigger")
-        assert status == 202, (status, body)
-        # A refused call: a second create of the same id.
-        assert call(port, token, "POST", "/api/v1/jobs", JOBS[0])[0] == 409
-
-        def runs():
-            return call(port, token, "GET", "/api/v1/runs?limit=100")[1]["runs"]
-        wait_for(lambda: sum(1 for r in runs() if r["job_id"] == "tick" and
-                             r["outcome"] == "succeeded") >= 4, 30, "four tick runs")
-        wait_for(lambda: any(r["job_id"] == "report" and r["outcome"] == "succeeded"
-                             for r in runs()), 30, "the triggered run")
-        # What the old release answers, read after the last write call (a tick that lands
-        # between this read and the stop is in the file but not here; the test allows for that).
-        shown = {
-            "jobs": [call(port, token, "GET", "/api/v1/jobs/" + j["id"])[1] for j in JOBS],
-            "runs": [call(port, token, "GET", "/api/v1/runs/" + r["run_id"].replace("#", "%23"))[1]
-                     for r in runs()],
-            "audit": call(port, token, "GET", "/api/v1/audit?limit=100")[1]["entries"],
-        }
+        shown = exercise(port)  # that release serves loopback without a token
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=30)
-        leftovers = [f for f in os.listdir(work) if f.startswith("gnomon.db-")]
-        assert not leftovers, "the stopped daemon left " + ", ".join(leftovers)
-        os.makedirs(OUT, exist_ok=True)
-        shutil.copyfile(os.path.join(work, "gnomon.db"), os.path.join(OUT, "sqlite-7784bb4.db"))
-        with open(os.path.join(OUT, "sqlite-7784bb4.json"), "w") as f:
-            json.dump(shown, f, indent=1, sort_keys=True)
-            f.write("\n")
+        return shown
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
         log.close()
+
+
+def main():
+    work = tempfile.mkdtemp()
+    shown = run_old(sys.argv[1], work, "sqlite://%s/gnomon.db" % work)
+    leftovers = [f for f in os.listdir(work) if f.startswith("gnomon.db-")]
+    assert not leftovers, "the stopped daemon left " + ", ".join(leftovers)
+    os.makedirs(OUT, exist_ok=True)
+    shutil.copyfile(os.path.join(work, "gnomon.db"), os.path.join(OUT, "sqlite-7784bb4.db"))
+    write_shown(shown, "sqlite-7784bb4.json")
     print(work)
 
 

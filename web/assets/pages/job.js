@@ -5,11 +5,16 @@ import { api, enc } from '../api.js';
 import { timeline } from '../chart.js';
 import { createRunsTable } from '../runs_table.js';
 import {
-  clear, formatInstant, h, mono, notice, outcomeBadge, relative, toast,
+  clear, firesList, formatInstant, h, mono, notice, outcomeBadge, relative, toast,
 } from '../ui.js';
 import { deleteControl } from '../job_form.js';
 import { readOnlyNotice } from './job_edit.js';
 import { triggerButton } from './jobs.js';
+
+// An RFC 3339 instant moved by `ms` milliseconds.
+function shiftMs(iso, ms) {
+  return new Date(Date.parse(iso) + ms).toISOString();
+}
 
 function executorText(spec) {
   if (spec.http) return `${spec.http.method || 'GET'} ${spec.http.url}`;
@@ -17,11 +22,62 @@ function executorText(spec) {
   return spec.command || '(in-process handler)';
 }
 
+const WINDOW_TEXT = { not_started: 'not started', open: 'open', ended: 'ended' };
+
+// The active window (start_at, end_at, max_runs) and where the job is in it; null without one.
+function windowRow(job) {
+  const spec = job.spec || {};
+  if (!spec.start_at && !spec.end_at && !spec.max_runs) return null;
+  const parts = [];
+  if (spec.start_at) parts.push(`from ${formatInstant(spec.start_at, job.timezone)}`);
+  if (spec.end_at) parts.push(`until ${formatInstant(spec.end_at, job.timezone)}`);
+  if (spec.max_runs) parts.push(`at most ${spec.max_runs} fires`);
+  return ['Window', h('span', {},
+    h('span', { class: `badge window-${job.window}`, id: 'job-window' }, WINDOW_TEXT[job.window] || job.window),
+    ' ', parts.join(', '))];
+}
+
+const CHILD_KEYS = [['on_success', 'on success'], ['on_failure', 'on failure'], ['on_complete', 'when done']];
+
+const jobLink = (id) => h('a', { class: 'chip mono', href: `#/jobs/${enc(id)}` }, id);
+
+// The job's place in its chain: the jobs that fire it (parents, and the jobs it joins), the job,
+// and the jobs it fires (with the outcome each waits for, and the joins that list it); null when
+// it has neither. One level each way: each job's page goes on.
+function chain(job) {
+  const spec = job.spec || {};
+  const parents = job.parents || [];
+  const children = CHILD_KEYS.flatMap(([key, when]) => (spec[key] || []).map((id) => [id, when]))
+    .concat((job.joins || []).map((id) => [id, 'joins it']));
+  if (!parents.length && !children.length) return null;
+  const column = (label, items) => h('div', { class: 'chain-col' },
+    h('div', { class: 'chain-label' }, label), items.length ? items : h('span', { class: 'muted' }, 'none'));
+  return ['Chain', h('div', {
+    class: 'chain', id: 'job-chain', role: 'group',
+    'aria-label': `${parents.length} jobs fire ${job.id}; it fires ${children.length}`,
+  },
+  column('Fired by', parents.map((id) => jobLink(id))),
+  h('span', { class: 'chain-arrow', 'aria-hidden': 'true' }, '→'),
+  column('This job', [h('span', { class: 'chip mono chip-self' }, job.id)]),
+  h('span', { class: 'chain-arrow', 'aria-hidden': 'true' }, '→'),
+  column('Fires', children.map(([id, when]) => h('span', { class: 'chain-child' }, jobLink(id), ` ${when}`))))];
+}
+
 function definition(job) {
   const spec = job.spec || {};
   const rows = [
-    ['Schedule', h('div', {}, mono(spec.schedule), h('div', { class: 'reading' }, job.schedule_description))],
+    spec.schedule ? ['Schedule', h('div', {}, mono(spec.schedule), h('div', { class: 'reading' }, job.schedule_description))] : null,
     ['Time zone', job.timezone],
+    spec.schedule ? null : ['Schedule', 'none: it fires as a child, by a trigger or by a backfill'],
+    windowRow(job),
+    chain(job),
+    spec.after && spec.after.length ? ['Joins', `runs once ${spec.after.join(', ')} succeeded for the same instant${
+      spec.join_timeout ? `; skipped after ${spec.join_timeout} without them` : ''}`] : null,
+    (spec.exclude && spec.exclude.length) || (spec.calendars && spec.calendars.length)
+      ? ['Excludes', h('div', { class: 'chips' },
+        (spec.exclude || []).map((e) => h('code', { class: 'chip mono' }, e)),
+        (spec.calendars || []).map((c) => h('span', { class: 'chip' }, `calendar ${c}`)))] : null,
+    spec.jitter && spec.jitter !== '0s' ? ['Jitter', `up to ${spec.jitter} after each instant (the same on every node)`] : null,
     [job.executor === 'http' ? 'HTTP' : 'Command', mono(executorText(spec), { class: 'wrap' })],
     spec.description ? ['Description', spec.description] : null,
     ['Timeout', spec.timeout === '0s' ? 'none' : spec.timeout],
@@ -211,18 +267,29 @@ export async function render(root, ctx) {
   }
 
   async function refreshFires() {
+    if (!job.spec.schedule) {
+      clear(firesBox, notice('info', 'No schedule: the job fires when a job of its chain ends, by a trigger or by a backfill.'));
+      return;
+    }
     try {
       const preview = await api('/cron/preview', {
-        query: { expr: job.spec.schedule, tz: job.timezone, n: 10, job: id },
+        query: {
+          expr: job.spec.schedule, tz: job.timezone, n: 10, job: id,
+          // The window's first fire when it has not started: the preview starts there.
+          from: job.window === 'not_started' && job.next_fire ? shiftMs(job.next_fire, -1) : undefined,
+          exclude: (job.spec.exclude || []).join(';') || undefined,
+          calendars: (job.spec.calendars || []).join(',') || undefined,
+        },
       });
-      clear(firesBox, preview.next.length
-        ? h('ol', { class: 'fires', 'aria-label': `Next ${preview.next.length} fires of ${id}` },
-          preview.next.map((t) => h('li', {},
-            h('time', { datetime: t }, formatInstant(t, job.timezone)),
-            h('span', { class: 'muted small' }, relative(t)),
-            job.timezone !== 'UTC' ? h('span', { class: 'muted small utc' }, formatInstant(t, 'UTC'))
-              : null)))
-        : notice('info', 'This schedule never fires (within 100 years).'));
+      // The window's end cuts the list (the preview knows the schedule and exclusions only).
+      const last = job.last_fire ? Date.parse(job.last_fire) : Infinity;
+      const next = preview.next.filter((t) => Date.parse(t) <= last);
+      const excluded = preview.excluded.filter((t) => Date.parse(t) <= last);
+      clear(firesBox, job.window === 'ended'
+        ? notice('info', 'The job\'s window has ended: it fires no more.')
+        : next.length || excluded.length
+          ? firesList(next, excluded, job.timezone, `Next ${next.length} fires of ${id}`, { utc: true })
+          : notice('info', 'This schedule never fires (within 100 years).'));
     } catch (e) {
       if (e.status !== 401) clear(firesBox, notice('error', e.message));
     }

@@ -2,7 +2,7 @@
 // type (the server's parser answers, so what you see is what gnomon will run); then "create a
 // job with this schedule" opens the job form (#/new-job) with it.
 import { api } from '../api.js';
-import { clear, formatInstant, h, notice, pageHeader, relative } from '../ui.js';
+import { clear, firesList, h, notice, pageHeader } from '../ui.js';
 
 const EXAMPLES = [
   ['*/5 * * * * *', 'every 5 seconds'],
@@ -36,6 +36,21 @@ export async function render(root, ctx) {
     autocomplete: 'off', value: ctx.query.get('tz') || 'UTC',
   });
   const zoneList = h('datalist', { id: 'pg-zones' }, zones().map((z) => h('option', { value: z })));
+  // Exclusions as a job's `exclude` and `calendars` keys take them: excluded fires show struck
+  // through among the others.
+  const exclude = h('input', {
+    id: 'pg-exclude', class: 'input mono', type: 'text', spellcheck: 'false', autocomplete: 'off',
+    placeholder: '2026-12-25; 2026-12-31/2027-01-01; * * * * 0,6', value: ctx.query.get('exclude') || '',
+    'aria-describedby': 'pg-exclude-help',
+  });
+  const calendars = h('input', {
+    id: 'pg-calendars', class: 'input mono', type: 'text', list: 'pg-calendar-ids', spellcheck: 'false',
+    autocomplete: 'off', placeholder: 'cn-holidays', value: ctx.query.get('calendars') || '',
+  });
+  const calendarList = h('datalist', { id: 'pg-calendar-ids' });
+  api('/calendars').then((data) => clear(calendarList,
+    data.calendars.map((c) => h('option', { value: c.id }, `${c.id} (${c.entries.length} entries)`))))
+    .catch(() => {});
   const reading = h('p', { class: 'reading-lg', id: 'pg-reading', 'aria-live': 'polite' });
   const problem = h('div', { id: 'pg-error', 'aria-live': 'polite' });
   const readingBox = h('div', { class: 'reading-box', hidden: true },
@@ -53,10 +68,8 @@ export async function render(root, ctx) {
     if (!latest) return;
     const zone = showIn.value === 'zone' ? latest.timezone
       : showIn.value === 'local' ? browserZone : 'UTC';
-    clear(fires, latest.next.length
-      ? h('ol', { class: 'fires', 'aria-label': 'Next fires' }, latest.next.map((t) => h('li', {},
-        h('time', { datetime: t }, formatInstant(t, zone)),
-        h('span', { class: 'muted small' }, relative(t)))))
+    clear(fires, latest.next.length || latest.excluded.length
+      ? firesList(latest.next, latest.excluded, zone, 'Next fires')
       : notice('info', 'Valid, but it never fires (nothing within 100 years).'));
   }
 
@@ -75,7 +88,10 @@ export async function render(root, ctx) {
     }
     try {
       const data = await api('/cron/preview', {
-        query: { expr: text, tz: tz.value.trim() || 'UTC', n: 10, job: jobId.value.trim() || undefined },
+        query: {
+          expr: text, tz: tz.value.trim() || 'UTC', n: 10, job: jobId.value.trim() || undefined,
+          exclude: exclude.value.trim() || undefined, calendars: calendars.value.trim() || undefined,
+        },
       });
       if (mine !== seq) return;
       latest = data;
@@ -90,7 +106,7 @@ export async function render(root, ctx) {
       latest = null;
       reading.textContent = '';
       readingBox.hidden = true;
-      const field = e.field === 'tz' ? tz : expr;
+      const field = { tz, exclude, calendars }[e.field] || expr;
       field.setAttribute('aria-invalid', 'true');
       problem.replaceChildren(notice('error', e.message));
       clear(fires, h('p', { class: 'muted' }, 'Fix the expression to see its fires.'));
@@ -137,6 +153,8 @@ export async function render(root, ctx) {
 
   expr.addEventListener('input', schedule);
   tz.addEventListener('input', schedule);
+  exclude.addEventListener('input', schedule);
+  calendars.addEventListener('input', schedule);
   jobId.addEventListener('input', () => {
     sync();
     if (/\bH\b/.test(expr.value)) schedule();
@@ -158,6 +176,12 @@ export async function render(root, ctx) {
           ', names, ', h('code', {}, '@daily'), ', ', h('code', {}, '@every 90s'), '.'),
         h('label', { for: 'pg-tz', class: 'label' }, 'Time zone'),
         tz, zoneList,
+        h('label', { for: 'pg-exclude', class: 'label' }, 'Exclude (optional)'),
+        exclude,
+        h('p', { class: 'hint', id: 'pg-exclude-help' }, 'Dates, ranges ', h('code', {}, '2026-12-24/2026-12-26'),
+          ' or cron expressions, separated by ', h('code', {}, ';'), ', in the schedule\'s zone.'),
+        h('label', { for: 'pg-calendars', class: 'label' }, 'Calendars (optional)'),
+        calendars, calendarList,
         h('div', { class: 'examples', role: 'group', 'aria-label': 'Examples' },
           EXAMPLES.map(([e, label]) => h('button', {
             type: 'button', class: 'chip chip-button', title: label, 'aria-label': `Use example ${e} (${label})`,
