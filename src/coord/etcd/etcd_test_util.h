@@ -23,6 +23,7 @@
 #include "gnomon/time.h"
 #include "src/coord/etcd/etcd_client.h"
 #include "src/testing/free_port.h"
+#include "src/testing/real_wait.h"
 
 extern char** environ;
 
@@ -31,14 +32,6 @@ namespace gnomon::testing {
 inline constexpr const char* kEtcdBinary = "/usr/bin/etcd";
 
 inline bool HaveEtcd() { return access(kEtcdBinary, X_OK) == 0; }
-
-// Waits `d` of real time (a server starting or dying; the coordinator's backoff).
-inline void RealWait(Duration d) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::unique_lock<std::mutex> lock(mu);
-  SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
-}
 
 // TLS of an etcd member's client URL: its certificate and key, and for --client-cert-auth the CA
 // that signs client certificates.

@@ -259,6 +259,13 @@ Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& argv
   return CommandLocked(argv);
 }
 
+Result<RedisReply> RedisConnection::CommandAsking(const std::vector<std::string>& argv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Result<RedisReply> asking = CommandLocked({"ASKING"});
+  if (!asking.ok() || asking->is_error()) return asking;
+  return CommandLocked(argv);
+}
+
 int RedisConnection::AddScript(std::string source) {
   std::lock_guard<std::mutex> lock(mu_);
   scripts_.push_back(std::make_unique<Script>(Script{std::move(source), ""}));
@@ -420,6 +427,13 @@ void RedisConnectionPool::Release(size_t i) { busy_[i].fetch_sub(1); }
 Result<RedisReply> RedisConnectionPool::Command(const std::vector<std::string>& argv) {
   const size_t i = Acquire();
   Result<RedisReply> r = conns_[i]->Command(argv);
+  Release(i);
+  return r;
+}
+
+Result<RedisReply> RedisConnectionPool::CommandAsking(const std::vector<std::string>& argv) {
+  const size_t i = Acquire();
+  Result<RedisReply> r = conns_[i]->CommandAsking(argv);
   Release(i);
   return r;
 }

@@ -80,6 +80,9 @@ class RedisConnection {
 
   // Runs one command (binary-safe arguments).
   Result<RedisReply> Command(const std::vector<std::string>& argv);
+  // `ASKING`, then `argv` on the same connection with nothing in between (a Redis Cluster ASK
+  // redirect); the reply is argv's. An error answer to ASKING is returned as the reply.
+  Result<RedisReply> CommandAsking(const std::vector<std::string>& argv);
 
   // Registers a Lua script; returns its id for Eval. Loaded on first use (SCRIPT LOAD).
   int AddScript(std::string source);
@@ -162,6 +165,7 @@ class RedisConnectionPool {
                                                               int size);
 
   Result<RedisReply> Command(const std::vector<std::string>& argv);
+  Result<RedisReply> CommandAsking(const std::vector<std::string>& argv);
   int AddScript(const std::string& source);
   Result<RedisReply> Eval(int id, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args);

@@ -23,6 +23,7 @@
 #include "gnomon/redis_queue.h"
 #include "src/coord/coordinator_conformance.h"
 #include "src/testing/free_port.h"
+#include "src/testing/real_wait.h"
 
 extern char** environ;
 
@@ -42,14 +43,6 @@ bool HaveRedis() { return access(kRedisServer, X_OK) == 0; }
   do {                                                                     \
     if (!HaveRedis()) GTEST_SKIP() << kRedisServer << " is not installed"; \
   } while (false)
-
-// Waits `d` of real time (a server starting or dying; the coordinator's backoff).
-void RealWait(Duration d) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::unique_lock<std::mutex> lock(mu);
-  SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
-}
 
 // A raw hiredis connection for poking at the server from outside the coordinator.
 class Raw {

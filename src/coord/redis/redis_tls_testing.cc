@@ -38,13 +38,6 @@ void WriteFile(const std::string& path, const std::string& text) { std::ofstream
 
 bool HaveRedisTlsTools() { return access(kRedisServer, X_OK) == 0 && HaveOpenssl(); }
 
-void RealWait(Duration d) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::unique_lock<std::mutex> lock(mu);
-  SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
-}
-
 TlsOptions Trusting(const TestCertificates& certs, bool client_cert) {
   TlsOptions tls;
   tls.enabled = true;

@@ -14,15 +14,13 @@
 #include "gnomon/redis_coordinator.h"
 #include "gnomon/time.h"
 #include "src/testing/free_port.h"
+#include "src/testing/real_wait.h"
 #include "src/testing/test_certificates.h"
 
 namespace gnomon::testing {
 
 // Whether /usr/bin/redis-server and /usr/bin/openssl are there (tests skip without them).
 bool HaveRedisTlsTools();
-
-// Waits `d` of real time (a server starting or dying).
-void RealWait(Duration d);
 
 // TLS options trusting the test CA (and with the client certificate when `client_cert`).
 TlsOptions Trusting(const TestCertificates& certs, bool client_cert = false);

@@ -1,0 +1,329 @@
+#include "src/coord/redis/redis_cluster.h"
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <set>
+
+namespace gnomon::coord {
+namespace {
+
+using Type = RedisReply::Type;
+
+// CRC16/XMODEM (polynomial 0x1021, initial value 0), the checksum Redis Cluster hashes keys by.
+uint16_t Crc16(std::string_view data) {
+  uint16_t crc = 0;
+  for (unsigned char byte : data) {
+    crc = static_cast<uint16_t>(crc ^ (byte << 8));
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+std::optional<int> ParseInt(std::string_view s) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// An integer element, or a decimal string one (the reply's forms differ between versions).
+std::optional<int> IntOf(const RedisReply& r) {
+  if (r.type == Type::kInteger) {
+    if (r.integer < INT32_MIN || r.integer > INT32_MAX) return std::nullopt;
+    return static_cast<int>(r.integer);
+  }
+  if (r.type == Type::kString || r.type == Type::kStatus) return ParseInt(r.str);
+  return std::nullopt;
+}
+
+// The value of `name` in a flat name/value array ("slots", [...], "nodes", [...]).
+const RedisReply* Field(const RedisReply& map, std::string_view name) {
+  if (map.type != Type::kArray) return nullptr;
+  for (size_t i = 0; i + 1 < map.elements.size(); i += 2) {
+    if (map.elements[i].str == name) return &map.elements[i + 1];
+  }
+  return nullptr;
+}
+
+std::string Address(const std::string& host, int port) { return host + ":" + std::to_string(port); }
+
+// Waits `d` of real time (between TRYAGAIN answers).
+void Pause(Duration d) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_lock<std::mutex> lock(mu);
+  SystemClock::Get().WaitFor(lock, cv, d, [] { return false; });
+}
+
+}  // namespace
+
+int ClusterKeySlot(std::string_view key) {
+  const size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    const size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return Crc16(key) & (kClusterSlots - 1);
+}
+
+Result<std::vector<ClusterShard>> ParseClusterShards(const RedisReply& reply) {
+  auto bad = [](const std::string& what) {
+    return InvalidArgumentError("redis cluster: CLUSTER SHARDS: " + what);
+  };
+  if (reply.type != Type::kArray) return bad("not an array");
+  std::vector<ClusterShard> out;
+  for (const RedisReply& shard : reply.elements) {
+    const RedisReply* slots = Field(shard, "slots");
+    const RedisReply* nodes = Field(shard, "nodes");
+    if (slots == nullptr || nodes == nullptr || slots->type != Type::kArray ||
+        nodes->type != Type::kArray) {
+      return bad("a shard without slots or nodes");
+    }
+    if (slots->elements.size() % 2 != 0) return bad("an odd number of slot bounds");
+    ClusterShard s;
+    for (size_t i = 0; i < slots->elements.size(); i += 2) {
+      const std::optional<int> first = IntOf(slots->elements[i]);
+      const std::optional<int> last = IntOf(slots->elements[i + 1]);
+      if (!first || !last || *first < 0 || *last >= kClusterSlots || *first > *last) {
+        return bad("a slot range out of 0-16383");
+      }
+      s.slots.emplace_back(*first, *last);
+    }
+    for (const RedisReply& node : nodes->elements) {
+      const RedisReply* role = Field(node, "role");
+      const RedisReply* health = Field(node, "health");
+      if (role == nullptr || role->str != "master") continue;
+      if (health != nullptr && health->str != "online") continue;
+      const RedisReply* endpoint = Field(node, "endpoint");
+      const RedisReply* ip = Field(node, "ip");
+      const RedisReply* port = Field(node, "port");
+      if (port == nullptr) port = Field(node, "tls-port");
+      std::string host;
+      if (endpoint != nullptr && !endpoint->str.empty() && endpoint->str != "?") {
+        host = endpoint->str;
+      } else if (ip != nullptr) {
+        host = ip->str;
+      }
+      const std::optional<int> p = port == nullptr ? std::nullopt : IntOf(*port);
+      if (host.empty() || !p || *p <= 0 || *p > 65535) return bad("a primary without an address");
+      s.host = host;
+      s.port = *p;
+    }
+    // A shard whose primary is not online (failing over) or that owns no slots routes nothing.
+    if (!s.host.empty() && !s.slots.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::optional<ClusterRedirect> ParseClusterRedirect(std::string_view error) {
+  ClusterRedirect r;
+  if (error.starts_with("MOVED ")) {
+    error.remove_prefix(6);
+  } else if (error.starts_with("ASK ")) {
+    r.ask = true;
+    error.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const size_t space = error.find(' ');
+  const size_t colon = error.rfind(':');
+  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) {
+    return std::nullopt;
+  }
+  const std::optional<int> slot = ParseInt(error.substr(0, space));
+  const std::optional<int> port = ParseInt(error.substr(colon + 1));
+  if (!slot || *slot < 0 || *slot >= kClusterSlots || !port || *port <= 0 || *port > 65535) {
+    return std::nullopt;
+  }
+  r.slot = *slot;
+  r.host = std::string(error.substr(space + 1, colon - space - 1));
+  r.port = *port;
+  if (r.host.empty()) return std::nullopt;
+  return r;
+}
+
+// --- RedisClusterClient ---------------------------------------------------------------------
+
+RedisClusterClient::RedisClusterClient(RedisConnectionConfig base,
+                                       std::vector<std::pair<std::string, int>> seeds,
+                                       int pool_size)
+    : base_(std::move(base)), seeds_(std::move(seeds)), pool_size_(pool_size) {
+  owner_.fill(-1);
+}
+
+RedisClusterClient::~RedisClusterClient() = default;
+
+Result<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Connect(
+    const RedisConnectionConfig& base, std::vector<std::pair<std::string, int>> seeds,
+    int pool_size) {
+  if (seeds.empty()) return InvalidArgumentError("redis cluster: no seed address");
+  if (!base.sentinels.empty()) {
+    return InvalidArgumentError("redis cluster: sentinels cannot be used with a cluster");
+  }
+  if (pool_size < 1) return InvalidArgumentError("redis cluster: the pool needs at least 1");
+  std::unique_ptr<RedisClusterClient> c(new RedisClusterClient(base, std::move(seeds), pool_size));
+  GNOMON_RETURN_IF_ERROR(c->Refresh());
+  return c;
+}
+
+Result<RedisConnectionPool*> RedisClusterClient::PoolOf(const std::string& host, int port) {
+  const std::string address = Address(host, port);
+  {
+    MutexLock lock(mu_);
+    auto it = pools_.find(address);
+    if (it != pools_.end()) return it->second.get();
+  }
+  RedisConnectionConfig config = base_;
+  config.host = host;
+  config.port = port;
+  Result<std::unique_ptr<RedisConnectionPool>> pool =
+      RedisConnectionPool::Connect(config, pool_size_);
+  if (!pool.ok()) return pool.status();
+  MutexLock lock(mu_);
+  auto [it, added] = pools_.emplace(address, std::move(*pool));
+  return it->second.get();  // another caller's, when it connected first
+}
+
+Status RedisClusterClient::RefreshFrom(const std::string& host, int port) {
+  Result<RedisConnectionPool*> pool = PoolOf(host, port);
+  if (!pool.ok()) return pool.status();
+  Result<RedisReply> r = (*pool)->Command({"CLUSTER", "SHARDS"});
+  if (!r.ok()) return r.status();
+  if (r->is_error()) {
+    return UnavailableError("redis cluster " + Address(host, port) + ": CLUSTER SHARDS: " + r->str);
+  }
+  Result<std::vector<ClusterShard>> shards = ParseClusterShards(*r);
+  if (!shards.ok()) return shards.status();
+  std::vector<Node> nodes;
+  std::array<int16_t, kClusterSlots> owner;
+  owner.fill(-1);
+  for (const ClusterShard& s : *shards) {
+    const auto index = static_cast<int16_t>(nodes.size());
+    nodes.push_back(Node{s.host, s.port, Address(s.host, s.port)});
+    for (const auto& [first, last] : s.slots) {
+      std::fill(owner.begin() + first, owner.begin() + last + 1, index);
+    }
+  }
+  const auto unowned = std::find(owner.begin(), owner.end(), -1);
+  if (unowned != owner.end()) {
+    return UnavailableError("redis cluster " + Address(host, port) + ": slot " +
+                            std::to_string(unowned - owner.begin()) + " has no online primary");
+  }
+  MutexLock lock(mu_);
+  nodes_ = std::move(nodes);
+  owner_ = owner;
+  stale_ = false;
+  return Status::Ok();
+}
+
+Status RedisClusterClient::Refresh() {
+  {
+    MutexLock lock(mu_);
+    last_refresh_ = SystemClock::Get().SteadyNow();
+  }
+  // The primaries of the current map first (any of them knows the whole map), then the seeds.
+  std::vector<std::pair<std::string, int>> candidates;
+  {
+    MutexLock lock(mu_);
+    for (const Node& n : nodes_) candidates.emplace_back(n.host, n.port);
+  }
+  candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
+  std::set<std::pair<std::string, int>> tried;
+  Status last = UnavailableError("redis cluster: no node to read the slot map from");
+  for (const auto& [host, port] : candidates) {
+    if (!tried.insert({host, port}).second) continue;
+    last = RefreshFrom(host, port);
+    if (last.ok()) return last;
+  }
+  return last;
+}
+
+void RedisClusterClient::RefreshSoon() {
+  {
+    MutexLock lock(mu_);
+    if (SystemClock::Get().SteadyNow() - last_refresh_ < kMinRefreshGap) return;
+  }
+  (void)Refresh();  // on failure the current map stays, and the next redirect tries again
+}
+
+std::string RedisClusterClient::OwnerOf(int slot) const {
+  MutexLock lock(mu_);
+  if (slot < 0 || slot >= kClusterSlots || owner_[slot] < 0) return "";
+  return nodes_[owner_[slot]].address;
+}
+
+std::vector<std::string> RedisClusterClient::Primaries() const {
+  std::vector<std::string> out;
+  {
+    MutexLock lock(mu_);
+    for (const Node& n : nodes_) out.push_back(n.address);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<RedisReply> RedisClusterClient::Command(int slot, const std::vector<std::string>& argv) {
+  if (slot < 0 || slot >= kClusterSlots) {
+    return InvalidArgumentError("redis cluster: slot " + std::to_string(slot) + " out of range");
+  }
+  bool stale = false;
+  {
+    MutexLock lock(mu_);
+    stale = stale_;
+  }
+  if (stale) RefreshSoon();
+  std::string host;
+  int port = 0;
+  {
+    MutexLock lock(mu_);
+    const Node& n = nodes_[owner_[slot]];
+    host = n.host;
+    port = n.port;
+  }
+  const Duration deadline = SystemClock::Get().SteadyNow() + base_.io_timeout;
+  bool asking = false;
+  for (int redirects = 0; redirects <= kMaxRedirects;) {
+    Result<RedisConnectionPool*> pool = PoolOf(host, port);
+    Result<RedisReply> r = pool.ok()
+                               ? (asking ? (*pool)->CommandAsking(argv) : (*pool)->Command(argv))
+                               : Result<RedisReply>(pool.status());
+    if (!r.ok()) {
+      MutexLock lock(mu_);
+      stale_ = true;  // perhaps failed over: the next call reads the map first
+      return r;
+    }
+    if (!r->is_error()) return r;
+    if (std::optional<ClusterRedirect> to = ParseClusterRedirect(r->str)) {
+      ++redirects;
+      host = to->host;
+      port = to->port;
+      asking = to->ask;
+      if (!to->ask) RefreshSoon();
+      continue;
+    }
+    if (r->str.starts_with("TRYAGAIN")) {
+      if (SystemClock::Get().SteadyNow() + kTryAgainGap > deadline) {
+        return UnavailableError("redis cluster " + Address(host, port) + ": slot " +
+                                std::to_string(slot) + " is still being migrated (" + r->str + ")");
+      }
+      Pause(kTryAgainGap);
+      continue;
+    }
+    if (r->str.starts_with("CLUSTERDOWN")) {
+      MutexLock lock(mu_);
+      stale_ = true;
+      return UnavailableError("redis cluster " + Address(host, port) + ": " + r->str);
+    }
+    return r;  // the command's own error, for the caller to judge
+  }
+  return UnavailableError("redis cluster: slot " + std::to_string(slot) + ": more than " +
+                          std::to_string(kMaxRedirects) + " redirects");
+}
+
+}  // namespace gnomon::coord

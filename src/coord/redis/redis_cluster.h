@@ -1,0 +1,123 @@
+// Redis Cluster routing (internal): hash slots, the slot map read from the cluster, and a client
+// that sends each command to the primary owning its slot and follows the cluster's redirects.
+// docs/redis-cluster.md is the design this serves. No coordinator uses it yet:
+// `redis+cluster://` is not accepted.
+//
+// Routing. The slot map comes from `CLUSTER SHARDS` (Redis 7): the online primary of each shard
+// and its slot ranges. A command goes to its slot's primary, over a connection pool of that
+// primary (RedisConnectionPool, created on first use and kept). Its answer may redirect it:
+//   MOVED <slot> <host:port>  the slot has a new owner: the command is sent there, and the map
+//                             is read again (at most once per kMinRefreshGap);
+//   ASK <slot> <host:port>    the slot is being migrated and this key is at the target already,
+//                             or is new: `ASKING` and the command go there together, and the
+//                             map is left as it is;
+//   TRYAGAIN                  a multi-key command whose keys are split by a migration: sent again
+//                             every kTryAgainGap until io_timeout, then Unavailable;
+//   CLUSTERDOWN               Unavailable.
+// At most kMaxRedirects redirects per command. A connection failure is Unavailable, and the
+// next call reads the map again first (a failover moves the slots to a promoted replica).
+//
+// Thread safety: every method is safe to call from many threads at once. mu_ guards the map and
+// the pools' index; no I/O happens under it. The pools live as long as the client.
+#ifndef GNOMON_SRC_COORD_REDIS_REDIS_CLUSTER_H_
+#define GNOMON_SRC_COORD_REDIS_REDIS_CLUSTER_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gnomon/status.h"
+#include "gnomon/time.h"
+#include "src/base/thread_annotations.h"
+#include "src/coord/redis/redis_connection.h"
+
+namespace gnomon::coord {
+
+inline constexpr int kClusterSlots = 16384;
+
+// The hash slot of `key`: CRC16 (XMODEM) of the key mod 16384, or of its hash tag: the text
+// between the first '{' and the first '}' after it, when that text is not empty.
+int ClusterKeySlot(std::string_view key);
+
+// One primary and the slots it owns, as `CLUSTER SHARDS` lists them.
+struct ClusterShard {
+  std::string host;
+  int port = 0;
+  std::vector<std::pair<int, int>> slots;  // inclusive ranges
+};
+
+// The shards of a `CLUSTER SHARDS` reply that have an online primary. InvalidArgument naming
+// what is malformed (a slot out of range, an odd slot list, a primary without an address).
+Result<std::vector<ClusterShard>> ParseClusterShards(const RedisReply& reply);
+
+// A redirect carried by an error reply: "MOVED <slot> <host>:<port>" or "ASK ...".
+struct ClusterRedirect {
+  bool ask = false;  // ASK (one command) rather than MOVED (the slot's new owner)
+  int slot = 0;
+  std::string host;
+  int port = 0;
+};
+std::optional<ClusterRedirect> ParseClusterRedirect(std::string_view error);
+
+class RedisClusterClient {
+ public:
+  static constexpr int kMaxRedirects = 5;
+  static constexpr Duration kMinRefreshGap = std::chrono::milliseconds(100);
+  static constexpr Duration kTryAgainGap = std::chrono::milliseconds(10);
+
+  // Reads the slot map from the first of `seeds` that answers. `base`: the settings of every
+  // connection (host and port are replaced per node; sentinels must be empty). `pool_size`
+  // connections per primary. Unavailable when no seed answers or the cluster has a slot
+  // without a primary.
+  static Result<std::unique_ptr<RedisClusterClient>> Connect(
+      const RedisConnectionConfig& base, std::vector<std::pair<std::string, int>> seeds,
+      int pool_size);
+  ~RedisClusterClient();
+  RedisClusterClient(const RedisClusterClient&) = delete;
+  RedisClusterClient& operator=(const RedisClusterClient&) = delete;
+
+  // Runs `argv` on the primary owning `slot` (0-16383), following redirects as described above.
+  Result<RedisReply> Command(int slot, const std::vector<std::string>& argv);
+  // Reads the slot map again now (from a primary of the current map, else a seed).
+  Status Refresh();
+  // "host:port" of the primary `slot` belongs to in the current map.
+  std::string OwnerOf(int slot) const;
+  // "host:port" of every primary in the current map, sorted.
+  std::vector<std::string> Primaries() const;
+
+ private:
+  struct Node {
+    std::string host;
+    int port = 0;
+    std::string address;  // "host:port"
+  };
+
+  RedisClusterClient(RedisConnectionConfig base, std::vector<std::pair<std::string, int>> seeds,
+                     int pool_size);
+  // The pool of `host:port`, connected on first use.
+  Result<RedisConnectionPool*> PoolOf(const std::string& host, int port);
+  // Reads the map from `host:port` and installs it.
+  Status RefreshFrom(const std::string& host, int port);
+  // Refresh(), unless one ran less than kMinRefreshGap ago.
+  void RefreshSoon();
+
+  const RedisConnectionConfig base_;
+  const std::vector<std::pair<std::string, int>> seeds_;
+  const int pool_size_;
+  mutable Mutex mu_;
+  std::vector<Node> nodes_ GNOMON_GUARDED_BY(mu_);                     // the map's primaries
+  std::array<int16_t, kClusterSlots> owner_ GNOMON_GUARDED_BY(mu_){};  // index into nodes_
+  std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_ GNOMON_GUARDED_BY(mu_);
+  Duration last_refresh_ GNOMON_GUARDED_BY(mu_){0};  // SteadyNow() of the last Refresh
+  bool stale_ GNOMON_GUARDED_BY(mu_) = false;        // a call failed: read the map before the next
+};
+
+}  // namespace gnomon::coord
+
+#endif  // GNOMON_SRC_COORD_REDIS_REDIS_CLUSTER_H_

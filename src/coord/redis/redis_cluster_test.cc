@@ -1,0 +1,470 @@
+// RedisClusterClient against a real Redis Cluster that this binary starts: six
+// `redis-server --cluster-enabled yes` processes on free loopback ports, formed into three
+// primaries with one replica each by `redis-cli --cluster create` (ctest label "integration").
+// Every test skips when /usr/bin/redis-server or /usr/bin/redis-cli is missing.
+#include "src/coord/redis/redis_cluster.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/testing/free_port.h"
+#include "src/testing/real_wait.h"
+
+extern char** environ;
+
+namespace gnomon::coord {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::RealWait;
+
+constexpr const char* kRedisServer = "/usr/bin/redis-server";
+constexpr const char* kRedisCli = "/usr/bin/redis-cli";
+
+#define SKIP_WITHOUT_REDIS_CLUSTER_TOOLS()                                        \
+  do {                                                                            \
+    if (access(kRedisServer, X_OK) != 0 || access(kRedisCli, X_OK) != 0) {        \
+      GTEST_SKIP() << kRedisServer << " or " << kRedisCli << " is not installed"; \
+    }                                                                             \
+  } while (false)
+
+bool PortFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+// A free port whose cluster bus port (port + 10000) is free too.
+int FreeClusterPort() {
+  for (;;) {
+    const int port = testing::FreeLoopbackPort();
+    if (port + 10000 <= 65535 && PortFree(port + 10000)) return port;
+  }
+}
+
+pid_t Spawn(std::vector<std::string> args, const std::string& output) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+RedisConnectionConfig ConfigFor(int port) {
+  RedisConnectionConfig c;
+  c.host = "127.0.0.1";
+  c.port = port;
+  c.connect_timeout = milliseconds(500);
+  c.io_timeout = milliseconds(500);
+  c.backoff_min = milliseconds(10);
+  c.backoff_max = milliseconds(100);
+  return c;
+}
+
+std::string Text(const Result<RedisReply>& r) {
+  if (!r.ok()) return "<" + r.status().ToString() + ">";
+  if (r->type == RedisReply::Type::kInteger) return std::to_string(r->integer);
+  return r->str;
+}
+
+// Six cluster-enabled servers in one temporary folder, formed into 3 primaries + 3 replicas.
+class TestCluster {
+ public:
+  TestCluster() {
+    std::string pattern = std::filesystem::temp_directory_path() / "gnomon-cluster-XXXXXX";
+    GNOMON_CHECK(mkdtemp(pattern.data()) != nullptr);
+    dir_ = pattern;
+  }
+  ~TestCluster() {
+    for (size_t i = 0; i < pids_.size(); ++i) Kill(i);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Starts the servers, creates the cluster and waits until every node says it is ok. Returns
+  // an empty string on success, else what went wrong (with the tail of the logs).
+  std::string Start() {
+    for (int i = 0; i < 6; ++i) {
+      const int port = FreeClusterPort();
+      const std::string dir = dir_ + "/" + std::to_string(port);
+      std::filesystem::create_directories(dir);
+      ports_.push_back(port);
+      pids_.push_back(Spawn({kRedisServer, "--port", std::to_string(port), "--bind", "127.0.0.1",
+                             "--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file",
+                             dir + "/nodes.conf", "--cluster-node-timeout", "1000", "--appendonly",
+                             "yes", "--save", "", "--protected-mode", "no"},
+                            dir + "/redis.log"));
+      if (pids_.back() < 0) return "cannot start " + std::string(kRedisServer);
+    }
+    for (int port : ports_) {
+      if (!WaitFor([&] { return Text(Run(port, {"PING"})) == "PONG"; })) {
+        return "node " + std::to_string(port) + " does not answer PING";
+      }
+    }
+    std::vector<std::string> create = {kRedisCli, "--cluster", "create"};
+    for (int port : ports_) create.push_back("127.0.0.1:" + std::to_string(port));
+    for (const char* a : {"--cluster-replicas", "1", "--cluster-yes"}) create.push_back(a);
+    const pid_t cli = Spawn(create, dir_ + "/create.log");
+    int status = 0;
+    if (cli < 0 || waitpid(cli, &status, 0) != cli || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      return "redis-cli --cluster create failed: " + Tail(dir_ + "/create.log");
+    }
+    if (!WaitUntilServing()) return "the cluster never became ok: " + Tail(dir_ + "/create.log");
+    return "";
+  }
+
+  // Every node says cluster_state:ok and knows 3 online primaries covering every slot.
+  bool WaitUntilServing() {
+    return WaitFor([&] {
+      for (size_t i = 0; i < ports_.size(); ++i) {
+        if (pids_[i] < 0) continue;
+        if (Text(Run(ports_[i], {"CLUSTER", "INFO"})).find("cluster_state:ok") ==
+            std::string::npos) {
+          return false;
+        }
+        Result<RedisReply> shards = Run(ports_[i], {"CLUSTER", "SHARDS"});
+        if (!shards.ok()) return false;
+        Result<std::vector<ClusterShard>> parsed = ParseClusterShards(*shards);
+        if (!parsed.ok() || parsed->size() != 3) return false;
+      }
+      return true;
+    });
+  }
+
+  // One command on one node (a fresh connection).
+  Result<RedisReply> Run(int port, const std::vector<std::string>& argv) {
+    Result<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(ConfigFor(port));
+    if (!c.ok()) return c.status();
+    return (*c)->Command(argv);
+  }
+  std::string Id(int port) { return Text(Run(port, {"CLUSTER", "MYID"})); }
+  int PortOf(const std::string& address) {
+    return std::stoi(address.substr(address.rfind(':') + 1));
+  }
+  // The primaries' ports.
+  std::vector<int> Primaries() {
+    std::vector<int> out;
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (pids_[i] < 0) continue;
+      Result<RedisReply> role = Run(ports_[i], {"ROLE"});
+      if (role.ok() && !role->elements.empty() && role->elements[0].str == "master") {
+        out.push_back(ports_[i]);
+      }
+    }
+    return out;
+  }
+  // SIGKILL the node on `port`.
+  void KillPort(int port) {
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (ports_[i] == port) Kill(i);
+    }
+  }
+  int seed() const { return ports_.front(); }
+  const std::vector<int>& ports() const { return ports_; }
+
+ private:
+  template <class Pred>
+  bool WaitFor(Pred ready) {
+    for (int i = 0; i < 300; ++i) {
+      if (ready()) return true;
+      RealWait(milliseconds(100));
+    }
+    return false;
+  }
+  void Kill(size_t i) {
+    if (pids_[i] <= 0) return;
+    kill(pids_[i], SIGKILL);
+    waitpid(pids_[i], nullptr, 0);
+    pids_[i] = -1;
+  }
+  static std::string Tail(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string all = ss.str();
+    return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
+  }
+
+  std::string dir_;
+  std::vector<int> ports_;
+  std::vector<pid_t> pids_;
+};
+
+// --- Without a server -----------------------------------------------------------------------
+
+TEST(RedisClusterTest, RedirectsAreParsedAndMalformedOnesRefused) {
+  std::optional<ClusterRedirect> moved = ParseClusterRedirect("MOVED 3999 127.0.0.1:6381");
+  ASSERT_TRUE(moved);
+  EXPECT_FALSE(moved->ask);
+  EXPECT_EQ(moved->slot, 3999);
+  EXPECT_EQ(moved->host, "127.0.0.1");
+  EXPECT_EQ(moved->port, 6381);
+  std::optional<ClusterRedirect> ask = ParseClusterRedirect("ASK 0 ::1:7000");
+  ASSERT_TRUE(ask);
+  EXPECT_TRUE(ask->ask);
+  EXPECT_EQ(ask->host, "::1");
+  EXPECT_EQ(ask->port, 7000);
+  for (const char* bad :
+       {"MOVED", "MOVED 16384 h:1", "MOVED -1 h:1", "MOVED 1 h:0", "MOVED 1 h", "MOVED 1 :5",
+        "MOVED x h:1", "ASK 1 h:99999", "ERR MOVED 1 h:1", "TRYAGAIN Multiple keys"}) {
+    EXPECT_FALSE(ParseClusterRedirect(bad)) << bad;
+  }
+}
+
+TEST(RedisClusterTest, MalformedShardListsAreRefused) {
+  auto str = [](std::string s) {
+    RedisReply r;
+    r.type = RedisReply::Type::kString;
+    r.str = std::move(s);
+    return r;
+  };
+  auto num = [](int64_t v) {
+    RedisReply r;
+    r.type = RedisReply::Type::kInteger;
+    r.integer = v;
+    return r;
+  };
+  auto arr = [](std::vector<RedisReply> e) {
+    RedisReply r;
+    r.type = RedisReply::Type::kArray;
+    r.elements = std::move(e);
+    return r;
+  };
+  auto shards = [&](RedisReply slots) {
+    RedisReply node = arr({str("port"), num(7000), str("ip"), str("10.0.0.1"), str("endpoint"),
+                           str("?"), str("role"), str("master"), str("health"), str("online")});
+    return arr({arr({str("slots"), std::move(slots), str("nodes"), arr({node})})});
+  };
+  Result<std::vector<ClusterShard>> ok = ParseClusterShards(shards(arr({num(0), num(16383)})));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ((*ok)[0].host, "10.0.0.1");  // endpoint "?" falls back to the ip
+  EXPECT_EQ((*ok)[0].port, 7000);
+  for (const RedisReply& slots : {arr({num(0)}), arr({num(0), num(16384)}), arr({num(5), num(4)}),
+                                  arr({num(-1), num(3)}), arr({str("a"), num(3)})}) {
+    EXPECT_FALSE(ParseClusterShards(shards(slots)).ok());
+  }
+  EXPECT_FALSE(ParseClusterShards(str("x")).ok());
+}
+
+// --- Against a real cluster -----------------------------------------------------------------
+
+class RedisClusterServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (access(kRedisServer, X_OK) != 0 || access(kRedisCli, X_OK) != 0) return;
+    cluster_ = new TestCluster();
+    error_ = new std::string(cluster_->Start());
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete error_;
+    cluster_ = nullptr;
+    error_ = nullptr;
+  }
+  void SetUp() override {
+    SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+    ASSERT_EQ(*error_, "");
+  }
+  std::unique_ptr<RedisClusterClient> Client() {
+    Result<std::unique_ptr<RedisClusterClient>> c =
+        RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster_->seed()}}, 2);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  static TestCluster* cluster_;
+  static std::string* error_;
+};
+TestCluster* RedisClusterServerTest::cluster_ = nullptr;
+std::string* RedisClusterServerTest::error_ = nullptr;
+
+// The slot of every key, gnomon's own and the hash tag's edge cases, as the server computes it.
+TEST_F(RedisClusterServerTest, KeySlotsMatchTheServer) {
+  std::vector<std::string> keys = {"",         "a",   "{",      "}",     "{}",
+                                   "{}x",      "x{}", "{a}",    "x{a}y", "{a}{b}",
+                                   "{{a}}",    "a{b", "a}b{c}", "{}{a}", std::string("\0\xff{", 3),
+                                   "123456789"};
+  for (int i = 0; i < 400; ++i) {
+    keys.push_back("gnomon:default:{job-" + std::to_string(i) + "}:state");
+    std::string bytes;
+    for (int b = 0; b < i % 23; ++b) bytes.push_back(static_cast<char>((i * 31 + b * 7) & 0xff));
+    keys.push_back(bytes);
+  }
+  for (const std::string& key : keys) {
+    Result<RedisReply> r = cluster_->Run(cluster_->seed(), {"CLUSTER", "KEYSLOT", key});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(ClusterKeySlot(key), r->integer) << "key of " << key.size() << " bytes: " << key;
+  }
+}
+
+TEST_F(RedisClusterServerTest, CommandsGoToTheirSlotsPrimary) {
+  std::unique_ptr<RedisClusterClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(client->Primaries().size(), 3u);
+  std::set<std::string> owners;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = "route:{k" + std::to_string(i) + "}";
+    const int slot = ClusterKeySlot(key);
+    Result<RedisReply> set = client->Command(slot, {"SET", key, std::to_string(i)});
+    ASSERT_EQ(Text(set), "OK") << key;
+    // The key is on the primary the map names: asked there directly, it answers the value.
+    const std::string owner = client->OwnerOf(slot);
+    owners.insert(owner);
+    EXPECT_EQ(Text(cluster_->Run(cluster_->PortOf(owner), {"GET", key})), std::to_string(i));
+    EXPECT_EQ(Text(client->Command(slot, {"GET", key})), std::to_string(i));
+  }
+  EXPECT_EQ(owners.size(), 3u);  // 300 keys reach every primary
+}
+
+// A slot handed to another primary (CLUSTER SETSLOT ... NODE): the client's map is stale, the old
+// owner answers MOVED, the command lands at the new one and the map is read again.
+TEST_F(RedisClusterServerTest, AMovedSlotIsFollowedAndTheMapReadAgain) {
+  std::unique_ptr<RedisClusterClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  const std::string key = "{moved-test}";
+  const int slot = ClusterKeySlot(key);
+  ASSERT_EQ(
+      Text(cluster_->Run(cluster_->seed(), {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)})),
+      "0");
+  const int from = cluster_->PortOf(client->OwnerOf(slot));
+  int to = 0;
+  for (int p : cluster_->Primaries()) {
+    if (p != from) to = p;
+  }
+  ASSERT_NE(to, 0);
+  const std::string to_id = cluster_->Id(to);
+  // The new owner first, then the old one, then the rest (as the cluster's docs order it).
+  std::vector<int> order = {to, from};
+  for (int p : cluster_->Primaries()) {
+    if (p != to && p != from) order.push_back(p);
+  }
+  for (int p : order) {
+    ASSERT_EQ(Text(cluster_->Run(p, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id})),
+              "OK");
+  }
+  RealWait(RedisClusterClient::kMinRefreshGap * 2);  // past the refresh rate limit
+  EXPECT_EQ(Text(client->Command(slot, {"SET", key, "v"})), "OK");
+  EXPECT_EQ(Text(cluster_->Run(to, {"GET", key})), "v");
+  EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
+}
+
+// During a migration (MIGRATING / IMPORTING and MIGRATE of one key of two): a moved key and a
+// new key are followed by ASK, a command over both halves gets TRYAGAIN until the migration
+// ends; after it, the slot's commands reach the new owner.
+TEST_F(RedisClusterServerTest, AMigrationIsFollowedByAskAndTryAgain) {
+  std::unique_ptr<RedisClusterClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  const std::string moved = "{ask-test}:moved";
+  const std::string stays = "{ask-test}:stays";
+  const std::string fresh = "{ask-test}:fresh";
+  const int slot = ClusterKeySlot(moved);
+  const std::string s = std::to_string(slot);
+  ASSERT_EQ(Text(client->Command(slot, {"SET", moved, "m"})), "OK");
+  ASSERT_EQ(Text(client->Command(slot, {"SET", stays, "s"})), "OK");
+  const int from = cluster_->PortOf(client->OwnerOf(slot));
+  int to = 0;
+  for (int p : cluster_->Primaries()) {
+    if (p != from) to = p;
+  }
+  ASSERT_NE(to, 0);
+  const std::string from_id = cluster_->Id(from);
+  const std::string to_id = cluster_->Id(to);
+  ASSERT_EQ(Text(cluster_->Run(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", from_id})), "OK");
+  ASSERT_EQ(Text(cluster_->Run(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", to_id})), "OK");
+  ASSERT_EQ(Text(cluster_->Run(from, {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000",
+                                      "KEYS", moved})),
+            "OK");
+  EXPECT_EQ(Text(client->Command(slot, {"GET", moved})), "m");        // ASK to the target
+  EXPECT_EQ(Text(client->Command(slot, {"GET", stays})), "s");        // still at the source
+  EXPECT_EQ(Text(client->Command(slot, {"SET", fresh, "f"})), "OK");  // new: ASK to the target
+  Result<RedisReply> split = client->Command(slot, {"MGET", moved, stays});
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(split.status().message().find("being migrated"), std::string::npos)
+      << split.status().ToString();
+  // The map is unchanged by ASK: the source still owns the slot.
+  EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(from));
+  ASSERT_EQ(Text(cluster_->Run(from, {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000",
+                                      "KEYS", stays})),
+            "OK");
+  std::vector<int> order = {to, from};
+  for (int p : cluster_->Primaries()) {
+    if (p != to && p != from) order.push_back(p);
+  }
+  for (int p : order) {
+    ASSERT_EQ(Text(cluster_->Run(p, {"CLUSTER", "SETSLOT", s, "NODE", to_id})), "OK");
+  }
+  RealWait(RedisClusterClient::kMinRefreshGap * 2);
+  Result<RedisReply> both = client->Command(slot, {"MGET", moved, stays, fresh});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_EQ(both->elements.size(), 3u);
+  EXPECT_EQ(both->elements[0].str, "m");
+  EXPECT_EQ(both->elements[1].str, "s");
+  EXPECT_EQ(both->elements[2].str, "f");
+  EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
+}
+
+// A killed primary: its replica is promoted (cluster-node-timeout 1 s), and the client, after
+// the call that found the old primary gone, reads the map again and reaches the new one.
+TEST(RedisClusterFailoverTest, AKilledPrimarysSlotsAreReachedAtItsPromotedReplica) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  TestCluster cluster;
+  const std::string error = cluster.Start();
+  ASSERT_EQ(error, "");
+  Result<std::unique_ptr<RedisClusterClient>> client =
+      RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster.seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::string key = "{failover-test}";
+  const int slot = ClusterKeySlot(key);
+  ASSERT_EQ(Text((*client)->Command(slot, {"SET", key, "before"})), "OK");
+  // At its replica (one connection per primary: WAIT counts that connection's writes). A
+  // replica of a new cluster may still be syncing: asked again until it has the write.
+  std::string acked;
+  for (int i = 0; i < 50 && acked != "1"; ++i) {
+    acked = Text((*client)->Command(slot, {"WAIT", "1", "400"}));
+  }
+  ASSERT_EQ(acked, "1");
+  const std::string old_owner = (*client)->OwnerOf(slot);
+  cluster.KillPort(cluster.PortOf(old_owner));
+  EXPECT_FALSE((*client)->Command(slot, {"GET", key}).ok());  // the old primary is gone
+  ASSERT_TRUE(cluster.WaitUntilServing()) << "no replica was promoted";
+  // Calls fail until the map names the promoted replica (read again at most every 100 ms).
+  Result<RedisReply> after = UnavailableError("not tried");
+  for (int i = 0; i < 50 && !after.ok(); ++i) {
+    after = (*client)->Command(slot, {"GET", key});
+    if (!after.ok()) RealWait(milliseconds(100));
+  }
+  EXPECT_EQ(Text(after), "before");
+  EXPECT_NE((*client)->OwnerOf(slot), old_owner);
+  EXPECT_EQ((*client)->Primaries().size(), 3u);
+}
+
+}  // namespace
+}  // namespace gnomon::coord
