@@ -152,8 +152,11 @@ std::optional<ClusterRedirect> ParseClusterRedirect(std::string_view error) {
 
 RedisClusterClient::RedisClusterClient(RedisConnectionConfig base,
                                        std::vector<std::pair<std::string, int>> seeds,
-                                       int pool_size)
-    : base_(std::move(base)), seeds_(std::move(seeds)), pool_size_(pool_size) {
+                                       int pool_size, std::vector<std::string> scripts)
+    : base_(std::move(base)),
+      seeds_(std::move(seeds)),
+      pool_size_(pool_size),
+      scripts_(std::move(scripts)) {
   owner_.fill(-1);
 }
 
@@ -161,13 +164,14 @@ RedisClusterClient::~RedisClusterClient() = default;
 
 Result<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Connect(
     const RedisConnectionConfig& base, std::vector<std::pair<std::string, int>> seeds,
-    int pool_size) {
+    int pool_size, std::vector<std::string> scripts) {
   if (seeds.empty()) return InvalidArgumentError("redis cluster: no seed address");
   if (!base.sentinels.empty()) {
     return InvalidArgumentError("redis cluster: sentinels cannot be used with a cluster");
   }
   if (pool_size < 1) return InvalidArgumentError("redis cluster: the pool needs at least 1");
-  std::unique_ptr<RedisClusterClient> c(new RedisClusterClient(base, std::move(seeds), pool_size));
+  std::unique_ptr<RedisClusterClient> c(
+      new RedisClusterClient(base, std::move(seeds), pool_size, std::move(scripts)));
   GNOMON_RETURN_IF_ERROR(c->Refresh());
   return c;
 }
@@ -185,6 +189,7 @@ Result<RedisConnectionPool*> RedisClusterClient::PoolOf(const std::string& host,
   Result<std::unique_ptr<RedisConnectionPool>> pool =
       RedisConnectionPool::Connect(config, pool_size_);
   if (!pool.ok()) return pool.status();
+  for (const std::string& source : scripts_) (*pool)->AddScript(source);
   MutexLock lock(mu_);
   auto [it, added] = pools_.emplace(address, std::move(*pool));
   return it->second.get();  // another caller's, when it connected first
@@ -269,6 +274,28 @@ std::vector<std::string> RedisClusterClient::Primaries() const {
 }
 
 Result<RedisReply> RedisClusterClient::Command(int slot, const std::vector<std::string>& argv) {
+  return Route(slot, [&](RedisConnectionPool& pool, bool asking) {
+    return asking ? pool.CommandAsking(argv) : pool.Command(argv);
+  });
+}
+
+Result<RedisReply> RedisClusterClient::Eval(int slot, int id, const std::vector<std::string>& keys,
+                                            const std::vector<std::string>& args) {
+  if (id < 0 || static_cast<size_t>(id) >= scripts_.size()) {
+    return InvalidArgumentError("redis cluster: no script " + std::to_string(id));
+  }
+  Result<RedisReply> r = Route(slot, [&](RedisConnectionPool& pool, bool asking) {
+    return pool.EvalRouted(id, keys, args, asking);
+  });
+  if (r.ok() && r->is_error()) {
+    return InternalError("redis cluster: slot " + std::to_string(slot) +
+                         ": script error: " + r->str);
+  }
+  return r;
+}
+
+Result<RedisReply> RedisClusterClient::Route(
+    int slot, const std::function<Result<RedisReply>(RedisConnectionPool&, bool)>& send) {
   if (slot < 0 || slot >= kClusterSlots) {
     return InvalidArgumentError("redis cluster: slot " + std::to_string(slot) + " out of range");
   }
@@ -290,12 +317,12 @@ Result<RedisReply> RedisClusterClient::Command(int slot, const std::vector<std::
   bool asking = false;
   for (int redirects = 0; redirects <= kMaxRedirects;) {
     Result<RedisConnectionPool*> pool = PoolOf(host, port);
-    Result<RedisReply> r = pool.ok()
-                               ? (asking ? (*pool)->CommandAsking(argv) : (*pool)->Command(argv))
-                               : Result<RedisReply>(pool.status());
+    Result<RedisReply> r = pool.ok() ? send(**pool, asking) : Result<RedisReply>(pool.status());
     if (!r.ok()) {
-      MutexLock lock(mu_);
-      stale_ = true;  // perhaps failed over: the next call reads the map first
+      if (r.status().code() == StatusCode::kUnavailable) {
+        MutexLock lock(mu_);
+        stale_ = true;  // perhaps failed over: the next call reads the map first
+      }
       return r;
     }
     if (!r->is_error()) return r;

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -73,17 +74,23 @@ class RedisClusterClient {
 
   // Reads the slot map from the first of `seeds` that answers. `base`: the settings of every
   // connection (host and port are replaced per node; sentinels must be empty). `pool_size`
-  // connections per primary. Unavailable when no seed answers or the cluster has a slot
-  // without a primary.
+  // connections per primary. `scripts`: Lua sources for Eval, registered on every primary's
+  // pool (script id = index), loaded on a node at its first use there. Unavailable when no seed
+  // answers or the cluster has a slot without a primary.
   static Result<std::unique_ptr<RedisClusterClient>> Connect(
       const RedisConnectionConfig& base, std::vector<std::pair<std::string, int>> seeds,
-      int pool_size);
+      int pool_size, std::vector<std::string> scripts = {});
   ~RedisClusterClient();
   RedisClusterClient(const RedisClusterClient&) = delete;
   RedisClusterClient& operator=(const RedisClusterClient&) = delete;
 
   // Runs `argv` on the primary owning `slot` (0-16383), following redirects as described above.
   Result<RedisReply> Command(int slot, const std::vector<std::string>& argv);
+  // EVALSHA of script `id` on the primary owning `slot`, routed as Command. Every key the script
+  // touches must be in `keys` and in `slot`: the server decides redirects from them. A script
+  // error is Internal, as RedisConnection::Eval's.
+  Result<RedisReply> Eval(int slot, int id, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args);
   // Reads the slot map again now (from a primary of the current map, else a seed).
   Status Refresh();
   // "host:port" of the primary `slot` belongs to in the current map.
@@ -99,7 +106,11 @@ class RedisClusterClient {
   };
 
   RedisClusterClient(RedisConnectionConfig base, std::vector<std::pair<std::string, int>> seeds,
-                     int pool_size);
+                     int pool_size, std::vector<std::string> scripts);
+  // Sends one call (`send`: on a node's pool, with ASKING first or not) to `slot`'s primary and
+  // follows the redirects.
+  Result<RedisReply> Route(
+      int slot, const std::function<Result<RedisReply>(RedisConnectionPool&, bool)>& send);
   // The pool of `host:port`, connected on first use.
   Result<RedisConnectionPool*> PoolOf(const std::string& host, int port);
   // Reads the map from `host:port` and installs it.
@@ -110,6 +121,7 @@ class RedisClusterClient {
   const RedisConnectionConfig base_;
   const std::vector<std::pair<std::string, int>> seeds_;
   const int pool_size_;
+  const std::vector<std::string> scripts_;
   mutable Mutex mu_;
   std::vector<Node> nodes_ GNOMON_GUARDED_BY(mu_);                     // the map's primaries
   std::array<int16_t, kClusterSlots> owner_ GNOMON_GUARDED_BY(mu_){};  // index into nodes_

@@ -179,6 +179,39 @@ class TestCluster {
     }
     return out;
   }
+  // A primary other than `port`.
+  int OtherPrimary(int port) {
+    for (int p : Primaries()) {
+      if (p != port) return p;
+    }
+    return 0;
+  }
+  // Starts moving `slot` from primary `from` to primary `to` (IMPORTING, then MIGRATING).
+  bool StartMigration(int slot, int from, int to) {
+    const std::string s = std::to_string(slot);
+    return Text(Run(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", Id(from)})) == "OK" &&
+           Text(Run(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", Id(to)})) == "OK";
+  }
+  // MIGRATE of `key` from primary `from` to primary `to`.
+  bool MigrateKey(const std::string& key, int from, int to) {
+    return Text(Run(from, {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000", "KEYS",
+                           key})) == "OK";
+  }
+  // Gives `slot` to primary `to` (SETSLOT NODE): on it, then on the old owner `from`, then on
+  // the other primaries, in the order the cluster's documentation gives.
+  bool GiveSlot(int slot, int from, int to) {
+    std::vector<int> order = {to, from};
+    for (int p : Primaries()) {
+      if (p != to && p != from) order.push_back(p);
+    }
+    const std::string id = Id(to);
+    for (int p : order) {
+      if (Text(Run(p, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", id})) != "OK") {
+        return false;
+      }
+    }
+    return true;
+  }
   // SIGKILL the node on `port`.
   void KillPort(int port) {
     for (size_t i = 0; i < ports_.size(); ++i) {
@@ -292,9 +325,9 @@ class RedisClusterServerTest : public ::testing::Test {
     SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
     ASSERT_EQ(*error_, "");
   }
-  std::unique_ptr<RedisClusterClient> Client() {
-    Result<std::unique_ptr<RedisClusterClient>> c =
-        RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster_->seed()}}, 2);
+  std::unique_ptr<RedisClusterClient> Client(std::vector<std::string> scripts = {}) {
+    Result<std::unique_ptr<RedisClusterClient>> c = RedisClusterClient::Connect(
+        ConfigFor(0), {{"127.0.0.1", cluster_->seed()}}, 2, std::move(scripts));
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -354,21 +387,9 @@ TEST_F(RedisClusterServerTest, AMovedSlotIsFollowedAndTheMapReadAgain) {
       Text(cluster_->Run(cluster_->seed(), {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)})),
       "0");
   const int from = cluster_->PortOf(client->OwnerOf(slot));
-  int to = 0;
-  for (int p : cluster_->Primaries()) {
-    if (p != from) to = p;
-  }
+  const int to = cluster_->OtherPrimary(from);
   ASSERT_NE(to, 0);
-  const std::string to_id = cluster_->Id(to);
-  // The new owner first, then the old one, then the rest (as the cluster's docs order it).
-  std::vector<int> order = {to, from};
-  for (int p : cluster_->Primaries()) {
-    if (p != to && p != from) order.push_back(p);
-  }
-  for (int p : order) {
-    ASSERT_EQ(Text(cluster_->Run(p, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id})),
-              "OK");
-  }
+  ASSERT_TRUE(cluster_->GiveSlot(slot, from, to));
   RealWait(RedisClusterClient::kMinRefreshGap * 2);  // past the refresh rate limit
   EXPECT_EQ(Text(client->Command(slot, {"SET", key, "v"})), "OK");
   EXPECT_EQ(Text(cluster_->Run(to, {"GET", key})), "v");
@@ -385,22 +406,13 @@ TEST_F(RedisClusterServerTest, AMigrationIsFollowedByAskAndTryAgain) {
   const std::string stays = "{ask-test}:stays";
   const std::string fresh = "{ask-test}:fresh";
   const int slot = ClusterKeySlot(moved);
-  const std::string s = std::to_string(slot);
   ASSERT_EQ(Text(client->Command(slot, {"SET", moved, "m"})), "OK");
   ASSERT_EQ(Text(client->Command(slot, {"SET", stays, "s"})), "OK");
   const int from = cluster_->PortOf(client->OwnerOf(slot));
-  int to = 0;
-  for (int p : cluster_->Primaries()) {
-    if (p != from) to = p;
-  }
+  const int to = cluster_->OtherPrimary(from);
   ASSERT_NE(to, 0);
-  const std::string from_id = cluster_->Id(from);
-  const std::string to_id = cluster_->Id(to);
-  ASSERT_EQ(Text(cluster_->Run(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", from_id})), "OK");
-  ASSERT_EQ(Text(cluster_->Run(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", to_id})), "OK");
-  ASSERT_EQ(Text(cluster_->Run(from, {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000",
-                                      "KEYS", moved})),
-            "OK");
+  ASSERT_TRUE(cluster_->StartMigration(slot, from, to));
+  ASSERT_TRUE(cluster_->MigrateKey(moved, from, to));
   EXPECT_EQ(Text(client->Command(slot, {"GET", moved})), "m");        // ASK to the target
   EXPECT_EQ(Text(client->Command(slot, {"GET", stays})), "s");        // still at the source
   EXPECT_EQ(Text(client->Command(slot, {"SET", fresh, "f"})), "OK");  // new: ASK to the target
@@ -411,16 +423,8 @@ TEST_F(RedisClusterServerTest, AMigrationIsFollowedByAskAndTryAgain) {
       << split.status().ToString();
   // The map is unchanged by ASK: the source still owns the slot.
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(from));
-  ASSERT_EQ(Text(cluster_->Run(from, {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000",
-                                      "KEYS", stays})),
-            "OK");
-  std::vector<int> order = {to, from};
-  for (int p : cluster_->Primaries()) {
-    if (p != to && p != from) order.push_back(p);
-  }
-  for (int p : order) {
-    ASSERT_EQ(Text(cluster_->Run(p, {"CLUSTER", "SETSLOT", s, "NODE", to_id})), "OK");
-  }
+  ASSERT_TRUE(cluster_->MigrateKey(stays, from, to));
+  ASSERT_TRUE(cluster_->GiveSlot(slot, from, to));
   RealWait(RedisClusterClient::kMinRefreshGap * 2);
   Result<RedisReply> both = client->Command(slot, {"MGET", moved, stays, fresh});
   ASSERT_TRUE(both.ok()) << both.status().ToString();
@@ -429,6 +433,52 @@ TEST_F(RedisClusterServerTest, AMigrationIsFollowedByAskAndTryAgain) {
   EXPECT_EQ(both->elements[1].str, "s");
   EXPECT_EQ(both->elements[2].str, "f");
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
+}
+
+// Scripts run where their keys' slot lives, are loaded on each node at first use there, and
+// follow a migration as commands do: ASK (ASKING goes before the EVALSHA) and TRYAGAIN.
+TEST_F(RedisClusterServerTest, ScriptsAreRoutedByTheirKeysSlot) {
+  std::unique_ptr<RedisClusterClient> client =
+      Client({"return redis.call('INCR', KEYS[1])",
+              "return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2])}"});
+  ASSERT_NE(client, nullptr);
+  for (int i = 0; i < 100; ++i) {
+    const std::string key = "eval:{k" + std::to_string(i) + "}";
+    const int slot = ClusterKeySlot(key);
+    EXPECT_EQ(Text(client->Eval(slot, 0, {key}, {})), "1") << key;
+    EXPECT_EQ(Text(client->Eval(slot, 0, {key}, {})), "2") << key;
+    EXPECT_EQ(Text(cluster_->Run(cluster_->PortOf(client->OwnerOf(slot)), {"GET", key})), "2");
+  }
+  // A script error is the script's (Internal), not the cluster's.
+  const std::string text = "eval:{text}";
+  const int text_slot = ClusterKeySlot(text);
+  ASSERT_EQ(Text(client->Command(text_slot, {"SET", text, "x"})), "OK");
+  Result<RedisReply> error = client->Eval(text_slot, 0, {text}, {});
+  EXPECT_EQ(error.status().code(), StatusCode::kInternal) << error.status().ToString();
+  EXPECT_EQ(client->Eval(text_slot, 7, {text}, {}).status().code(), StatusCode::kInvalidArgument);
+
+  const std::string moved = "{eval-migration}:moved";
+  const std::string stays = "{eval-migration}:stays";
+  const int slot = ClusterKeySlot(moved);
+  ASSERT_EQ(Text(client->Command(slot, {"SET", moved, "10"})), "OK");
+  ASSERT_EQ(Text(client->Command(slot, {"SET", stays, "20"})), "OK");
+  const int from = cluster_->PortOf(client->OwnerOf(slot));
+  const int to = cluster_->OtherPrimary(from);
+  ASSERT_NE(to, 0);
+  ASSERT_TRUE(cluster_->StartMigration(slot, from, to));
+  ASSERT_TRUE(cluster_->MigrateKey(moved, from, to));
+  EXPECT_EQ(Text(client->Eval(slot, 0, {moved}, {})), "11");  // ASK: run at the target
+  EXPECT_EQ(Text(client->Eval(slot, 0, {stays}, {})), "21");  // still at the source
+  Result<RedisReply> split = client->Eval(slot, 1, {moved, stays}, {});
+  EXPECT_EQ(split.status().code(), StatusCode::kUnavailable) << split.status().ToString();
+  ASSERT_TRUE(cluster_->MigrateKey(stays, from, to));
+  ASSERT_TRUE(cluster_->GiveSlot(slot, from, to));
+  RealWait(RedisClusterClient::kMinRefreshGap * 2);
+  Result<RedisReply> both = client->Eval(slot, 1, {moved, stays}, {});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_EQ(both->elements.size(), 2u);
+  EXPECT_EQ(both->elements[0].str, "11");
+  EXPECT_EQ(both->elements[1].str, "21");
 }
 
 // A killed primary: its replica is promoted (cluster-node-timeout 1 s), and the client, after

@@ -310,8 +310,15 @@ Result<RedisReply> RedisConnection::EvalThen(int id, const std::vector<std::stri
   return r;
 }
 
+Result<RedisReply> RedisConnection::EvalRouted(int id, const std::vector<std::string>& keys,
+                                               const std::vector<std::string>& args, bool asking) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return EvalLocked(id, keys, args, asking, /*redirects=*/true);
+}
+
 Result<RedisReply> RedisConnection::EvalLocked(int id, const std::vector<std::string>& keys,
-                                               const std::vector<std::string>& args) {
+                                               const std::vector<std::string>& args, bool asking,
+                                               bool redirects) {
   Script& script = *scripts_.at(static_cast<size_t>(id));
   if (script.sha.empty()) GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
   // EVALSHA sha numkeys keys... args..., formatted straight from the caller's vectors.
@@ -319,9 +326,18 @@ Result<RedisReply> RedisConnection::EvalLocked(int id, const std::vector<std::st
   auto format = [&] { return FormatCommand({"EVALSHA", script.sha, numkeys}, {&keys, &args}); };
   std::string command = format();
   for (int tries = 0;; ++tries) {
+    if (asking) {
+      Result<RedisReply> a = CommandLocked({"ASKING"});
+      if (!a.ok() || a->is_error()) return a;
+    }
     Result<RedisReply> r = FormattedCommandLocked(command);
     if (!r.ok()) return r;
     if (!r->is_error()) return r;
+    if (redirects) {
+      for (const char* redirect : {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"}) {
+        if (r->str.starts_with(redirect)) return r;
+      }
+    }
     if (r->str.starts_with("NOSCRIPT") && tries == 0) {
       // The server forgot the script (restart, SCRIPT FLUSH, failover): load it and retry.
       GNOMON_RETURN_IF_ERROR(LoadScriptLocked(script));
@@ -462,6 +478,15 @@ Result<RedisReply> RedisConnectionPool::EvalThen(int id, const std::vector<std::
                                                  RedisReply& then_reply) {
   const size_t i = Acquire();
   Result<RedisReply> r = conns_[i]->EvalThen(id, keys, args, then, then_reply);
+  Release(i);
+  return r;
+}
+
+Result<RedisReply> RedisConnectionPool::EvalRouted(int id, const std::vector<std::string>& keys,
+                                                   const std::vector<std::string>& args,
+                                                   bool asking) {
+  const size_t i = Acquire();
+  Result<RedisReply> r = conns_[i]->EvalRouted(id, keys, args, asking);
   Release(i);
   return r;
 }

@@ -96,6 +96,11 @@ class RedisConnection {
   Result<RedisReply> EvalThen(int id, const std::vector<std::string>& keys,
                               const std::vector<std::string>& args,
                               const std::vector<std::string>& then, RedisReply& then_reply);
+  // Eval for RedisClusterClient: with `asking`, `ASKING` goes first on the same connection (again
+  // before a retry after NOSCRIPT). A cluster's redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)
+  // come back as error replies for the caller to follow, not as a Status.
+  Result<RedisReply> EvalRouted(int id, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args, bool asking);
   // Loads every registered script now (SCRIPT LOAD), so that a broken one fails early.
   Status LoadScripts();
 
@@ -131,8 +136,10 @@ class RedisConnection {
   // Sends a command already in RESP and reads its reply.
   Result<RedisReply> FormattedCommandLocked(const std::string& command);
   Status LoadScriptLocked(Script& script);
+  // `asking` and `redirects`: as EvalRouted.
   Result<RedisReply> EvalLocked(int id, const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args);
+                                const std::vector<std::string>& args, bool asking = false,
+                                bool redirects = false);
   // Unavailable "redis <address>: <why>" (password redacted), after dropping the connection.
   Status FailLocked(const std::string& why);
   void DropLocked();
@@ -172,6 +179,8 @@ class RedisConnectionPool {
   Result<RedisReply> EvalThen(int id, const std::vector<std::string>& keys,
                               const std::vector<std::string>& args,
                               const std::vector<std::string>& then, RedisReply& then_reply);
+  Result<RedisReply> EvalRouted(int id, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args, bool asking);
   Status LoadScripts();
   const std::string& address() const { return conns_.front()->address(); }
   size_t size() const { return conns_.size(); }

@@ -952,9 +952,13 @@ TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
     if (!online) RealWait(milliseconds(20));
   }
   ASSERT_TRUE(online) << raw.Str({"INFO", "replication"});
+  // "online" is the link; a write acknowledged by WAIT shows the replica is keeping up (on a
+  // loaded machine its first acknowledgement can take longer than a claim's wait).
+  raw.Str({"SET", "warm-up", "1"});
+  ASSERT_EQ(raw.Str({"WAIT", "1", "10000"}), "1");
   RedisOptions o = OptionsFor(primary.port());
   o.wait_replicas = 1;
-  o.wait_timeout = milliseconds(300);
+  o.wait_timeout = milliseconds(1500);  // below io_timeout (2 s)
   auto c = MustOpen(o);
   ASSERT_NE(c, nullptr);
   const Instant now = *c->Now();
