@@ -117,6 +117,7 @@ Result<std::vector<ClusterShard>> ParseClusterShards(const RedisReply& reply) {
     }
     // A shard whose primary is not online (failing over) or that owns no slots routes nothing.
     if (!s.host.empty() && !s.slots.empty()) out.push_back(std::move(s));
+    if (out.size() > kClusterSlots) return bad("more primaries with slots than slots");
   }
   return out;
 }

@@ -53,8 +53,9 @@ struct ClusterShard {
   std::vector<std::pair<int, int>> slots;  // inclusive ranges
 };
 
-// The shards of a `CLUSTER SHARDS` reply that have an online primary. InvalidArgument naming
-// what is malformed (a slot out of range, an odd slot list, a primary without an address).
+// The shards of a `CLUSTER SHARDS` reply that have an online primary and slots. InvalidArgument
+// naming what is malformed (a slot out of range, an odd slot list, a primary without an
+// address, more such shards than slots).
 Result<std::vector<ClusterShard>> ParseClusterShards(const RedisReply& reply);
 
 // A redirect carried by an error reply: "MOVED <slot> <host>:<port>" or "ASK ...".

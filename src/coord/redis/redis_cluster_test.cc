@@ -304,6 +304,14 @@ TEST(RedisClusterTest, MalformedShardListsAreRefused) {
     EXPECT_FALSE(ParseClusterShards(shards(slots)).ok());
   }
   EXPECT_FALSE(ParseClusterShards(str("x")).ok());
+  // More shards than slots (each claiming slot 0) would overflow the map's index.
+  RedisReply many = shards(arr({num(0), num(0)}));
+  const RedisReply one = many.elements[0];
+  many.elements.assign(kClusterSlots + 1, one);
+  Result<std::vector<ClusterShard>> too_many = ParseClusterShards(many);
+  EXPECT_FALSE(too_many.ok());
+  many.elements.resize(kClusterSlots);
+  EXPECT_TRUE(ParseClusterShards(many).ok());
 }
 
 // --- Against a real cluster -----------------------------------------------------------------
