@@ -4,6 +4,7 @@
 #ifndef GNOMON_SRC_SERVER_API_HANDLERS_H_
 #define GNOMON_SRC_SERVER_API_HANDLERS_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -25,9 +26,12 @@ class ProbesHandler final : public ApiHandler {
  public:
   explicit ProbesHandler(ClaimStore& claims) : claims_(claims) {}
   Response Handle(Call& call) override;
+  // While not ready (the node is starting), /readyz answers 503. Ready from construction.
+  void SetReady(bool ready) { ready_.store(ready); }
 
  private:
   ClaimStore& claims_;
+  std::atomic<bool> ready_{true};
 };
 
 // GET /metrics: the Prometheus exposition; a caller limited to namespaces sees the job-labelled

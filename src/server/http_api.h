@@ -102,6 +102,8 @@ class HttpApi final : public HttpHandler {
   Status SetTokens(std::vector<ApiToken> tokens);
   // Replaces the namespace quotas (SIGHUP).
   void SetQuotas(Quotas quotas);
+  // Whether /readyz may answer ready (default true): false while the node is starting.
+  void SetReady(bool ready) { probes_.SetReady(ready); }
   // The quotas in force, for the scheduler's admission hook.
   std::shared_ptr<const Quotas> quotas() const { return quotas_.Get(); }
 

@@ -125,6 +125,14 @@ TEST_F(HttpApiTest, HealthReadyOpenApi) {
   EXPECT_EQ(h->status, 200);
   auto r = client_->Get("/readyz");
   EXPECT_EQ(r->status, 200);
+  // A starting node (its API jobs not loaded yet) is alive but not ready.
+  server_->api.SetReady(false);
+  auto starting = client_->Get("/readyz");
+  EXPECT_EQ(starting->status, 503);
+  EXPECT_THAT(Body(starting)["error"]["message"].get<std::string>(), HasSubstr("starting"));
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  server_->api.SetReady(true);
+  EXPECT_EQ(client_->Get("/readyz")->status, 200);
   auto doc = client_->Get("/api/v1/openapi.json");
   ASSERT_EQ(doc->status, 200);
   json j = Body(doc);

@@ -203,6 +203,9 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   http.listen = o.api.listen;
   http.max_body_bytes = o.api.max_body_bytes;
   p->server = std::make_unique<HttpServer>(*p->api, http);
+  // Not ready until the engine runs the jobs defined through the API: before that, a GET of
+  // such a job would answer 404.
+  p->api->SetReady(false);
   GNOMON_RETURN_IF_ERROR(p->server->Start().WithPrefix("--listen " + o.api.listen));
 
   // Jobs other nodes created through the API, then the engine, then the sync loop.
@@ -211,6 +214,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   p->catalog->StartSync([&log](const Status& s) {
     log.Error("sync_failed", {{"error", s.message()}});
   });
+  p->api->SetReady(true);
 
   const std::string bound = Bound(o.api.listen, p->server->port());
   const std::string base = (o.http.tls_cert.empty() ? "http://" : "https://") + bound;
