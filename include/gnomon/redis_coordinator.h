@@ -169,8 +169,9 @@ struct RedisOptions {
   TlsOptions tls;
   // Replicas that must acknowledge a claim batch (WAIT) before the claims are answered, 0-16
   // (URL `?wait_replicas=N`). A batch that fewer replicas acknowledged within wait_timeout
-  // answers Unavailable for each of its claims, so that none of its fires starts (see
-  // docs/operations.md "Claims across a failover"). Default 0: no WAIT.
+  // answers Unavailable for each of its claims, so that none of its fires starts, and its claims
+  // are taken back at once, so the fires' retries claim them anew (see docs/operations.md
+  // "Claims across a failover"). Default 0: no WAIT.
   int wait_replicas = 0;
   // How long a claim batch's WAIT waits for its replicas; with wait_replicas, > 0 and below
   // io_timeout. Default 500 ms.

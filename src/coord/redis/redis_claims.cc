@@ -110,12 +110,42 @@ Result<RedisReply> RedisClaims::SendClaims(
   if (!r.ok() || r->is_error()) return r;
   if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
   if (acked.integer < o.wait_replicas) {
-    return UnavailableError("redis " + store_.conn().address() +
-                            ": the claim batch was acknowledged by " +
-                            std::to_string(acked.integer) + " of " + want + " replica(s) within " +
-                            timeout_ms + " ms (wait_replicas): its fires are not started");
+    return UnavailableError(
+        "redis " + store_.conn().address() + ": the claim batch was acknowledged by " +
+        std::to_string(acked.integer) + " of " + want + " replica(s) within " + timeout_ms +
+        " ms (wait_replicas): its fires are not started" + Unclaim(items, *r));
   }
   return r;
+}
+
+// The primary answered, so it can take back what it granted: the batch's claims are withdrawn
+// (kUnclaim), and each fire's retry (the failed claims, handled per `misfire`) claims it anew
+// rather than finding it claimed by a run that never started. Withdrawing is best effort: a
+// claim it misses keeps its marker, its lease ends unrenewed and the lost-run scan records it
+// per `on_lost`. -> "" or why some claims stay.
+std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string>*>& items,
+                                 const RedisReply& replies) {
+  scripts::ArgList args(scripts::ArgNames(scripts::kUnclaim), store_.CommonArgs());
+  size_t granted = 0;
+  for (size_t i = 0; i < items.size() && i < replies.elements.size(); ++i) {
+    const RedisReply& e = replies.elements[i];
+    if (!IsArray(e, 3) || Word(e) != "CLAIMED") continue;
+    const std::vector<std::string>& item = *items[i];  // kClaimItem: job, ms, shard first
+    for (size_t k = 0; k < 3; ++k) args.Add("fires...", item[k]);
+    args.Add("fires...", e.elements[2].str);
+    ++granted;
+  }
+  if (granted == 0) return "";
+  Result<RedisReply> r =
+      store_.conn().Eval(scripts::kUnclaim, {store_.base(), store_.base()}, args.Take());
+  if (!r.ok()) return "; withdrawing its claims failed (" + r.status().ToString() + ")";
+  if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != granted + 1) {
+    return "; withdrawing its claims failed (malformed reply)";
+  }
+  size_t kept = 0;
+  for (size_t i = 1; i < r->elements.size(); ++i) kept += r->elements[i].str != "OK";
+  if (kept == 0) return "; its claims were withdrawn";
+  return "; " + std::to_string(kept) + " of its claims could not be withdrawn (lease gone)";
 }
 
 Result<RedisReply> RedisClaims::SendReports(

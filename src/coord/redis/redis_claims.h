@@ -49,6 +49,8 @@ class RedisClaims {
   static constexpr size_t kClaimChunk = 128;
   static constexpr size_t kReportChunk = 64;
   Result<RedisReply> SendClaims(const std::vector<const std::vector<std::string>*>& items);
+  std::string Unclaim(const std::vector<const std::vector<std::string>*>& items,
+                      const RedisReply& replies);
   Result<RedisReply> SendReports(const std::vector<const std::vector<std::string>*>& items);
 
   RedisStore& store_;

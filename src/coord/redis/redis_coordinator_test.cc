@@ -937,8 +937,8 @@ TEST(RedisCoordinatorTest, ParsesUrls) {
 }
 
 // wait_replicas: a claim batch is answered once the replica has it; with the replica hung, the
-// batch answers Unavailable after wait_timeout and its fires are not started, while the claim
-// stays on the primary (its lease ends; the lost-run scan resolves it).
+// batch answers Unavailable after wait_timeout, its fires are not started and the primary takes
+// its claims back, so the fire's retry claims it (under `misfire`), not the lost-run scan.
 TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
   SKIP_WITHOUT_REDIS();
   RedisServer primary({"--repl-diskless-sync-delay", "0"});
@@ -974,10 +974,25 @@ TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find("acknowledged by 0 of 1 replica"), std::string::npos)
       << second.status().message();
-  // The primary holds the claim all the same: asked again, it is someone's (this node's, not
-  // started), never a second claim.
-  EXPECT_EQ(c->Claim(Req(unacked, "other"))->result, R::kAlreadyClaimed);
-  // Acknowledged again once the replica answers.
+  EXPECT_NE(second.status().message().find("its claims were withdrawn"), std::string::npos)
+      << second.status().message();
+  // The primary took the claim back: no record, no lease; the fire's retry (here another
+  // node's) claims it anew, acknowledged once the replica answers, with a larger token.
+  for (const RunQuery& q : {RunQuery{.job_id = "j"}, RunQuery{}}) {
+    Result<RunPage> page = c->ListRuns(q);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_EQ(page->runs.size(), 1u);
+    EXPECT_EQ(page->runs[0].run_id, first->claim->fire.RunId());
+  }
+  const std::string b = o.prefix + ":default";
+  EXPECT_EQ(raw.Array({"ZRANGE", b + ":leases", "0", "-1"}),
+            std::vector<std::string>{
+                "j " + std::to_string(first->claim->fire.scheduled_at.unix_millis()) + ":0"});
+  Result<ClaimOutcome> retried = c->Claim(Req(unacked, "other"));
+  ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+  ASSERT_EQ(retried->result, R::kClaimed);
+  EXPECT_GT(retried->claim->fencing_token, first->claim->fencing_token);
+  EXPECT_EQ(retried->claim->node_id, "other");
   Result<ClaimOutcome> third = c->Claim(Req(Fire("j", now), "n"));
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_EQ(third->result, R::kClaimed);

@@ -476,6 +476,32 @@ end
 return out
 )lua";
 
+// KEYS[1] = global base. ARGV[5..]: quadruples job, ms, shard, token: claims whose batch fewer
+// replicas acknowledged than wait_replicas asks (RedisClaims::SendClaims). Each one still held by
+// its token (attempt 1, lease live) is withdrawn whole: its marker, its record and their index
+// entries go, so the fire reads as never claimed and its retry claims it anew. The job's token
+// counter and last instant stay (a counter never goes back). -> OK, then OK / LEASE per claim.
+constexpr const char* kUnclaimBody = R"lua(
+-- ARGV[5..]: fires...
+local out = {'OK'}
+for i = 5, #ARGV, 4 do
+  local job, fid = ARGV[i], ARGV[i + 1] .. ':' .. ARGV[i + 2]
+  local jb = jb_of(job)
+  local fk = jb .. ':fire:' .. fid
+  local why, f = fenced(fk, ARGV[i + 3], 'att')
+  if why or f[4] ~= '1' then
+    out[#out + 1] = 'LEASE'
+  else
+    drop_records({member(job, ARGV[i + 1] + 0, ARGV[i + 2] + 0, 1)})
+    redis.call('DEL', fk)
+    redis.call('ZREM', jb .. ':live', fid)
+    redis.call('ZREM', GB .. ':leases', job .. ' ' .. fid)
+    out[#out + 1] = 'OK'
+  end
+end
+return out
+)lua";
+
 // The definitions `body` needs (directly or through another helper), then `body`.
 std::string WithHelpers(const std::string& body) {
   const std::span<const ScriptHelper> helpers = ScriptHelpers();
@@ -523,6 +549,7 @@ constexpr Script kScripts[] = {
     {kGetJobStates, "", kGetJobStatesBody},
     {kCancelFire, "", kCancelFireBody},
     {kRerunFire, "", kRerunFireBody},
+    {kUnclaim, "", kUnclaimBody},
 };
 static_assert(std::size(kScripts) == kCount);
 
@@ -551,13 +578,14 @@ constexpr std::string_view kClaimManyArgs[] = {"n", "claims..."};
 constexpr std::string_view kGetJobStatesArgs[] = {"jobs..."};
 constexpr std::string_view kCancelFireArgs[] = {"job", "ms", "shard", "reason"};
 constexpr std::string_view kRerunFireArgs[] = {"job", "ms", "shard", "ttl_ms", "node", "cause"};
+constexpr std::string_view kUnclaimArgs[] = {"fires..."};
 constexpr std::span<const std::string_view> kArgNames[] = {
     kRenewArgs,       kNextAttemptArgs,   kReportManyArgs,     kListExpiredArgs,
     kResolveLostArgs, kRecordSkippedArgs, kSaveCheckpointArgs, kSaveLiveOutputArgs,
     kSetPausedArgs,   kPruneArgs,         kListRunsArgs,       kGetRunArgs,
     kHeartbeatArgs,   kListNodesArgs,     kPutJobArgs,         kDeleteJobArgs,
     kAppendAuditArgs, kFiresRecordedArgs, kClaimManyArgs,      kGetJobStatesArgs,
-    kCancelFireArgs,  kRerunFireArgs,
+    kCancelFireArgs,  kRerunFireArgs,     kUnclaimArgs,
 };
 static_assert(std::size(kArgNames) == kCount);
 

@@ -44,6 +44,7 @@ enum Id {
   kGetJobStates,
   kCancelFire,
   kRerunFire,
+  kUnclaim,
   kCount,
 };
 
