@@ -244,7 +244,9 @@ command = '''{RECORD.replace("{out}", self.out)}'''
         # success, and publish joins both. Three nodes for 40 s, one killed (-9) in the middle:
         # each child fire runs once, at its parent's instant, and none is left unfired (a child
         # claimed by the killed node is lost with it, like any fire: on_lost = "rerun" runs it
-        # again elsewhere).
+        # again elsewhere). The children allow overlap: under the default "forbid", the child of
+        # the next parent fire is skipped (recorded, reason "overlap") while the killed node's
+        # child still holds its lease, which is right but leaves that parent without a run.
         config = self.write_jobs("gnomon.toml", (
             '[scheduler]\nlease_ttl = "3s"\nheartbeat_interval = "500ms"\n'
             'shutdown_grace = "1s"\n'))
@@ -260,12 +262,14 @@ command = '''{record}'''
 [[job]]
 id = "transform"
 on_lost = "rerun"
+overlap = "allow"
 command = '''{record}'''
 
 [[job]]
 id = "publish"
 after = ["extract", "transform"]
 on_lost = "rerun"
+overlap = "allow"
 command = '''{record}'''
 """)
         nodes = {n: self.start(n, jobs, ["--config", config]) for n in ("n1", "n2", "n3")}
