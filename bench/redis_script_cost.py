@@ -15,6 +15,10 @@ share. Also a "minimal" pair (MIN_CLAIM, MIN_REPORT: ten commands per fire, the 
 script-based layout) and a "no-op" pair of scripts that take the same arguments and do nothing:
 the cost of passing a fire's arguments in and the replies out, the floor under any script
 design.
+
+COST_BASELINE=DIR measures, in the same run and right after gnomon's, the claim and report
+scripts another build wrote there (`fleet_load scripts DIR` of an earlier commit): a change to
+the scripts is compared with what it replaces on the same machine state.
 """
 import os
 import shutil
@@ -213,13 +217,18 @@ def main():
     print("### Redis CPU per fire of the claim + report scripts: %d jobs, %d rounds of %d fires"
           % (jobs, rounds, BATCH))
     results = {}
-    for name, c, r in (("gnomon", claim, report), ("minimal", MIN_CLAIM, MIN_REPORT),
-                       ("no-op", NOOP_CLAIM, NOOP_REPORT)):
+    variants = [("gnomon", claim, report)]
+    baseline = os.environ.get("COST_BASELINE")
+    if baseline:
+        variants.append(("baseline", open(os.path.join(baseline, "claim_many.lua")).read(),
+                         open(os.path.join(baseline, "report_many.lua")).read()))
+    variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("no-op", NOOP_CLAIM, NOOP_REPORT)]
+    for name, c, r in variants:
         cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir)
         results[name] = cpu
         print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
               (name, cpu, keys))
-        if name == "gnomon":
+        if name in ("gnomon", "baseline"):
             inner = sum(u for u, n, _ in stats if n != "evalsha")
             print("\n| command | calls per fire | µs per fire |\n|---|---:|---:|")
             for usec, cmd, calls in stats:
@@ -230,8 +239,12 @@ def main():
             print("\nscripts (evalsha) %.1f µs per fire, of which the commands they call %.1f: "
                   "the Lua interpreter and write propagation %.1f (commandstats times are wall "
                   "time: run it on an idle machine)" % (evalsha, inner, evalsha - inner))
+    extra = ""
+    if baseline:
+        extra = ", \"baseline_us_per_fire\": %.1f" % results["baseline"]
     print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
-          "\"noop_us_per_fire\": %.1f}" % (results["gnomon"], results["minimal"], results["no-op"]))
+          "\"noop_us_per_fire\": %.1f%s}" % (results["gnomon"], results["minimal"],
+                                             results["no-op"], extra))
     return 0
 
 

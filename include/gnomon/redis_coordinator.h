@@ -36,6 +36,9 @@
 //   B:audit_failed  the same for failed calls (status >= 400), capped apart
 //                 (newest `keep` kept); its seq is B:meta audit_seq (same scheme as tokens)
 //   B:events      pub/sub channel: the new jobs version after each definition/pause change
+// A script's writes to B:leases and B:runs wait until it ends (also when it fails halfway) and
+// go as one ZADD / ZREM per index, the last write of a member winning, so a claim or report
+// batch pays per index one command, not one per fire; B:runs is then trimmed once per script.
 // Scripts that touch a job's keys and a global index (claims, reports, pausing) are not
 // Cluster-safe yet: this version supports one primary (optionally with replicas or Sentinel).
 //
@@ -44,14 +47,15 @@
 // slack, the oldest finished records beyond the cap are dropped in one batch (running ones are
 // kept), so an index holds at most cap + slack - 1 records besides running ones (10,063 per job
 // and 100,063 in total by default) and the trimming work is shared by `slack` writes. A batch
-// looks at most at 4 slacks + 64 records. Claims of old instants (a misfire catch-up) list at the
-// old end: in the global index a running record there leaves the global listing only (it stays
-// listed under its job); in a job's index running records are kept, and when more than 64 hold
-// the trim back, the job's trim_at (now + 1 s) defers the next try by a second, so no write
-// scans the whole excess. A job's index is then bounded by its cap, its running fires and a
-// second of its writes.
-// PruneHistory applies the per-job retention (keep_last fires, max_age). Fire markers are kept
-// fire_retention after they close, so a pruned fire still cannot be claimed twice.
+// looks at most at 4 slacks + 64 records (the global index, trimmed once per script: at most
+// max(4 slacks, the script's additions), and a claim script adds at most 128). Claims of old
+// instants (a misfire catch-up) list at the old end: in the global index a running record there
+// leaves the global listing only (it stays listed under its job); in a job's index running records
+// are kept, and when more than 64 hold the trim back, the job's trim_at (now + 1 s) defers the next
+// try by a second, so no write scans the whole excess. A job's index is then bounded by its cap,
+// its running fires and a second of its writes. PruneHistory applies the per-job retention
+// (keep_last fires, max_age). Fire markers are kept fire_retention after they close, so a pruned
+// fire still cannot be claimed twice.
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
 // per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc

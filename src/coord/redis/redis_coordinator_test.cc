@@ -645,6 +645,66 @@ int64_t CommandCalls(Raw& raw, const std::string& command) {
   return at == std::string::npos ? 0 : std::stoll(stats.substr(at + key.size()));
 }
 
+// A claim batch's writes to the global indexes go as one command each when its script ends
+// (GPEND, flush_global): the lease index and the global listing then hold what the per-fire
+// commands would have left, and the listing is trimmed to its bound once for the whole batch,
+// however many more fires the batch added than a trim drops by itself (4 slacks).
+TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  o.max_records_total = 16;  // slack 1: a trim drops at most 4 by itself
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Raw raw(SharedServer()->port());
+  const std::string b = o.prefix + ":default";
+  const Instant at = clock.Now() - seconds(1);
+  std::vector<ClaimRequest> reqs;
+  for (int i = 0; i < 100; ++i) reqs.push_back(Req(Fire("batch-" + std::to_string(i), at), "n"));
+  raw.Str({"CONFIG", "RESETSTAT"});
+  std::vector<Result<ClaimOutcome>> outs = c->ClaimMany(reqs);
+  ASSERT_EQ(outs.size(), reqs.size());
+  for (const Result<ClaimOutcome>& out : outs) {
+    ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
+  }
+  // Per fire a ZADD to its job's open fires and one to its job's listing; for the batch one to
+  // the lease index and one to the global listing (trimmed: running records leave it only).
+  EXPECT_EQ(CommandCalls(raw, "zadd"), 2 * 100 + 2);
+  EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "100");
+  EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":runs"})), 16);
+  // Reported one by one, then closed: the lease index empties, the listing stays bounded, and
+  // every member it lists has its record.
+  for (const Result<ClaimOutcome>& out : outs) {
+    ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
+  }
+  EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "0");
+  const std::vector<std::string> listed = raw.Array({"ZRANGE", b + ":runs", "0", "-1"});
+  EXPECT_LE(listed.size(), 16u);
+  Result<RunPage> page = c->ListRuns(RunQuery{.limit = 1000});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->runs.size(), listed.size());
+  for (const RunRecord& r : page->runs) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded);
+
+  // A batch that fails halfway (the second job's listing is not a sorted set: its claim fails
+  // after its marker and lease were written) keeps the writes it made, both fires' lease entries
+  // among them: their claims are found by the lost-run scan, as they would be had each command
+  // been sent at once. The error is the server's.
+  const Instant later = at + seconds(1);
+  raw.Str({"SET", b + ":{broken}:runs", "not a sorted set"});
+  std::vector<Result<ClaimOutcome>> failed =
+      c->ClaimMany({Req(Fire("first", later), "n"), Req(Fire("broken", later), "n")});
+  ASSERT_EQ(failed.size(), 2u);
+  for (const Result<ClaimOutcome>& out : failed) {
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("WRONGTYPE"), std::string::npos)
+        << out.status().ToString();
+  }
+  const std::string ms = std::to_string(later.unix_millis());
+  EXPECT_EQ(raw.Array({"ZRANGE", b + ":leases", "0", "-1"}),
+            (std::vector<std::string>{"broken " + ms + ":0", "first " + ms + ":0"}));
+}
+
 // Running records among the oldest of an index (late claims of old instants: a misfire catch-up)
 // must not make every write scan the whole excess (they did: each write looked at every record
 // beyond the cap, so a backlog made each claim slower, the backlog longer, and a million-job fleet

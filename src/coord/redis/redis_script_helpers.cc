@@ -19,6 +19,28 @@ local format = string.format
     {"S", R"lua(
 local function S(n) return format('%d', n) end
 )lua"},
+    {"GPEND", R"lua(
+-- Writes to the two global indexes (GB:leases, GB:runs) wait here, member -> score (false: to
+-- remove), until the script ends (flush_global): a batch of fires then costs one variadic ZADD
+-- or ZREM per index, not one command per fire, and the last write of a member wins, as the
+-- commands in order would. A script that names GPEND (directly or through a helper) has its
+-- body wrapped by WithHelpers so that flush_global runs when it ends, also after an error.
+-- Scripts read these indexes only before they write them (ListExpired) or in flush_global.
+local GPEND = {leases = {}, runs = {}, added = 0}
+)lua"},
+    {"g_lease", R"lua(
+local function g_lease(m, lease_s) GPEND.leases[m] = lease_s end
+)lua"},
+    {"g_run", R"lua(
+local function g_run(m, listed)
+  if listed then
+    GPEND.runs[m] = '0'
+    GPEND.added = GPEND.added + 1
+  else
+    GPEND.runs[m] = false
+  end
+end
+)lua"},
     {"server_ms", R"lua(
 -- The server's clock in ms, read (TIME) at most once per script.
 local server_ms_read
@@ -108,7 +130,7 @@ local function drop_records(ms)
       l[#l + 1] = m
     end
     redis.call('DEL', unpack(keys))
-    redis.call('ZREM', GB .. ':runs', unpack(ms, from, to))
+    for i = from, to do g_run(ms[i], false) end
     for job, l in pairs(by_job) do redis.call('ZREM', jb_of(job) .. ':runs', unpack(l)) end
   end
 end
@@ -126,7 +148,9 @@ end
 -- leaves the global listing only (it stays listed under its job, which trims it once finished).
 -- Late claims of old instants (a misfire catch-up) list at the old end of the indexes; a trim that
 -- scanned past all of them at every write made a backlog slow every claim down.
-local function trim(zkey, cap, hint)
+-- `at_least`: the global index is trimmed once per script (flush_global), after all its writes,
+-- so one call may drop up to that many (the script's additions) when that is more than 4 slacks.
+local function trim(zkey, cap, hint, at_least)
   local global = not hint
   local n = redis.call('ZCARD', zkey)
   local excess = n - cap
@@ -138,8 +162,9 @@ local function trim(zkey, cap, hint)
     wait = redis.call('HGET', hint, 'trim_at')
     if wait and NOW < wait + 0 then return end
   end
-  local want = excess
-  if want > 4 * slack then want = 4 * slack end
+  local want, most = excess, 4 * slack
+  if at_least and at_least > most then most = at_least end
+  if want > most then want = most end
   local victims, unlisted = {}, {}
   local look = want + 64
   if global then look = want end
@@ -161,14 +186,50 @@ local function trim(zkey, cap, hint)
   end
 end
 )lua"},
+    {"flush_global", R"lua(
+-- Applies GPEND: per index one ZADD and one ZREM per 256 members; then trims the global history
+-- listing once for all the script's additions, and applies what that trim dropped.
+local function flush_global()
+  local function apply(pend, key)
+    local add, rem = {}, {}
+    for m, v in pairs(pend) do
+      if v then
+        add[#add + 1] = v
+        add[#add + 1] = m
+        if #add == 512 then
+          redis.call('ZADD', key, unpack(add))
+          add = {}
+        end
+      else
+        rem[#rem + 1] = m
+        if #rem == 256 then
+          redis.call('ZREM', key, unpack(rem))
+          rem = {}
+        end
+      end
+    end
+    if #add > 0 then redis.call('ZADD', key, unpack(add)) end
+    if #rem > 0 then redis.call('ZREM', key, unpack(rem)) end
+  end
+  local added = GPEND.added
+  apply(GPEND.leases, GB .. ':leases')
+  apply(GPEND.runs, GB .. ':runs')
+  GPEND.leases, GPEND.runs, GPEND.added = {}, {}, 0
+  if added > 0 then
+    trim(GB .. ':runs', ARGV[3] + 0, nil, added)
+    apply(GPEND.runs, GB .. ':runs')
+    GPEND.runs = {}
+  end
+end
+)lua"},
     {"index_record", R"lua(
--- Lists a new record in its job's index (jb:runs) and the global one, and trims both.
+-- Lists a new record in its job's index (jb:runs), trimmed here, and the global one (GPEND,
+-- trimmed by flush_global).
 local function index_record(jb, job, ms, shard, att)
   local m = member(job, ms, shard, att)
   redis.call('ZADD', jb .. ':runs', '0', m)
-  redis.call('ZADD', GB .. ':runs', '0', m)
+  g_run(m, true)
   trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state')
-  trim(GB .. ':runs', ARGV[3] + 0, nil)
 end
 )lua"},
     {"new_record", R"lua(
@@ -208,7 +269,7 @@ local function close_fire(jb, job, fid)
   redis.call('HSET', fk, 'open', '0')
   redis.call('PEXPIRE', fk, ARGV[4])
   redis.call('ZREM', jb .. ':live', fid)
-  redis.call('ZREM', GB .. ':leases', job .. ' ' .. fid)
+  g_lease(job .. ' ' .. fid, false)
 end
 )lua"},
     {"start_attempt", R"lua(
@@ -220,7 +281,7 @@ local function start_attempt(jb, job, fid, ms, shard, sc_s, att, att_s, node, tt
   redis.call('HSET', jb .. ':fire:' .. fid, 'att', att_s, 'tok', tok_s, 'node', node, 'lease',
              lease_s, 'open', '1', 'sc', sc_s)
   redis.call('ZADD', jb .. ':live', lease_s, fid)
-  redis.call('ZADD', GB .. ':leases', lease_s, job .. ' ' .. fid)
+  g_lease(job .. ' ' .. fid, lease_s)
   new_record(jb, job, fid, ms, shard, att, att_s, 'sc', sc_s, 'tok', tok_s, 'node', node, 'st',
              NOW_S, 'fin', '0', 'out', 'running')
   return tok_s, lease_s

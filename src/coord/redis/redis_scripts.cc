@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gnomon/status.h"
 #include "src/coord/redis/redis_script_helpers.h"
@@ -128,7 +129,7 @@ if why then return {'LEASE', why} end
 local lease_s = S(NOW + ARGV[9])
 redis.call('HSET', fk, 'lease', lease_s)
 redis.call('ZADD', JB .. ':live', lease_s, fid)
-redis.call('ZADD', GB .. ':leases', lease_s, ARGV[5] .. ' ' .. fid)
+g_lease(ARGV[5] .. ' ' .. fid, lease_s)
 return {'OK', lease_s}
 )lua";
 
@@ -210,7 +211,7 @@ for _, m in ipairs(rows) do
       out[#out + 1] = v
     end
   else
-    redis.call('ZREM', GB .. ':leases', m)
+    g_lease(m, false)
   end
 end
 return out
@@ -495,15 +496,15 @@ for i = 5, #ARGV, 4 do
     drop_records({member(job, ARGV[i + 1] + 0, ARGV[i + 2] + 0, 1)})
     redis.call('DEL', fk)
     redis.call('ZREM', jb .. ':live', fid)
-    redis.call('ZREM', GB .. ':leases', job .. ' ' .. fid)
+    g_lease(job .. ' ' .. fid, false)
     out[#out + 1] = 'OK'
   end
 end
 return out
 )lua";
 
-// The definitions `body` needs (directly or through another helper), then `body`.
-std::string WithHelpers(const std::string& body) {
+// Which helpers `body` needs, directly or through another helper.
+std::vector<bool> Needed(const std::string& body) {
   const std::span<const ScriptHelper> helpers = ScriptHelpers();
   std::vector<bool> needed(helpers.size());
   std::string scanned = body;
@@ -511,6 +512,35 @@ std::string WithHelpers(const std::string& body) {
     if (Uses(scanned, helpers[i].name)) {
       needed[i] = true;
       scanned += helpers[i].code;
+    }
+  }
+  return needed;
+}
+
+// A body whose writes to the global indexes wait in GPEND runs as a function, so that they are
+// applied when it returns, and also when it fails halfway (then the writes made so far stay, as
+// they would if each had been sent at once, and the error is answered after them, its text
+// unchanged: redis.call's "ERR ..." or "OOM ...", or the Lua error).
+constexpr const char* kDeferredHead = R"lua(
+local function script_body()
+)lua";
+constexpr const char* kDeferredTail = R"lua(
+end
+local ok, reply = pcall(script_body)
+flush_global()
+if not ok then return redis.error_reply(tostring(reply)) end
+return reply
+)lua";
+
+// The definitions `body` needs, then `body` (run as script_body when it defers writes).
+std::string WithHelpers(std::string body) {
+  const std::span<const ScriptHelper> helpers = ScriptHelpers();
+  std::vector<bool> needed = Needed(body);
+  for (size_t i = 0; i < helpers.size(); ++i) {
+    if (needed[i] && std::string_view(helpers[i].name) == "GPEND") {
+      body = kDeferredHead + body + kDeferredTail;
+      needed = Needed(body);
+      break;
     }
   }
   std::string out;
