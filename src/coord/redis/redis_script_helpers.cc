@@ -190,26 +190,23 @@ end
 -- Applies GPEND: per index one ZADD and one ZREM per 256 members; then trims the global history
 -- listing once for all the script's additions, and applies what that trim dropped.
 local function flush_global()
+  local function send(cmd, key, list, width)
+    for from = 1, #list, width do
+      redis.call(cmd, key, unpack(list, from, math.min(#list, from + width - 1)))
+    end
+  end
   local function apply(pend, key)
     local add, rem = {}, {}
     for m, v in pairs(pend) do
       if v then
         add[#add + 1] = v
         add[#add + 1] = m
-        if #add == 512 then
-          redis.call('ZADD', key, unpack(add))
-          add = {}
-        end
       else
         rem[#rem + 1] = m
-        if #rem == 256 then
-          redis.call('ZREM', key, unpack(rem))
-          rem = {}
-        end
       end
     end
-    if #add > 0 then redis.call('ZADD', key, unpack(add)) end
-    if #rem > 0 then redis.call('ZREM', key, unpack(rem)) end
+    send('ZADD', key, add, 512)
+    send('ZREM', key, rem, 256)
   end
   local added = GPEND.added
   apply(GPEND.leases, GB .. ':leases')
