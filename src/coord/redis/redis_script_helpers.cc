@@ -26,20 +26,13 @@ local function S(n) return format('%d', n) end
 -- commands in order would. A script that names GPEND (directly or through a helper) has its
 -- body wrapped by WithHelpers so that flush_global runs when it ends, also after an error.
 -- Scripts read these indexes only before they write them (ListExpired) or in flush_global.
-local GPEND = {leases = {}, runs = {}, added = 0}
+local GPEND = {leases = {}, runs = {}}
 )lua"},
     {"g_lease", R"lua(
 local function g_lease(m, lease_s) GPEND.leases[m] = lease_s end
 )lua"},
     {"g_run", R"lua(
-local function g_run(m, listed)
-  if listed then
-    GPEND.runs[m] = '0'
-    GPEND.added = GPEND.added + 1
-  else
-    GPEND.runs[m] = false
-  end
-end
+local function g_run(m, listed) GPEND.runs[m] = listed and '0' end
 )lua"},
     {"server_ms", R"lua(
 -- The server's clock in ms, read (TIME) at most once per script.
@@ -188,13 +181,14 @@ end
 )lua"},
     {"flush_global", R"lua(
 -- Applies GPEND: per index one ZADD and one ZREM per 256 members; then trims the global history
--- listing once for all the script's additions, and applies what that trim dropped.
+-- listing once for all the members the script added, and applies what that trim dropped.
 local function flush_global()
   local function send(cmd, key, list, width)
     for from = 1, #list, width do
       redis.call(cmd, key, unpack(list, from, math.min(#list, from + width - 1)))
     end
   end
+  -- -> the number of members added.
   local function apply(pend, key)
     local add, rem = {}, {}
     for m, v in pairs(pend) do
@@ -207,11 +201,11 @@ local function flush_global()
     end
     send('ZADD', key, add, 512)
     send('ZREM', key, rem, 256)
+    return #add / 2
   end
-  local added = GPEND.added
   apply(GPEND.leases, GB .. ':leases')
-  apply(GPEND.runs, GB .. ':runs')
-  GPEND.leases, GPEND.runs, GPEND.added = {}, {}, 0
+  local added = apply(GPEND.runs, GB .. ':runs')
+  GPEND.leases, GPEND.runs = {}, {}
   if added > 0 then
     trim(GB .. ':runs', ARGV[3] + 0, nil, added)
     apply(GPEND.runs, GB .. ':runs')
