@@ -6,7 +6,7 @@
 //                        [--tag run1]
 //   fleet_load lateness --backend URL [--jobs 1000] [--seconds 20] [--node n1] [--workers 16]
 //   fleet_load scale    --backend URL [--jobs N] [--per-second K] [--seconds S] [--node n1]
-//                        [--kinds 10s,1m,5m,1h,1d] [--samples PATH]
+//                        [--kinds 10s,1m,5m,1h,1d] [--measure-at UNIX_S] [--drain 10]
 //   fleet_load output   --backend URL --op pair|1k|64k [--count 2000] [--tag run1]
 //
 // Backend URLs: redis://host:port[/db] or rediss://host:port[/db][?tls_ca=...] (the server must
@@ -39,11 +39,13 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +57,7 @@
 #include <vector>
 
 #include "gnomon/coordinator.h"
+#include "gnomon/cron.h"
 #include "gnomon/etcd_coordinator.h"
 #include "gnomon/in_process_executor.h"
 #include "gnomon/job.h"
@@ -85,6 +88,7 @@ struct Flags {
   int per_second = 1000;  // scale: jobs firing every second (the rest: every 10 s .. daily)
   std::string kinds = "10s,1m,5m,1h,1d";  // scale: the schedules the rest is spread over
   double measure_at = 0;  // scale: unix seconds when the measurement starts (0 = after warm-up)
+  double drain = 10;      // scale: seconds after the window that its fires may still run in
   double seconds = 10;
   std::string op = "pair";  // output: pair, 1k or 64k
   int64_t count = 2000;     // output: operations
@@ -355,8 +359,11 @@ class CountingObserver final : public gnomon::Observer {
 
 // scale: --jobs in-process jobs on one node, --per-second of them every second and the rest
 // spread over every 10 s, every minute, every 5 minutes, hourly and daily (seconds spread by
-// H-like offsets so they do not all fire at :00). Prints fires run, claim attempts, lateness
-// percentiles (a reservoir of samples), CPU and resident memory after loading and at the end.
+// H-like offsets so they do not all fire at :00). The window is the --seconds after --measure-at
+// (rounded up to a whole second), in scheduled instants. Prints: the fires the whole job set
+// schedules in it (counted from the schedules), how many of them this node ran by the window's
+// end + --drain, their lateness percentiles (a reservoir of samples), all runs and claim attempts
+// during the window (wall clock), CPU and resident memory after loading and at the end.
 int RunScale(const Flags& f) {
   Result<std::unique_ptr<Coordinator>> coord = OpenBackend(f.backend);
   if (!coord.ok()) {
@@ -365,8 +372,19 @@ int RunScale(const Flags& f) {
   }
   gnomon::SystemClock& clock = gnomon::SystemClock::Get();
   std::mutex mu;
-  std::vector<int64_t> reservoir;  // lateness us; guarded by mu
-  int64_t runs = 0;                // guarded by mu
+  std::vector<int64_t> reservoir;  // lateness us of the window's fires; guarded by mu
+  int64_t runs = 0;                // every run; guarded by mu
+  int64_t window_runs = 0;         // runs of fires scheduled in the window; guarded by mu
+  // The measured window, as scheduled instants [win0, win1) in unix ms (whole seconds): set
+  // before the scheduler starts, read-only after.
+  double measure_at = f.measure_at;
+  if (measure_at <= 0) {
+    measure_at =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+        std::min(10.0, f.seconds / 3);
+  }
+  const int64_t win0 = static_cast<int64_t>(std::ceil(measure_at)) * 1000;
+  const int64_t win1 = win0 + static_cast<int64_t>(f.seconds * 1000);
   std::mt19937_64 rng(42);
   constexpr size_t kReservoir = 200000;
   gnomon::InProcessExecutor executor;
@@ -382,16 +400,21 @@ int RunScale(const Flags& f) {
     const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    const int64_t late = now_us - ctx.scheduled_at.unix_millis() * 1000;
+    const int64_t at = ctx.scheduled_at.unix_millis();
+    const int64_t late = now_us - at * 1000;
     std::lock_guard<std::mutex> lock(mu);
     ++runs;
+    if (at < win0 || at >= win1) return Status::Ok();
+    ++window_runs;
     if (reservoir.size() < kReservoir) {
       reservoir.push_back(late);
-    } else if (const uint64_t k = rng() % static_cast<uint64_t>(runs); k < kReservoir) {
+    } else if (const uint64_t k = rng() % static_cast<uint64_t>(window_runs); k < kReservoir) {
       reservoir[k] = late;
     }
     return Status::Ok();
   };
+  // The minute of an every-5-minutes job is its offset in 0-4 ("%d/5"), so it fires 12 times an
+  // hour whatever the offset.
   const char* kSlow[] = {"%d/10 * * * * *", "%d * * * * *", "%d %d/5 * * * *", "%d %d * * * *",
                          "%d %d 3 * * *"};
   const char* kKindNames[] = {"10s", "1m", "5m", "1h", "1d"};
@@ -412,6 +435,7 @@ int RunScale(const Flags& f) {
   // registration per job.
   executor.SetFallback(handler);
   const double t0 = gnomon::SystemClock::Get().SteadyNow().count() / 1000.0;
+  std::map<std::string, int64_t> jobs_per_schedule;
   for (int k = 0; k < f.jobs; ++k) {
     char id[32];
     std::snprintf(id, sizeof id, "s-%07d", k);
@@ -422,10 +446,12 @@ int RunScale(const Flags& f) {
       std::snprintf(sched, sizeof sched, "* * * * * *");
     } else {
       const int kind = kinds[k % n_kinds];
-      const int sec = (k / n_kinds) % (kind == 0 ? 10 : 60), min = (k / (60 * n_kinds)) % 60;
+      const int sec = (k / n_kinds) % (kind == 0 ? 10 : 60),
+                min = (k / (60 * n_kinds)) % (kind == 2 ? 5 : 60);
       std::snprintf(sched, sizeof sched, kSlow[kind], sec, min);
     }
     job.schedule = sched;
+    ++jobs_per_schedule[job.schedule];
     job.overlap = gnomon::OverlapPolicy::kAllow;
     job.in_process = true;
     job.history_keep = 10;
@@ -437,37 +463,57 @@ int RunScale(const Flags& f) {
   }
   const double load_s = gnomon::SystemClock::Get().SteadyNow().count() / 1000.0 - t0;
   const double rss_loaded = RssMib();
+  // The fires every node's job set schedules in the window: the reference that runs are
+  // counted against (each fire runs on one node).
+  int64_t scheduled = 0;
+  for (const auto& [text, n] : jobs_per_schedule) {
+    Result<gnomon::CronExpr> expr = gnomon::CronExpr::Parse(text);
+    if (!expr.ok()) {
+      std::cerr << "fleet_load: " << expr.status().ToString() << "\n";
+      return 1;
+    }
+    for (std::optional<Instant> at = expr->Next(Instant::FromUnixMillis(win0 - 1));
+         at && at->unix_millis() < win1; at = expr->Next(*at)) {
+      scheduled += n;
+    }
+  }
   if (Status s = scheduler.Start(); !s.ok()) {
     std::cerr << "fleet_load: " << s.ToString() << "\n";
     return 1;
   }
-  // Warm-up (ownership settles once every node has read the others' heartbeats), then measure;
-  // with --measure-at every node measures the same wall-clock window.
-  if (f.measure_at > 0) {
-    const double now_s =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (f.measure_at > now_s) WaitFor(Seconds(f.measure_at - now_s));
-  } else {
-    WaitFor(Seconds(std::min(10.0, f.seconds / 3)));
-  }
+  // Warm-up (ownership settles once every node has read the others' heartbeats), then the
+  // window; with --measure-at every node measures the same one.
+  auto wait_until_ms = [](int64_t unix_ms) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    if (unix_ms > now_ms) WaitFor(Seconds((unix_ms - now_ms) / 1000.0));
+  };
+  wait_until_ms(win0);
   int64_t runs0 = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     runs0 = runs;
-    reservoir.clear();
   }
   const int64_t claimed0 = counts.claimed, lost0 = counts.lost;
   const double cpu0 = CpuSeconds();
-  WaitFor(Seconds(f.seconds));
+  wait_until_ms(win1);
   const double cpu = CpuSeconds() - cpu0;
   int64_t runs1 = 0;
-  std::vector<int64_t> late;
   {
     std::lock_guard<std::mutex> lock(mu);
     runs1 = runs;
-    late = reservoir;
   }
   const int64_t claimed = counts.claimed - claimed0, lost = counts.lost - lost0;
+  // The window's last fires get --drain seconds to run; one still waiting then counts as not run.
+  wait_until_ms(win1 + static_cast<int64_t>(f.drain * 1000));
+  int64_t ran = 0;
+  std::vector<int64_t> late;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ran = window_runs;
+    late = reservoir;
+  }
   const double rss = RssMib();
   scheduler.Stop();
   std::sort(late.begin(), late.end());
@@ -479,10 +525,12 @@ int RunScale(const Flags& f) {
       "{\"mode\":\"scale\",\"node\":\"%s\",\"jobs\":%d,\"per_second\":%d,\"runs\":%lld,"
       "\"claimed\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,\"p50_ms\":%.3f,"
       "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
-      "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f}\n",
+      "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f,\"scheduled\":%lld,\"window_runs\":%lld,"
+      "\"drain_s\":%.3f}\n",
       f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
       static_cast<long long>(claimed), static_cast<long long>(lost), f.seconds, cpu, pct(0.5),
-      pct(0.99), late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss);
+      pct(0.99), late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss,
+      static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain);
   return 0;
 }
 
@@ -605,6 +653,8 @@ int main(int argc, char** argv) {
       f.jobs = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--measure-at") {
       f.measure_at = std::atof(value.c_str());
+    } else if (flag == "--drain") {
+      f.drain = std::atof(value.c_str());
     } else if (flag == "--op") {
       f.op = value;
     } else if (flag == "--count") {

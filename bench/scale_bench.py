@@ -9,14 +9,17 @@ Starts redis-server (appendonly yes, appendfsync everysec, data on /dev/shm when
 free loopback port, then three `fleet_load scale` processes (bench/fleet_load.cc) with the same
 SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
 SCALE_KINDS (default "10s,1m,5m,1h,1d": every 10 s, every minute, every 5 minutes, hourly and
-daily). Each node measures, after a warm-up: the
-fires it ran, its claim attempts, fire lateness (start minus scheduled instant, a reservoir of
-samples), CPU and resident memory. Prints a markdown table and a RESULT json line. Fires cannot
-run twice (each run is a claimed fire: the backend refuses a second claim); a miss shows as a
-sustained rate below the schedule's rate, which is computed and printed beside it.
+daily). Every node measures the same window of SCALE_SECONDS after a warm-up: the fires the job
+set schedules in it (counted from the schedules), the ones it ran by the window's end plus
+SCALE_DRAIN seconds (default 10; a fire still waiting then counts as not run), their lateness
+(start minus scheduled instant, a reservoir of samples), its claim attempts, CPU and resident
+memory. Prints a markdown table and a RESULT json line. Fires cannot run twice (each run is a
+claimed fire: the backend refuses a second claim), so the runs summed over the nodes against the
+scheduled count is the share of the window's fires that ran.
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -45,6 +48,20 @@ def expected_rate(jobs, per_second, kinds):
                             for i, k in enumerate(kinds))
 
 
+def redis_counters(port):
+    """Redis's CPU seconds (INFO cpu, user + sys) and {command: (calls, usec)} (INFO
+    commandstats; a script's own commands included)."""
+    out = subprocess.run(["redis-cli", "-p", str(port), "info", "all"], capture_output=True,
+                         text=True).stdout
+    f = dict(l.strip().split(":", 1) for l in out.splitlines() if ":" in l)
+    stats = {}
+    for k, v in f.items():
+        m = re.match(r"calls=(\d+),usec=(\d+)", v)
+        if k.startswith("cmdstat_") and m:
+            stats[k[len("cmdstat_"):]] = (int(m.group(1)), int(m.group(2)))
+    return float(f["used_cpu_user"]) + float(f["used_cpu_sys"]), stats
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
     tool = os.path.join(build, "bench", "fleet_load")
@@ -63,6 +80,7 @@ def main():
     # ownership settles (each node has read the others' heartbeats).
     warmup = float(os.environ.get("SCALE_WARMUP", str(20 + jobs / 50000)))
     workers = os.environ.get("SCALE_WORKERS", "16")
+    drain = float(os.environ.get("SCALE_DRAIN", "10"))
     root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     tmp = tempfile.mkdtemp(prefix="gnomon-scale-", dir=root)
     port = free_port()
@@ -82,13 +100,19 @@ def main():
                                    "--measure-at", "%.3f" % measure_at,
                                    "--jobs", str(jobs), "--per-second", str(per_second),
                                    "--kinds", ",".join(kinds),
-                                   "--seconds", str(seconds), "--workers", workers,
+                                   "--seconds", str(seconds), "--drain", str(drain),
+                                   "--workers", workers,
                                    "--node", "n%d" % i],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for i in (1, 2, 3)]
+        # Redis's CPU and commands over the same window, read beside the nodes.
+        redis_at = []
+        for at in (measure_at, measure_at + seconds):
+            time.sleep(max(0.0, at - time.time()))
+            redis_at.append(redis_counters(port))
         results = []
         for p in nodes:
-            out, _ = p.communicate(timeout=seconds * 4 + 600)
+            out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
             line = [l for l in out.splitlines() if l.startswith("{")]
             if p.returncode != 0 or not line:
                 sys.exit("scale_bench: a node failed:\n" + out[-2000:])
@@ -105,22 +129,43 @@ def main():
     claims = sum(r["claimed"] + r["claim_lost"] for r in results)
     rate = runs / seconds
     want = expected_rate(jobs, per_second, kinds)
+    scheduled = results[0]["scheduled"]
+    if any(r["scheduled"] != scheduled for r in results):
+        sys.exit("scale_bench: the nodes counted different schedules: %s" %
+                 [r["scheduled"] for r in results])
+    ran = sum(r["window_runs"] for r in results)
+    redis_cores = (redis_at[1][0] - redis_at[0][0]) / seconds
+    per_command = {c: (calls - redis_at[0][1].get(c, (0, 0))[0],
+                       usec - redis_at[0][1].get(c, (0, 0))[1])
+                   for c, (calls, usec) in redis_at[1][1].items()}
     print("\n### bench-scale: %d jobs (%d every second, the rest every %s), 3 nodes, one Redis, "
           "%.0f s measured" % (jobs, per_second, " / ".join(kinds), seconds))
     print("load average at the end: %s" % open("/proc/loadavg").read().split()[0])
-    print("\n| node | fires run/s | claims/fire | lateness p50 | p99 | max | CPU (cores) | "
-          "RSS after load | RSS at end | job load time |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| node | window fires run | fires run/s | claims/fire | lateness p50 | p99 | max | "
+          "CPU (cores) | RSS after load | RSS at end | job load time |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print("| %s | %.0f | %.2f | %.1f ms | %.1f ms | %.0f ms | %.2f | %.0f MiB | %.0f MiB | "
-              "%.1f s |" % (r["node"], r["runs"] / seconds,
+        print("| %s | %d | %.0f | %.2f | %.1f ms | %.1f ms | %.0f ms | %.2f | %.0f MiB | %.0f MiB | "
+              "%.1f s |" % (r["node"], r["window_runs"], r["runs"] / seconds,
                             (r["claimed"] + r["claim_lost"]) / max(1, r["runs"]), r["p50_ms"],
                             r["p99_ms"], r["max_ms"], r["cpu_s"] / seconds, r["rss_loaded_mib"],
                             r["rss_mib"], r["load_s"]))
-    print("\ncluster: %.0f fires/s run of %.0f/s scheduled (%.1f%%), %.2f claim attempts per fire, "
-          "Redis memory %s, wall %.0f s" % (rate, want, 100 * rate / want if want else 0,
-                                             claims / max(1, runs), redis_mem, time.time() - t0))
+    print("\nfleet: %d of the window's %d scheduled fires ran within %.0f s after it (%.2f%%); "
+          "%.0f fires/s run (the mix averages %.0f/s), %.2f claim attempts per fire; Redis: %.2f cores "
+          "(%.1f us per fire run), memory %s; wall %.0f s" % (
+              ran, scheduled, drain, 100.0 * ran / scheduled if scheduled else 0, rate, want,
+              claims / max(1, runs), redis_cores, 1e6 * redis_cores / rate if rate else 0,
+              redis_mem, time.time() - t0))
+    print("\nRedis commands in the window, per fire run (INFO commandstats; the scripts' own "
+          "commands are counted in their rows and in evalsha):\n")
+    print("| command | calls per fire | us per fire |")
+    print("|---|---:|---:|")
+    for c, (calls, usec) in sorted(per_command.items(), key=lambda kv: -kv[1][1])[:16]:
+        if calls:
+            print("| %s | %.2f | %.1f |" % (c, calls / (rate * seconds), usec / (rate * seconds)))
     print("RESULT " + json.dumps({"jobs": jobs, "per_second": per_second, "kinds": kinds,
+                                  "scheduled": scheduled, "ran": ran, "drain_s": drain,
+                                  "redis_cores": redis_cores,
                                   "rate": rate,
                                   "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
                                   "nodes": results, "redis_memory": redis_mem}))
