@@ -3,7 +3,8 @@
 
     python3 bench/scale_bench.py BUILD_DIR        (env: SCALE_JOBS, SCALE_PER_SECOND,
                                                    SCALE_KINDS, SCALE_SECONDS, SCALE_WARMUP,
-                                                   SCALE_WORKERS)
+                                                   SCALE_WORKERS, SCALE_DRAIN,
+                                                   SCALE_REDIS_ARGS: more redis-server flags)
 
 Starts redis-server (appendonly yes, appendfsync everysec, data on /dev/shm when present) on a
 free loopback port, then three `fleet_load scale` processes (bench/fleet_load.cc) with the same
@@ -86,7 +87,8 @@ def main():
     port = free_port()
     redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-                              "--dir", tmp], stdout=subprocess.DEVNULL)
+                              "--dir", tmp] + os.environ.get("SCALE_REDIS_ARGS", "").split(),
+                             stdout=subprocess.DEVNULL)
     try:
         for _ in range(100):
             r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,

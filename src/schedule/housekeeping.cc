@@ -10,20 +10,25 @@
 namespace gnomon::internal {
 
 void Housekeeping::Pass() {
+  if (!ctx_.options().heartbeat) {
+    // A queue worker: no heartbeat, no live set, no lost-run scan (it knows no jobs).
+    (void)ctx_.MeasureSkew();
+    return;
+  }
+  if (beat_mu_.TryLock()) {
+    BeatLocked();
+    beat_mu_.Unlock();
+  }
   if (!pass_mu_.TryLock()) return;
   PassLocked();
   pass_mu_.Unlock();
 }
 
-void Housekeeping::PassLocked() {
+void Housekeeping::BeatLocked() {
   const SchedulerOptions& options = ctx_.options();
   const Duration skew = ctx_.MeasureSkew();
   NodeInfo node{options.node_id,  options.host, options.version, ctx_.started_at(), {},
                 lease_.running(), skew};
-  if (!options.heartbeat) {
-    // A queue worker: no heartbeat, no live set, no lost-run scan (it knows no jobs).
-    return;
-  }
   if (Status s = ctx_.coord().Heartbeat(node, options.housekeeping_interval * 3); !s.ok()) {
     ctx_.Emit(SchedulerEvent::Kind::kError, FireKey{}, "heartbeat: " + s.ToString());
   }
@@ -33,6 +38,9 @@ void Housekeeping::PassLocked() {
     for (const NodeInfo& n : *nodes) ids.push_back(n.node_id);
     table_.SetLiveNodes(std::move(ids));
   }
+}
+
+void Housekeeping::PassLocked() {
   ResolveLostRuns();
   {
     MutexLock lock(table_.mu());

@@ -7,6 +7,12 @@
 // state_poll_interval) re-reads pause states when the backend's JobsVersion changed, and renews
 // every lease held here at once (the change may be an operator's cancel).
 //
+// The heartbeat and the live set come first and apart from the rest: they are sent every
+// interval even while an earlier pass's other work (lost runs, pruning a million jobs' history,
+// the children sweep) runs past the interval, so a busy node is not taken for dead (its
+// heartbeat lives 3 intervals). A heartbeat still waiting on the backend from the last interval
+// is not sent beside it.
+//
 // One pass at a time: a pass due while one runs (a slow backend) is skipped, the next comes an
 // interval later. Not coalesced like the state poll (OnePassAtATime): a pass right after a slow
 // one (a backend outage) would retry the outage's failed claims sooner; that once let an older
@@ -17,7 +23,8 @@
 //
 // Thread safety: thread-safe. Lock order: pass_mu_ is outermost: it is held for a whole pass,
 // backend calls included, and JobTable::mu() and LeaseKeeper::mu_ are taken under it, one at a
-// time. The observer is called with it held.
+// time. The observer is called with it held. beat_mu_ is held only around the heartbeat and
+// the live-set read, never with pass_mu_.
 #ifndef GNOMON_SRC_SCHEDULE_HOUSEKEEPING_H_
 #define GNOMON_SRC_SCHEDULE_HOUSEKEEPING_H_
 
@@ -47,6 +54,7 @@ class Housekeeping {
   void PollStates();
 
  private:
+  void BeatLocked() GNOMON_REQUIRES(beat_mu_);
   void PassLocked() GNOMON_REQUIRES(pass_mu_);
   void ResolveLostRuns();
   void PollStatesPass();
@@ -57,7 +65,8 @@ class Housekeeping {
   ClaimDispatcher& dispatch_;
   MisfireHandler& misfire_;
   ChildFirer* children_ = nullptr;
-  Mutex pass_mu_;  // held by the pass under way
+  Mutex beat_mu_;  // held by the heartbeat under way
+  Mutex pass_mu_;  // held by the pass under way (its part after the heartbeat)
   OnePassAtATime state_polls_;
   int64_t jobs_version_ = -1;  // used by one state poll pass at a time (state_polls_)
 };

@@ -197,6 +197,75 @@ TEST(SchedulerFenceTest, SelfFencesWhileARenewalHangs) {
   n.scheduler->Stop();
 }
 
+// Pruning that hangs on the backend (a pass over a large job set's history outlasting the
+// interval); heartbeats are counted.
+class HangingPrunes : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) override {
+    gate.Pass();
+    return ForwardingCoordinator::PruneHistory(job_id, keep_last, max_age);
+  }
+  Status Heartbeat(const NodeInfo& node, Duration ttl) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++heartbeats_;
+    }
+    cv_.notify_all();
+    return ForwardingCoordinator::Heartbeat(node, ttl);
+  }
+  int heartbeats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeats_;
+  }
+  // Waits (real time, up to `limit`) until `n` heartbeats were sent.
+  bool AwaitHeartbeats(int n, milliseconds limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return heartbeats_ >= n; });
+  }
+  Gate gate;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int heartbeats_ = 0;
+};
+
+// A housekeeping pass stuck past its interval does not stop the heartbeat: the node stays in the
+// live set (a heartbeat lives 3 intervals), so its peers do not take its fires over.
+TEST(SchedulerHousekeepingTest, AStuckPassDoesNotStopTheHeartbeat) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  HangingPrunes coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node n("a", coord, exec, clock, opts);
+  ASSERT_TRUE(n.scheduler->AddJob(Job("yearly", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  // The first pass's history sweep (a slice of the jobs each pass) hangs in PruneHistory.
+  if (!coord.gate.AwaitCall()) {
+    coord.gate.Open();
+    FAIL() << "the first pass did not prune";
+  }
+  const int first = coord.heartbeats();
+  EXPECT_GE(first, 1);
+  // 20 s (beyond a heartbeat's 15 s life) with that pass still stuck, in 1 s steps, each
+  // given a moment (real time) for the engine to act on it.
+  for (int s = 0; s < 20; ++s) {
+    clock.Advance(seconds(1));
+    (void)coord.AwaitHeartbeats(first + s / 5 + 1, milliseconds(50));
+  }
+  const int beats = coord.heartbeats() - first;
+  Result<std::vector<NodeInfo>> live = backend.ListNodes();
+  coord.gate.Open();  // before any check can end the test: the stuck pass holds a worker
+  EXPECT_GE(beats, 3) << "heartbeats in the 20 s of the stuck pass";
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 1u) << "the node left the live set";
+  EXPECT_EQ((*live)[0].node_id, "a");
+  n.scheduler->Stop();
+}
+
 // Backend down while misfires are recorded: the records are written once it is back (chaos F3).
 class FailingSkips : public testing::ForwardingCoordinator {
  public:
