@@ -79,7 +79,7 @@ def proc_cpu_s(pid):
 
 # ------------------------------------------------------------------------------- servers --
 class Redis:
-    def __init__(self, workdir):
+    def __init__(self, workdir, extra_args=()):
         self.port = free_port()
         self.dir = os.path.join(workdir, "redis")
         os.makedirs(self.dir)
@@ -87,7 +87,7 @@ class Redis:
         self.proc = subprocess.Popen(
             ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-             "--dir", self.dir, "--protected-mode", "no"],
+             "--dir", self.dir, "--protected-mode", "no", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: self.cli("ping", check=False).strip() == "PONG", 30, "redis-server")
         self.url = "redis://127.0.0.1:%d/0" % self.port

@@ -6,9 +6,9 @@
                                                    SCALE_WORKERS, SCALE_DRAIN,
                                                    SCALE_REDIS_ARGS: more redis-server flags)
 
-Starts redis-server (appendonly yes, appendfsync everysec, data on /dev/shm when present) on a
-free loopback port, then three `fleet_load scale` processes (bench/fleet_load.cc) with the same
-SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
+Starts redis-server as bench/backend_bench.py does (appendonly yes, appendfsync everysec), with
+its data on /dev/shm when present, then three `fleet_load scale` processes (bench/fleet_load.cc)
+with the same SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
 SCALE_KINDS (default "10s,1m,5m,1h,1d": every 10 s, every minute, every 5 minutes, hourly and
 daily). Every node measures the same window of SCALE_SECONDS after a warm-up: the fires the job
 set schedules in it (counted from the schedules), the ones it ran by the window's end plus
@@ -20,21 +20,14 @@ scheduled count is the share of the window's fires that ran.
 """
 import json
 import os
-import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from backend_bench import Redis  # noqa: E402  (the same redis-server set-up as make bench)
 
 
 PERIOD_S = {"10s": 10, "1m": 60, "5m": 300, "1h": 3600, "1d": 86400}
@@ -47,20 +40,6 @@ def expected_rate(jobs, per_second, kinds):
     n = len(kinds)
     return per_second + sum((rest // n + (1 if i < rest % n else 0)) / PERIOD_S[k]
                             for i, k in enumerate(kinds))
-
-
-def redis_counters(port):
-    """Redis's CPU seconds (INFO cpu, user + sys) and {command: (calls, usec)} (INFO
-    commandstats; a script's own commands included)."""
-    out = subprocess.run(["redis-cli", "-p", str(port), "info", "all"], capture_output=True,
-                         text=True).stdout
-    f = dict(l.strip().split(":", 1) for l in out.splitlines() if ":" in l)
-    stats = {}
-    for k, v in f.items():
-        m = re.match(r"calls=(\d+),usec=(\d+)", v)
-        if k.startswith("cmdstat_") and m:
-            stats[k[len("cmdstat_"):]] = (int(m.group(1)), int(m.group(2)))
-    return float(f["used_cpu_user"]) + float(f["used_cpu_sys"]), stats
 
 
 def main():
@@ -84,21 +63,11 @@ def main():
     drain = float(os.environ.get("SCALE_DRAIN", "10"))
     root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     tmp = tempfile.mkdtemp(prefix="gnomon-scale-", dir=root)
-    port = free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                              "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-                              "--dir", tmp] + os.environ.get("SCALE_REDIS_ARGS", "").split(),
-                             stdout=subprocess.DEVNULL)
+    redis = Redis(tmp, os.environ.get("SCALE_REDIS_ARGS", "").split())
     try:
-        for _ in range(100):
-            r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
-                               text=True)
-            if r.stdout.strip() == "PONG":
-                break
-            time.sleep(0.1)
         t0 = time.time()
         measure_at = t0 + warmup
-        nodes = [subprocess.Popen([tool, "scale", "--backend", "redis://127.0.0.1:%d" % port,
+        nodes = [subprocess.Popen([tool, "scale", "--backend", redis.url,
                                    "--measure-at", "%.3f" % measure_at,
                                    "--jobs", str(jobs), "--per-second", str(per_second),
                                    "--kinds", ",".join(kinds),
@@ -111,7 +80,7 @@ def main():
         redis_at = []
         for at in (measure_at, measure_at + seconds):
             time.sleep(max(0.0, at - time.time()))
-            redis_at.append(redis_counters(port))
+            redis_at.append((redis.cpu(), redis.command_stats()))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -119,13 +88,9 @@ def main():
             if p.returncode != 0 or not line:
                 sys.exit("scale_bench: a node failed:\n" + out[-2000:])
             results.append(json.loads(line[-1]))
-        info = subprocess.run(["redis-cli", "-p", str(port), "info", "memory"],
-                              capture_output=True, text=True).stdout
-        redis_mem = next((l.split(":")[1].strip() for l in info.splitlines()
-                          if l.startswith("used_memory_human:")), "?")
+        redis_mem = redis.info("memory").get("used_memory_human", "?")
     finally:
-        redis.kill()
-        redis.wait()
+        redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     runs = sum(r["runs"] for r in results)
     claims = sum(r["claimed"] + r["claim_lost"] for r in results)
