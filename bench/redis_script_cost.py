@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_bench import Redis  # noqa: E402  (the same redis-server set-up as make bench)
 
 BATCH = 128
-BASE = "gnomon:default"
+# KEYS[1] and KEYS[2] of the batch scripts: the shared base (src/coord/redis/redis_scripts.h).
+BASE = "gnomon:default:{~shared}"
 # ARGV[1..4] as RedisCoordinator::CommonArgs: now (server's), records per job, records in total,
 # fire marker retention (7 days).
 COMMON = ["", "10000", "100000", str(7 * 86400 * 1000)]

@@ -103,4 +103,16 @@ TEST(CliTest, HelpOnEveryCommandAndUsageErrors) {
   EXPECT_EQ(Gnomon("nonsense").exit_code, 2);
 }
 
+// The migration takes Redis URLs only, and says why a backend cannot be moved.
+TEST(CliTest, MigrateRedisGroupsNamesWhatIsWrong) {
+  CliRun sqlite = Gnomon("migrate redis-groups --backend sqlite:///tmp/gnomon-cli.db");
+  EXPECT_EQ(sqlite.exit_code, 2);
+  EXPECT_NE(sqlite.err.find("needs a Redis backend"), std::string::npos) << sqlite.err;
+  CliRun down = Gnomon("migrate redis-groups --backend redis://127.0.0.1:1/0");
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_NE(down.err.find("redis 127.0.0.1:1"), std::string::npos) << down.err;
+  EXPECT_EQ(Gnomon("migrate").exit_code, 2);
+  EXPECT_EQ(Gnomon("migrate redis-groups --help").exit_code, 0);
+}
+
 }  // namespace

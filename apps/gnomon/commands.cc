@@ -46,6 +46,7 @@ int RunMain(int argc, char** argv) {
   AddWorkerCommand(app, &exit_code);
   AddJobCommand(app, &exit_code);
   AddCheckpointCommand(app, &exit_code);
+  AddMigrateCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

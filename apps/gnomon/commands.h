@@ -20,6 +20,8 @@ void AddJobCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
 // `gnomon checkpoint set VALUE` (inside a run).
 void AddCheckpointCommand(CLI::App& app, int* exit_code);
+// `gnomon migrate redis-groups` (a Redis keyspace of an earlier release to key groups).
+void AddMigrateCommand(CLI::App& app, int* exit_code);
 // `gnomon worker` (queue mode).
 void AddWorkerCommand(CLI::App& app, int* exit_code);
 

@@ -12,35 +12,46 @@
 // made at once by several threads are sent together, one script call per batch (claim_one and
 // report_one per item, each answered on its own; src/coord/redis/redis_batcher.h).
 //
-// Key layout. Every key starts with `<prefix>:<ns>` (RedisOptions::prefix / ns), written B below.
-// The keys of one job carry the job id as a hash tag, so they share one Redis Cluster slot:
-//   B:{job}:state                 hash: paused, reason, fails, last (ms), token (counter),
+// Key layout ("key groups"). Every key starts with `<prefix>:<ns>` (RedisOptions::prefix / ns),
+// written B below. Each job belongs to one of 1,024 key groups, G = the low 10 bits of the
+// 64-bit FNV-1a hash of its id (coord::redis::KeyGroup; the scripts' group_of computes the same);
+// the group is the hash tag of every key of the job, so a job's keys share one Redis Cluster
+// slot, and so do a group's jobs. The hash and the 1,024 are part of the layout: changing either
+// re-keys every job. With J = B:{g<G>}:job:<job>:
+//   J:state                       hash: paused, reason, fails, last (ms), token (counter),
 //                                 trim_at (see Boundedness)
-//   B:{job}:fire:<ms>:<shard>     hash: the fire marker: att, tok, node, lease (ms), open, sc,
+//   J:fire:<ms>:<shard>           hash: the fire marker: att, tok, node, lease (ms), open, sc,
 //                                 cp (checkpoint). No TTL while open; PEXPIRE fire_retention
 //                                 once closed or skipped.
-//   B:{job}:live                  zset: open fires of the job ("<ms>:<shard>"), score = lease end
-//   B:{job}:runs                  zset (all scores 0, ordered by member = listing order):
+//   J:live                        zset: open fires of the job ("<ms>:<shard>"), score = lease end
+//   J:runs                        zset (all scores 0, ordered by member = listing order):
 //                                 "<9e15-ms, 16 digits> <job> <shard, 10> <2^31-1-attempt, 10>"
-//   B:{job}:run:<ms>:<shard>:<n>  hash: one history record (attempt n); written when the
+//   J:run:<ms>:<shard>:<n>        hash: one history record (attempt n); written when the
 //                                 attempt starts and updated in place by its reports (a running
 //                                 record has no err, output, skip nor exit yet: read as empty)
-// Global keys (separate slots):
-//   B:leases      zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
-//   B:runs        zset, the same members as every B:{job}:runs: the all-jobs listing
-//   B:jobs        hash job -> "<version>\n<definition json>"
-//   B:meta        hash: jobs_version, audit_seq (counters)
-//   B:nodes       hash node -> "<last heartbeat ms>\n<encoded NodeInfo>"
-//   B:nodes:exp   zset node -> heartbeat expiry (ms)
-//   B:audit       zset seq -> "<seq>\n<at ms>\n<who, action, target, status, before, after>"
-//   B:audit_failed  the same for failed calls (status >= 400), capped apart
-//                 (newest `keep` kept); its seq is B:meta audit_seq (same scheme as tokens)
-//   B:events      pub/sub channel: the new jobs version after each definition/pause change
-// A script's writes to B:leases and B:runs wait until it ends (also when it fails halfway) and
-// go as one ZADD / ZREM per index, the last write of a member winning, so a claim or report
-// batch pays per index one command, not one per fire; B:runs is then trimmed once per script.
-// Scripts that touch a job's keys and a global index (claims, reports, pausing) are not
-// Cluster-safe yet: this version supports one primary (optionally with replicas or Sentinel).
+//   B:{g<G>}:leases               zset "<job> <ms>:<shard>" -> lease end (ms): the group's open
+//                                 fires; ListExpired reads the 1,024 of them
+// Shared keys, under the tag {~shared} (not a job id, so no job's tag can equal it):
+//   B:{~shared}:runs      zset, the same members as every J:runs: the all-jobs listing
+//   B:{~shared}:jobs      hash job -> "<version>\n<definition json>"
+//   B:{~shared}:meta      hash: jobs_version, audit_seq (counters)
+//   B:{~shared}:nodes     hash node -> "<last heartbeat ms>\n<encoded NodeInfo>"
+//   B:{~shared}:nodes:exp zset node -> heartbeat expiry (ms)
+//   B:{~shared}:audit     zset seq -> "<seq>\n<at ms>\n<who, action, target, status, before,
+//                         after>"
+//   B:{~shared}:audit_failed  the same for failed calls (status >= 400), capped apart
+//                         (newest `keep` kept); its seq is meta's audit_seq (same scheme as tokens)
+//   B:{~shared}:events    pub/sub channel: the new jobs version after each definition/pause change
+//   B:{~shared}:layout    "groups": the layout the keyspace holds. Open writes it into an empty
+//                         keyspace and refuses one of the earlier per-job layout ("B:{job}:…",
+//                         global B:leases, B:runs, …) until MigrateKeyGroups has moved it.
+//   B:queue:<tag>         queue streams (gnomon/redis_queue.h), each its own slot
+// A script's writes to the lease indexes and the listing wait until it ends (also when it fails
+// halfway) and go as one ZADD / ZREM per index, the last write of a member winning, so a claim or
+// report batch pays per index one command, not one per fire; the listing is then trimmed once per
+// script. Scripts that touch a job's keys and a shared or another group's key (claims, reports,
+// pausing, ListExpired) are not Cluster-safe yet: this version supports one primary (optionally
+// with replicas or Sentinel); docs/redis-cluster.md says how the Cluster coordinator splits them.
 //
 // Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total),
 // with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the
@@ -186,6 +197,14 @@ struct RedisOptions {
   Clock* clock_override = nullptr;
 };
 
+// What RedisCoordinator::MigrateKeyGroups did.
+struct KeyGroupMigration {
+  bool already_done = false;  // the keyspace held key groups already; nothing was changed
+  int64_t job_keys = 0;       // per-job keys moved into their group
+  int64_t leases = 0;         // lease index entries moved to their group's index
+  int64_t shared_keys = 0;    // global keys moved under {~shared}
+};
+
 // Parses `redis://[user[:password]@]host[:port][/db]` and
 // `rediss://[user[:password]@]host[:port][/db][?tls_param=value&...]` (user and password may be
 // percent-encoded; `redis://:password@host` = password only) into `base` with those fields
@@ -214,8 +233,19 @@ class RedisCoordinator final : public Coordinator {
   // and loads the scripts. Errors: InvalidArgument for bad options (a TLS file that cannot be
   // read); Unavailable when the server cannot be reached, refuses the credentials or fails the
   // TLS handshake (certificate chain or name; the message names the server and the reason);
-  // FailedPrecondition when persistence is off (or cannot be read) and allow_unsafe is false.
+  // FailedPrecondition when persistence is off (or cannot be read) and allow_unsafe is false, or
+  // when the keyspace holds the per-job layout of an earlier release (the message names
+  // `gnomon migrate redis-groups`) or a layout this version does not know.
   static Result<std::unique_ptr<RedisCoordinator>> Open(const RedisOptions& options);
+
+  // Moves a keyspace written by an earlier release (one slot per job) to key groups, in place:
+  // every per-job key is RENAMEd into its group (TTLs kept), the lease index is split by group,
+  // the global keys move under {~shared}, and the layout marker is written last. Refuses
+  // (FailedPrecondition, naming them) while a node's heartbeat in the old keyspace has not
+  // expired: a node of the earlier release still running would claim again the fires whose
+  // markers moved. Can be repeated: a move stopped halfway is finished by the next run, and a
+  // keyspace already on key groups is left as it is (already_done). Errors as Open's otherwise.
+  static Result<KeyGroupMigration> MigrateKeyGroups(const RedisOptions& options);
   ~RedisCoordinator() override;
   RedisCoordinator(const RedisCoordinator&) = delete;
   RedisCoordinator& operator=(const RedisCoordinator&) = delete;

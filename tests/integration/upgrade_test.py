@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Upgrades keep data: a SQLite file and a Redis keyspace written by the release at 7784bb4 (made
 by upgrade/make_sqlite_fixture.py and upgrade/make_redis_fixture.py: definitions made through the
-API, a paused job, history, audit, fire markers and fencing counters) open under this build with
-nothing lost, keep working, and run no recorded fire again."""
+API, a paused job, history, audit, fire markers and fencing counters) open under this build (the
+Redis keyspace after `gnomon migrate redis-groups`) with nothing lost, keep working, and run no
+recorded fire again."""
 import json
 import os
 import shutil
@@ -170,7 +171,8 @@ class SqliteUpgradeTest(UpgradeChecks, unittest.TestCase):
 @unittest.skipUnless(os.path.exists("/usr/bin/redis-server"), "redis-server is not installed")
 class RedisUpgradeTest(UpgradeChecks, unittest.TestCase):
     """The keyspace loads from the old release's RDB snapshot into a redis-server that then
-    turns on `appendonly yes` (as production runs it)."""
+    turns on `appendonly yes` (as production runs it), and `gnomon migrate redis-groups` moves it
+    to key groups before this build serves it."""
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -191,7 +193,20 @@ class RedisUpgradeTest(UpgradeChecks, unittest.TestCase):
             cli + ["info", "persistence"], capture_output=True, text=True).stdout and
             "aof_enabled:1" in subprocess.run(cli + ["info", "persistence"], capture_output=True,
                                               text=True).stdout, 30, "appendonly to be on")
-        self.start_serve("redis://127.0.0.1:%d/0" % redis_port)
+        url = "redis://127.0.0.1:%d/0" % redis_port
+        # That release kept one slot per job: serve refuses the keyspace and names the step that
+        # moves it to key groups; the step then moves it, and a second run finds nothing to do.
+        refused = subprocess.run(
+            [GNOMON, "serve", "--backend", url, "--listen", "127.0.0.1:%d" % free_port(),
+             "--node-id", "new"], cwd=self.dir, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(refused.returncode, 0, refused.stdout)
+        self.assertIn("gnomon migrate redis-groups", refused.stderr)
+        for expected in ("moved to key groups", "already on key groups"):
+            migrated = subprocess.run([GNOMON, "migrate", "redis-groups", "--backend", url],
+                                      capture_output=True, text=True, timeout=120)
+            self.assertEqual(migrated.returncode, 0, migrated.stderr)
+            self.assertIn(expected, migrated.stdout)
+        self.start_serve(url)
 
     def tearDown(self):
         self.stop_serve()

@@ -97,7 +97,7 @@ Result<RedisReply> RedisClaims::SendClaims(
   }
   const RedisOptions& o = store_.options();
   if (o.wait_replicas == 0) {
-    return store_.conn().Eval(scripts::kClaimMany, {store_.base(), store_.base()}, args.Take());
+    return store_.conn().Eval(scripts::kClaimMany, {store_.shared(), store_.shared()}, args.Take());
   }
   // wait_replicas: the batch's claims count once N replicas have them (a failover to a replica
   // then keeps them); fewer acknowledgements answer every claim of the batch Unavailable, so that
@@ -105,8 +105,9 @@ Result<RedisReply> RedisClaims::SendClaims(
   const std::string want = std::to_string(o.wait_replicas);
   const std::string timeout_ms = std::to_string(o.wait_timeout.count());
   RedisReply acked;
-  Result<RedisReply> r = store_.conn().EvalThen(scripts::kClaimMany, {store_.base(), store_.base()},
-                                                args.Take(), {"WAIT", want, timeout_ms}, acked);
+  Result<RedisReply> r =
+      store_.conn().EvalThen(scripts::kClaimMany, {store_.shared(), store_.shared()}, args.Take(),
+                             {"WAIT", want, timeout_ms}, acked);
   if (!r.ok() || r->is_error()) return r;
   if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
   if (acked.integer < o.wait_replicas) {
@@ -137,7 +138,7 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
   }
   if (granted == 0) return "";
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kUnclaim, {store_.base(), store_.base()}, args.Take());
+      store_.conn().Eval(scripts::kUnclaim, {store_.shared(), store_.shared()}, args.Take());
   if (!r.ok()) return "; withdrawing its claims failed (" + r.status().ToString() + ")";
   if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != granted + 1) {
     return "; withdrawing its claims failed (malformed reply)";
@@ -156,7 +157,7 @@ Result<RedisReply> RedisClaims::SendReports(
     args.Add("reports...", std::to_string(item->size()));
     for (const std::string& arg : *item) args.Add("reports...", arg);
   }
-  return store_.conn().Eval(scripts::kReportMany, {store_.base(), store_.base()}, args.Take());
+  return store_.conn().Eval(scripts::kReportMany, {store_.shared(), store_.shared()}, args.Take());
 }
 
 std::vector<Result<ClaimOutcome>> RedisClaims::ClaimMany(const std::vector<ClaimRequest>& reqs) {
@@ -179,8 +180,8 @@ Status RedisClaims::Renew(gnomon::Claim& claim, Duration ttl) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
   std::vector<std::string> args =
       FencedArgs(scripts::kRenew, claim, store_.CommonArgs()).Add("ttl_ms", Ms(ttl)).Take();
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kRenew, {store_.JobBase(claim.fire.job_id), store_.base()}, args);
+  Result<RedisReply> r = store_.conn().Eval(
+      scripts::kRenew, {store_.JobBase(claim.fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("renew");
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
@@ -198,7 +199,7 @@ Result<gnomon::Claim> RedisClaims::NextAttempt(const gnomon::Claim& claim, Durat
                                       .Add("node", claim.node_id)
                                       .Take();
   Result<RedisReply> r = store_.conn().Eval(
-      scripts::kNextAttempt, {store_.JobBase(claim.fire.job_id), store_.base()}, args);
+      scripts::kNextAttempt, {store_.JobBase(claim.fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("next attempt");
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);

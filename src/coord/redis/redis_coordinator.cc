@@ -5,8 +5,10 @@
 
 #include "src/coord/redis/redis_audit.h"
 #include "src/coord/redis/redis_claims.h"
+#include "src/coord/redis/redis_codec.h"
 #include "src/coord/redis/redis_definitions.h"
 #include "src/coord/redis/redis_fires.h"
+#include "src/coord/redis/redis_layout.h"
 #include "src/coord/redis/redis_nodes.h"
 #include "src/coord/redis/redis_run_history.h"
 #include "src/coord/redis/redis_store.h"
@@ -22,6 +24,18 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
   Result<std::unique_ptr<coord::RedisStore>> store = coord::RedisStore::Open(options);
   if (!store.ok()) return store.status();
   return std::unique_ptr<RedisCoordinator>(new RedisCoordinator(std::move(*store)));
+}
+
+Result<KeyGroupMigration> RedisCoordinator::MigrateKeyGroups(const RedisOptions& options) {
+  if (!coord::redis::IsValidKeyPart(options.prefix) || !coord::redis::IsValidKeyPart(options.ns)) {
+    return InvalidArgumentError("redis: prefix and ns must match [A-Za-z0-9_.-]{1,64}");
+  }
+  Result<coord::RedisConnectionConfig> config = coord::RedisStore::ConnectionConfigOf(options);
+  if (!config.ok()) return config.status();
+  Result<std::unique_ptr<coord::RedisConnectionPool>> conn =
+      coord::RedisConnectionPool::Connect(*config, 1);
+  if (!conn.ok()) return conn.status();
+  return coord::redis::MigrateToGroups(**conn, options.prefix + ":" + options.ns);
 }
 
 RedisCoordinator::RedisCoordinator(std::unique_ptr<coord::RedisStore> store)

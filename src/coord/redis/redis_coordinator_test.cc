@@ -16,12 +16,17 @@
 #include <atomic>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "gnomon/redis_queue.h"
 #include "src/coord/coordinator_conformance.h"
+#include "src/coord/redis/redis_layout.h"
+#include "src/coord/redis/redis_script_helpers.h"
+#include "src/coord/redis/redis_store.h"
 #include "src/testing/free_port.h"
 #include "src/testing/real_wait.h"
 
@@ -284,6 +289,22 @@ RunRecord Finished(const Claim& c, RunOutcome outcome) {
   return r;
 }
 
+// Key names of the layout (gnomon/redis_coordinator.h), from the coordinator's own functions.
+std::string JobBase(const RedisOptions& o, const std::string& job) {
+  return coord::redis::GroupBase(o.prefix + ":" + o.ns, coord::redis::KeyGroup(job)) +
+         ":job:" + job;
+}
+std::string SharedBase(const RedisOptions& o) { return o.prefix + ":" + o.ns + ":{~shared}"; }
+// The members of every group's lease index under base `b`, sorted.
+std::vector<std::string> Leases(Raw& raw, const std::string& b) {
+  std::vector<std::string> out;
+  for (const std::string& key : raw.Keys(b + ":{g*}:leases")) {
+    for (std::string& m : raw.Array({"ZRANGE", key, "0", "-1"})) out.push_back(std::move(m));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // --- Production clock ----------------------------------------------------------------------
 
 TEST(RedisCoordinatorTest, WithoutOverrideTheServerClockDecides) {
@@ -346,7 +367,7 @@ TEST(RedisCoordinatorTest, WaitJobsChangeWakesOnTheEventsChannel) {
   Raw raw(SharedServer()->port());
   // Publish until the waiter has subscribed and returned (bounded far below its timeout).
   for (int i = 0; i < 600 && !returned; ++i) {
-    raw.Str({"PUBLISH", o.prefix + ":" + o.ns + ":events", "x"});
+    raw.Str({"PUBLISH", SharedBase(o) + ":events", "x"});
     RealWait(milliseconds(50));
   }
   EXPECT_TRUE(returned.load()) << "no wake-up from the events channel within 30 s";
@@ -530,8 +551,10 @@ TEST(RedisCoordinatorTest, KeysOfOneJobShareAHashTag) {
     // The first {...} of the key is the hash tag Redis Cluster hashes.
     const size_t open = key.find('{');
     ASSERT_NE(open, std::string::npos) << key;
-    EXPECT_EQ(key.substr(open, key.find('}') - open + 1), "{tagged.job}") << key;
-    EXPECT_EQ(key.rfind(o.prefix + ":default:{tagged.job}:", 0), 0u) << key;
+    EXPECT_EQ(key.substr(open, key.find('}') - open + 1),
+              "{g" + std::to_string(coord::redis::KeyGroup("tagged.job")) + "}")
+        << key;
+    EXPECT_EQ(key.rfind(JobBase(o, "tagged.job") + ":", 0), 0u) << key;
   }
   // state, live, runs, 2 fire markers, 3 records at least.
   EXPECT_GE(job_keys, 8);
@@ -560,9 +583,9 @@ TEST(RedisCoordinatorTest, HistoryIsCapped) {
   Raw raw(SharedServer()->port());
   const std::string b = o.prefix + ":default";
   for (const char* job : {"a", "b", "c"}) {
-    EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":{" + job + "}:runs"})), 20) << job;
+    EXPECT_LE(std::stoi(raw.Str({"ZCARD", JobBase(o, job) + ":runs"})), 20) << job;
   }
-  EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":runs"})), 30);
+  EXPECT_LE(std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})), 30);
   EXPECT_LE(raw.Keys(b + ":*:run:*").size(), 30u);
   // The newest records are the ones kept, and listing still works.
   Result<RunPage> page = c->ListRuns(RunQuery{.limit = 1000});
@@ -572,12 +595,12 @@ TEST(RedisCoordinatorTest, HistoryIsCapped) {
   EXPECT_EQ(page->runs.front().scheduled_at, base + seconds(59));
   // Closed fire markers expire (retention) instead of staying forever.
   const std::string marker =
-      b + ":{a}:fire:" + std::to_string((base + seconds(3)).unix_millis()) + ":0";
+      JobBase(o, "a") + ":fire:" + std::to_string((base + seconds(3)).unix_millis()) + ":0";
   const int64_t ttl = std::stoll(raw.Str({"PTTL", marker}));
   EXPECT_GT(ttl, 0);
   EXPECT_LE(ttl, std::chrono::duration_cast<milliseconds>(o.fire_retention).count());
   // Lease indexes hold only open fires.
-  EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "0");
+  EXPECT_EQ(std::to_string(Leases(raw, b).size()), "0");
 }
 
 // Trimming waits for a slack of cap / 16 (at most 64) past the cap and then drops that many of
@@ -611,8 +634,8 @@ TEST(RedisCoordinatorTest, HistoryIsTrimmedInBatchesWithinCapPlusSlack) {
       Result<ClaimOutcome> out = c->Claim(Req(fire, "n"));
       ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
       ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
-      most_a = std::max(most_a, std::stoi(raw.Str({"ZCARD", b + ":{a}:runs"})));
-      most_all = std::max(most_all, std::stoi(raw.Str({"ZCARD", b + ":runs"})));
+      most_a = std::max(most_a, std::stoi(raw.Str({"ZCARD", JobBase(o, "a") + ":runs"})));
+      most_all = std::max(most_all, std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})));
     }
   }
   // Never more than cap + slack - 1 (the running record counts too) ...
@@ -624,11 +647,11 @@ TEST(RedisCoordinatorTest, HistoryIsTrimmedInBatchesWithinCapPlusSlack) {
   // Every record listed under a job has its hash ...
   int per_job = 0;
   for (const char* job : {"a", "b", "c"}) {
-    per_job += std::stoi(raw.Str({"ZCARD", b + ":{" + job + "}:runs"}));
+    per_job += std::stoi(raw.Str({"ZCARD", JobBase(o, job) + ":runs"}));
   }
   // ... and every record hash under its job; the global listing has them all but the running
   // one, which left it when it was among the oldest (it stays listed under its job).
-  const int in_all = std::stoi(raw.Str({"ZCARD", b + ":runs"}));
+  const int in_all = std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"}));
   EXPECT_EQ(per_job, in_all + 1);
   EXPECT_EQ(raw.Keys(b + ":*:run:*").size(), static_cast<size_t>(per_job));
   Result<std::vector<RunRecord>> kept = c->GetRun(running->claim->fire.RunId());
@@ -669,17 +692,20 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
     ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
   }
   // Per fire a ZADD to its job's open fires and one to its job's listing; for the batch one to
-  // the lease index and one to the global listing (trimmed: running records leave it only).
-  EXPECT_EQ(CommandCalls(raw, "zadd"), 2 * 100 + 2);
-  EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "100");
-  EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":runs"})), 16);
+  // each lease index of the jobs' groups and one to the global listing (trimmed: running records
+  // leave it only).
+  std::set<int> groups;
+  for (int i = 0; i < 100; ++i) groups.insert(coord::redis::KeyGroup("batch-" + std::to_string(i)));
+  EXPECT_EQ(CommandCalls(raw, "zadd"), 2 * 100 + static_cast<int64_t>(groups.size()) + 1);
+  EXPECT_EQ(std::to_string(Leases(raw, b).size()), "100");
+  EXPECT_LE(std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})), 16);
   // Reported one by one, then closed: the lease index empties, the listing stays bounded, and
   // every member it lists has its record.
   for (const Result<ClaimOutcome>& out : outs) {
     ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
   }
-  EXPECT_EQ(raw.Str({"ZCARD", b + ":leases"}), "0");
-  const std::vector<std::string> listed = raw.Array({"ZRANGE", b + ":runs", "0", "-1"});
+  EXPECT_EQ(std::to_string(Leases(raw, b).size()), "0");
+  const std::vector<std::string> listed = raw.Array({"ZRANGE", SharedBase(o) + ":runs", "0", "-1"});
   EXPECT_LE(listed.size(), 16u);
   Result<RunPage> page = c->ListRuns(RunQuery{.limit = 1000});
   ASSERT_TRUE(page.ok()) << page.status().ToString();
@@ -691,7 +717,7 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
   // among them: their claims are found by the lost-run scan, as they would be had each command
   // been sent at once. The error is the server's.
   const Instant later = at + seconds(1);
-  raw.Str({"SET", b + ":{broken}:runs", "not a sorted set"});
+  raw.Str({"SET", JobBase(o, "broken") + ":runs", "not a sorted set"});
   std::vector<Result<ClaimOutcome>> failed =
       c->ClaimMany({Req(Fire("first", later), "n"), Req(Fire("broken", later), "n")});
   ASSERT_EQ(failed.size(), 2u);
@@ -701,7 +727,7 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
         << out.status().ToString();
   }
   const std::string ms = std::to_string(later.unix_millis());
-  EXPECT_EQ(raw.Array({"ZRANGE", b + ":leases", "0", "-1"}),
+  EXPECT_EQ(Leases(raw, b),
             (std::vector<std::string>{"broken " + ms + ":0", "first " + ms + ":0"}));
 }
 
@@ -734,7 +760,7 @@ TEST(RedisCoordinatorTest, RunningRecordsAtTheOldEndDoNotMakeTrimsScan) {
     Result<ClaimOutcome> out = c->Claim(Req(Fire("p", base + hours(1) + seconds(i)), "n"));
     ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
     ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
-    most_all = std::max(most_all, std::stoi(raw.Str({"ZCARD", b + ":runs"})));
+    most_all = std::max(most_all, std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})));
   };
   ASSERT_EQ(raw.Str({"CONFIG", "RESETSTAT"}), "OK");
   constexpr int kWrites = 600;
@@ -745,10 +771,10 @@ TEST(RedisCoordinatorTest, RunningRecordsAtTheOldEndDoNotMakeTrimsScan) {
   EXPECT_LT(CommandCalls(raw, "hget"), 10 * kWrites);
   EXPECT_LE(most_all, 320 + 20 - 1) << "the global index waited for running records";
   // "p"'s index keeps its 100 running records (and grows past its cap meanwhile).
-  EXPECT_GE(std::stoi(raw.Str({"ZCARD", b + ":{p}:runs"})), 100);
+  EXPECT_GE(std::stoi(raw.Str({"ZCARD", JobBase(o, "p") + ":runs"})), 100);
   int old_listed = 0;
   for (int k = 1; k < 10; k += 2) {
-    old_listed += std::stoi(raw.Str({"ZCARD", b + ":{old-" + std::to_string(k) + "}:runs"}));
+    old_listed += std::stoi(raw.Str({"ZCARD", JobBase(o, "old-" + std::to_string(k)) + ":runs"}));
   }
   EXPECT_EQ(old_listed, 100) << "a running record left its job's listing";
   for (const Claim& claim : running) {
@@ -759,9 +785,9 @@ TEST(RedisCoordinatorTest, RunningRecordsAtTheOldEndDoNotMakeTrimsScan) {
   }
   clock.Advance(seconds(2));  // a held-back trim of "p" looks again a second later
   for (int i = kWrites; i < kWrites + 120; ++i) write(i);
-  EXPECT_LE(std::stoi(raw.Str({"ZCARD", b + ":{p}:runs"})), 32 + 2 - 1);
+  EXPECT_LE(std::stoi(raw.Str({"ZCARD", JobBase(o, "p") + ":runs"})), 32 + 2 - 1);
   // Every record hash is listed under its job.
-  int per_job = std::stoi(raw.Str({"ZCARD", b + ":{p}:runs"})) + old_listed;
+  int per_job = std::stoi(raw.Str({"ZCARD", JobBase(o, "p") + ":runs"})) + old_listed;
   EXPECT_EQ(raw.Keys(b + ":*:run:*").size(), static_cast<size_t>(per_job));
 }
 
@@ -781,7 +807,7 @@ TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
   Result<ClaimOutcome> out = c->Claim(Req(Fire("u", at), "n"));
   ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
   const Claim& claim = *out->claim;
-  const std::string rec = b + ":{u}:run:" + std::to_string(at.unix_millis()) + ":0:1";
+  const std::string rec = JobBase(o, "u") + ":run:" + std::to_string(at.unix_millis()) + ":0:1";
 
   RunRecord first = Finished(claim, RunOutcome::kFailed);
   first.exit_code = 3;
@@ -799,20 +825,20 @@ TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
   EXPECT_EQ((*run)[0].error, "");
   EXPECT_EQ((*run)[0].output, "done");
   EXPECT_EQ((*run)[0].fencing_token, claim.fencing_token);
-  EXPECT_EQ(raw.Str({"ZCARD", b + ":{u}:runs"}), "1");
-  EXPECT_EQ(raw.Str({"ZCARD", b + ":runs"}), "1");
+  EXPECT_EQ(raw.Str({"ZCARD", JobBase(o, "u") + ":runs"}), "1");
+  EXPECT_EQ(raw.Str({"ZCARD", SharedBase(o) + ":runs"}), "1");
 
   // The record of a second fire disappears (as a trim would drop it) after a non-final report.
   Result<ClaimOutcome> again = c->Claim(Req(Fire("u", at + seconds(1)), "n"));
   ASSERT_TRUE(again.ok() && again->claim) << again.status().ToString();
   ASSERT_TRUE(c->Report(*again->claim, Finished(*again->claim, RunOutcome::kFailed), false).ok());
   const std::string rec2 =
-      b + ":{u}:run:" + std::to_string((at + seconds(1)).unix_millis()) + ":0:1";
-  std::vector<std::string> members = raw.Array({"ZRANGE", b + ":{u}:runs", "0", "0"});
+      JobBase(o, "u") + ":run:" + std::to_string((at + seconds(1)).unix_millis()) + ":0:1";
+  std::vector<std::string> members = raw.Array({"ZRANGE", JobBase(o, "u") + ":runs", "0", "0"});
   ASSERT_EQ(members.size(), 1u);
   ASSERT_EQ(raw.Str({"DEL", rec2}), "1");
-  ASSERT_EQ(raw.Str({"ZREM", b + ":{u}:runs", members[0]}), "1");
-  ASSERT_EQ(raw.Str({"ZREM", b + ":runs", members[0]}), "1");
+  ASSERT_EQ(raw.Str({"ZREM", JobBase(o, "u") + ":runs", members[0]}), "1");
+  ASSERT_EQ(raw.Str({"ZREM", SharedBase(o) + ":runs", members[0]}), "1");
   ASSERT_TRUE(c->Report(*again->claim, Finished(*again->claim, RunOutcome::kSucceeded), true).ok());
   Result<RunPage> page = c->ListRuns(RunQuery{.job_id = "u"});
   ASSERT_TRUE(page.ok()) << page.status().ToString();
@@ -930,7 +956,7 @@ TEST(RedisCoordinatorTest, PasswordNeverAppearsInErrors) {
   EXPECT_TRUE(c->PutJob("x", "{}", 0).ok());
   Raw raw(server.port(), password);
   ASSERT_EQ(raw.Str({"SELECT", "3"}), "OK");
-  EXPECT_EQ(raw.Str({"HEXISTS", url->prefix + ":default:jobs", "x"}), "1");
+  EXPECT_EQ(raw.Str({"HEXISTS", url->prefix + ":default:{~shared}:jobs", "x"}), "1");
 
   // Errors after the server went away do not carry it either.
   server.Kill();
@@ -1045,7 +1071,7 @@ TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
     EXPECT_EQ(page->runs[0].run_id, first->claim->fire.RunId());
   }
   const std::string b = o.prefix + ":default";
-  EXPECT_EQ(raw.Array({"ZRANGE", b + ":leases", "0", "-1"}),
+  EXPECT_EQ(Leases(raw, b),
             std::vector<std::string>{
                 "j " + std::to_string(first->claim->fire.scheduled_at.unix_millis()) + ":0"});
   Result<ClaimOutcome> retried = c->Claim(Req(unacked, "other"));
@@ -1071,9 +1097,9 @@ TEST(RedisCoordinatorTest, AuditRecordsOfEarlierReleasesListWithTheirResults) {
   ASSERT_NE(c, nullptr);
   Raw raw(SharedServer()->port());
   const std::string b = o.prefix + ":default";
-  raw.Str({"ZADD", b + ":audit", "1", "1\n1000\n3:ops6:delete1:a3:2042:{}0:"});
-  raw.Str({"ZADD", b + ":audit_failed", "2", "2\n2000\n2:ci5:pause1:b3:4010:0:"});
-  raw.Str({"ZADD", b + ":audit_failed", "3", "3\n3000\n2:ci7:replace1:b3:4120:0:"});
+  raw.Str({"ZADD", SharedBase(o) + ":audit", "1", "1\n1000\n3:ops6:delete1:a3:2042:{}0:"});
+  raw.Str({"ZADD", SharedBase(o) + ":audit_failed", "2", "2\n2000\n2:ci5:pause1:b3:4010:0:"});
+  raw.Str({"ZADD", SharedBase(o) + ":audit_failed", "3", "3\n3000\n2:ci7:replace1:b3:4120:0:"});
   Result<std::vector<AuditRecord>> all = c->ListAudit(10, 0);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_EQ(all->size(), 3u);
@@ -1085,9 +1111,205 @@ TEST(RedisCoordinatorTest, AuditRecordsOfEarlierReleasesListWithTheirResults) {
   limited.who = "ci";
   limited.result = AuditResult::kRateLimited;
   ASSERT_TRUE(c->AppendAudit(limited, 10).ok());
-  const std::vector<std::string> newest = raw.Array({"ZRANGE", b + ":audit_failed", "-1", "-1"});
+  const std::vector<std::string> newest =
+      raw.Array({"ZRANGE", SharedBase(o) + ":audit_failed", "-1", "-1"});
   ASSERT_EQ(newest.size(), 1u);
   EXPECT_NE(newest[0].find("3:429"), std::string::npos) << newest[0];
+}
+
+// The scripts' group_of and the client's KeyGroup agree (the scripts build a job's keys, the
+// client reads them) on ids of every length and character a job id may hold, and the groups are
+// spread; GroupKeyOf takes exactly the per-job keys of the earlier layout.
+TEST(RedisCoordinatorTest, TheScriptsAndTheClientPutAJobInTheSameGroup) {
+  SKIP_WITHOUT_REDIS();
+  std::string lua;
+  for (const coord::redis_scripts::ScriptHelper& h : coord::redis_scripts::ScriptHelpers()) {
+    if (std::string_view(h.name) == "group_of") lua = h.code;
+  }
+  ASSERT_FALSE(lua.empty());
+  lua +=
+      "local out = {}\nfor i = 1, #ARGV do out[i] = tostring(group_of(ARGV[i])) end\n"
+      "return out\n";
+  std::vector<std::string> argv = {"EVAL", lua, "0"};
+  std::mt19937 rng(7);
+  const std::string chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+  for (int i = 0; i < 3000; ++i) {
+    std::string id(1 + rng() % 128, 'a');
+    for (char& c : id) c = chars[rng() % chars.size()];
+    argv.push_back(id);
+  }
+  Raw raw(SharedServer()->port());
+  const std::vector<std::string> groups = raw.Array(argv);
+  ASSERT_EQ(groups.size(), argv.size() - 3);
+  std::set<int> seen;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const int g = coord::redis::KeyGroup(argv[i + 3]);
+    ASSERT_EQ(groups[i], std::to_string(g)) << argv[i + 3];
+    seen.insert(g);
+  }
+  EXPECT_GT(seen.size(), 900u);  // 3,000 ids over 1,024 groups: ~967 expected
+
+  using coord::redis::GroupKeyOf;
+  const std::string b = "p:ns";
+  const std::string a = coord::redis::GroupBase(b, coord::redis::KeyGroup("a")) + ":job:a";
+  EXPECT_EQ(GroupKeyOf(b, "p:ns:{a}:state"), a + ":state");
+  EXPECT_EQ(GroupKeyOf(b, "p:ns:{a}:fire:1700000000000:0"), a + ":fire:1700000000000:0");
+  EXPECT_EQ(GroupKeyOf(b, "p:ns:{a}:run:1700000000000:0:2"), a + ":run:1700000000000:0:2");
+  EXPECT_EQ(GroupKeyOf(b, "p:ns:{a}:live"), a + ":live");
+  EXPECT_EQ(GroupKeyOf(b, "p:ns:{a}:runs"), a + ":runs");
+  // An earlier job named "shared" or "g12" is a job; this layout's keys are not.
+  EXPECT_TRUE(GroupKeyOf(b, "p:ns:{shared}:runs").has_value());
+  EXPECT_TRUE(GroupKeyOf(b, "p:ns:{g12}:state").has_value());
+  for (const char* key : {"p:ns:{~shared}:runs", "p:ns:{g12}:leases", "p:ns:{g12}:job:a:state",
+                          "p:ns:{a}:queue", "p:ns:{a}:stateX", "p:ns:{a b}:state", "p:ns:{}:state",
+                          "p:ns:{a:state", "p:other:{a}:state", "p:ns:queue:default"}) {
+    EXPECT_FALSE(GroupKeyOf(b, key).has_value()) << key;
+  }
+}
+
+// Turns the keyspace under `o` back into the layout of the releases before key groups (one slot
+// per job "B:{job}:…", one lease index "B:leases", the shared keys without a tag, no marker): the
+// exact inverse of the migration, so a test can start from what such a release wrote.
+void ToEarlierLayout(Raw& raw, const RedisOptions& o) {
+  const std::string b = o.prefix + ":" + o.ns;
+  for (const std::string& key : raw.Keys(b + ":*")) {
+    const std::string rest = key.substr(b.size());
+    if (rest.starts_with(":{~shared}:")) {
+      if (rest == ":{~shared}:layout") {
+        raw.Str({"DEL", key});
+      } else {
+        raw.Str({"RENAME", key, b + ":" + rest.substr(11)});
+      }
+    } else if (rest.ends_with(":leases")) {
+      const std::vector<std::string> flat = raw.Array({"ZRANGE", key, "0", "-1", "WITHSCORES"});
+      for (size_t i = 0; i + 1 < flat.size(); i += 2) {
+        raw.Str({"ZADD", b + ":leases", flat[i + 1], flat[i]});
+      }
+      raw.Str({"DEL", key});
+    } else if (const size_t at = rest.find("}:job:"); at != std::string::npos) {
+      const std::string tail = rest.substr(at + 6);  // "<job>:<suffix>"
+      const size_t colon = tail.find(':');
+      raw.Str({"RENAME", key, b + ":{" + tail.substr(0, colon) + "}" + tail.substr(colon)});
+    }
+  }
+}
+
+// A keyspace of the earlier layout: Open refuses it and names the migration; the migration
+// refuses while a node of it still sends heartbeats, then moves everything (also after a run
+// stopped halfway), and the keyspace keeps every guarantee: recorded fires are not claimed again,
+// tokens keep increasing, history, definitions, audit, the open fire's lease, marker TTLs.
+TEST(RedisCoordinatorTest, AKeyspaceOfTheEarlierLayoutIsMigratedWithNothingLost) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  const Instant t0 = clock.Now() - seconds(30);
+  std::vector<Claim> done;
+  int64_t last_token = 0;
+  for (int i = 0; i < 40; ++i) {
+    Result<ClaimOutcome> out = c->Claim(Req(Fire("job-" + std::to_string(i % 20), t0), "old"));
+    if (i >= 20) {
+      ASSERT_EQ(out->result, R::kAlreadyClaimed);
+      continue;
+    }
+    ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
+    last_token = std::max(last_token, out->claim->fencing_token);
+    if (i == 7) continue;  // left open: its lease runs out
+    ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
+    done.push_back(*out->claim);
+  }
+  ASSERT_TRUE(c->PutJob("job-3", R"({"schedule":"@daily"})", 0).ok());
+  ASSERT_TRUE(c->SetPaused("job-4", true, "ops").ok());
+  AuditRecord audit;
+  audit.who = "ops";
+  ASSERT_TRUE(c->AppendAudit(audit, 10).ok());
+  NodeInfo node;
+  node.node_id = "old-node";
+  ASSERT_TRUE(c->Heartbeat(node, seconds(15)).ok());
+  c.reset();
+  Raw raw(SharedServer()->port());
+  ToEarlierLayout(raw, o);
+  const std::string b = o.prefix + ":" + o.ns;
+  const std::string old_marker = b + ":{job-1}:fire:" + std::to_string(t0.unix_millis()) + ":0";
+  ASSERT_EQ(raw.Str({"EXISTS", old_marker}), "1");
+  ASSERT_EQ(raw.Str({"EXISTS", b + ":leases"}), "1");
+
+  Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("gnomon migrate redis-groups"), std::string::npos)
+      << refused.status().message();
+
+  // The node's heartbeat has not expired on the server's clock (the test's clock is fake).
+  const std::vector<std::string> time = raw.Array({"TIME"});
+  ASSERT_EQ(time.size(), 2u);
+  raw.Str(
+      {"ZADD", b + ":nodes:exp", std::to_string(std::stoll(time[0]) * 1000 + 15000), "old-node"});
+  Result<KeyGroupMigration> busy = RedisCoordinator::MigrateKeyGroups(o);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(busy.status().message().find("old-node"), std::string::npos) << busy.status().message();
+  raw.Str({"ZADD", b + ":nodes:exp", "1", "old-node"});
+
+  // A run that stopped halfway moved some job keys already.
+  int moved_by_hand = 0;
+  for (const std::string& key : raw.Keys(b + ":{job-1*")) {
+    std::optional<std::string> to = coord::redis::GroupKeyOf(b, key);
+    ASSERT_TRUE(to.has_value()) << key;
+    raw.Str({"RENAME", key, *to});
+    ++moved_by_hand;
+  }
+  ASSERT_GT(moved_by_hand, 0);
+  const size_t old_keys = raw.Keys(b + ":{job-*").size();
+  Result<KeyGroupMigration> moved = RedisCoordinator::MigrateKeyGroups(o);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_FALSE(moved->already_done);
+  EXPECT_EQ(moved->job_keys, static_cast<int64_t>(old_keys));
+  EXPECT_EQ(moved->leases, 1);
+  EXPECT_EQ(moved->shared_keys, 6);  // jobs meta nodes nodes:exp audit runs
+  EXPECT_TRUE(raw.Keys(b + ":{job-*").empty());
+  EXPECT_EQ(raw.Str({"EXISTS", b + ":leases"}), "0");
+  Result<KeyGroupMigration> again = RedisCoordinator::MigrateKeyGroups(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->already_done);
+
+  c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  const std::string marker =
+      JobBase(o, "job-1") + ":fire:" + std::to_string(t0.unix_millis()) + ":0";
+  const int64_t ttl = std::stoll(raw.Str({"PTTL", marker}));
+  EXPECT_GT(ttl, 0) << "the closed marker keeps its retention";
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(c->Claim(Req(Fire("job-" + std::to_string(i), t0), "new"))->result,
+              R::kAlreadyClaimed)
+        << i;
+  }
+  Result<ClaimOutcome> next = c->Claim(Req(Fire("job-2", t0 + seconds(1)), "new"));
+  ASSERT_TRUE(next.ok() && next->claim) << next.status().ToString();
+  EXPECT_GT(next->claim->fencing_token, last_token);
+  EXPECT_EQ(c->Claim(Req(Fire("job-4", t0 + seconds(1)), "new"))->result, R::kPaused);
+  Result<RunPage> all = c->ListRuns(RunQuery{.limit = 100});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->runs.size(), 22u);  // 20 fires, the new claim, job-4's skipped fire
+  Result<RunPage> one = c->ListRuns(RunQuery{.job_id = "job-5"});
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->runs.size(), 1u);
+  EXPECT_EQ(one->runs[0].outcome, RunOutcome::kSucceeded);
+  Result<StoredJob> job = c->GetJob("job-3");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->definition, R"({"schedule":"@daily"})");
+  Result<std::vector<AuditRecord>> audits = c->ListAudit(10, 0);
+  ASSERT_TRUE(audits.ok());
+  EXPECT_EQ(audits->size(), 1u);
+  clock.Advance(seconds(60));
+  Result<std::vector<ExpiredFire>> lost = c->ListExpired(10);
+  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  // The fire left open before the move and the claim made after it (their leases end at once).
+  std::map<std::string, std::string> holders;
+  for (const ExpiredFire& e : *lost) holders[e.fire.job_id] = e.node_id;
+  EXPECT_EQ(holders, (std::map<std::string, std::string>{{"job-2", "new"}, {"job-7", "old"}}));
 }
 
 TEST(RedisCoordinatorTest, RejectsBadOptionsAndUnreachableServers) {

@@ -29,7 +29,8 @@ Result<int64_t> RedisDefinitions::PutJob(const std::string& job_id, const std::s
   if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
   std::vector<std::string> args = store_.CommonArgs();
   args.insert(args.end(), {job_id, definition, std::to_string(expected_version)});
-  Result<RedisReply> r = store_.conn().Eval(scripts::kPutJob, {store_.base(), store_.base()}, args);
+  Result<RedisReply> r =
+      store_.conn().Eval(scripts::kPutJob, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("put job");
   if (Word(*r) == "EXISTS") return AlreadyExistsError("job " + job_id + " already exists");
@@ -54,7 +55,7 @@ Status RedisDefinitions::DeleteJob(const std::string& job_id, int64_t expected_v
   std::vector<std::string> args = store_.CommonArgs();
   args.insert(args.end(), {job_id, std::to_string(expected_version)});
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kDeleteJob, {store_.base(), store_.base()}, args);
+      store_.conn().Eval(scripts::kDeleteJob, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("delete job");
   if (Word(*r) == "NOTFOUND") return NotFoundError("job " + job_id + " does not exist");
@@ -69,7 +70,7 @@ Status RedisDefinitions::DeleteJob(const std::string& job_id, int64_t expected_v
 
 Result<StoredJob> RedisDefinitions::GetJob(const std::string& job_id) {
   if (!IsValidJobId(job_id)) return coord::JobNotFound(job_id);
-  Result<RedisReply> r = store_.conn().Command({"HGET", store_.base() + ":jobs", job_id});
+  Result<RedisReply> r = store_.conn().Command({"HGET", store_.shared() + ":jobs", job_id});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return coord::JobNotFound(job_id);
   if (r->type != RedisReply::Type::kString) return Malformed("get job");
@@ -79,7 +80,7 @@ Result<StoredJob> RedisDefinitions::GetJob(const std::string& job_id) {
 }
 
 Result<std::vector<StoredJob>> RedisDefinitions::ListJobs() {
-  Result<RedisReply> r = store_.conn().Command({"HGETALL", store_.base() + ":jobs"});
+  Result<RedisReply> r = store_.conn().Command({"HGETALL", store_.shared() + ":jobs"});
   if (!r.ok()) return r.status();
   if (r->type != RedisReply::Type::kArray || r->elements.size() % 2 != 0) {
     return Malformed("list jobs");
@@ -96,7 +97,7 @@ Result<std::vector<StoredJob>> RedisDefinitions::ListJobs() {
 }
 
 Result<int64_t> RedisDefinitions::JobsVersion() {
-  Result<RedisReply> r = store_.conn().Command({"HGET", store_.base() + ":meta", "jobs_version"});
+  Result<RedisReply> r = store_.conn().Command({"HGET", store_.shared() + ":meta", "jobs_version"});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return int64_t{0};
   int64_t v = 0;
@@ -110,7 +111,7 @@ Result<int64_t> RedisDefinitions::JobsVersion() {
 Result<int64_t> RedisDefinitions::WaitJobsChange(int64_t since, Duration timeout,
                                                  const PollFn& poll) {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  const std::string channel = store_.base() + ":events";
+  const std::string channel = store_.shared() + ":events";
   if (subscriber_ == nullptr) {
     Result<std::unique_ptr<RedisConnection>> sub = RedisConnection::Connect(store_.config());
     if (!sub.ok()) return poll(since, timeout);

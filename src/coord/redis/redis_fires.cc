@@ -46,7 +46,7 @@ Result<std::vector<JobState>> RedisFires::GetJobStates(const std::vector<std::st
       if (valid.back()) args.Add("jobs...", job_ids[i]);
     }
     Result<RedisReply> r =
-        store_.conn().Eval(scripts::kGetJobStates, {store_.base(), store_.base()}, args.Take());
+        store_.conn().Eval(scripts::kGetJobStates, {store_.shared(), store_.shared()}, args.Take());
     if (!r.ok()) return r.status();
     if (r->type != RedisReply::Type::kArray) return Malformed("job states");
     size_t k = 0;
@@ -70,7 +70,7 @@ Status RedisFires::SetPaused(const std::string& job_id, bool paused, const std::
           .Add("reason", reason)
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kSetPaused, {store_.JobBase(job_id), store_.base()}, args);
+      store_.conn().Eval(scripts::kSetPaused, {store_.JobBase(job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("set paused");
   return Status::Ok();
@@ -84,7 +84,7 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
           .Add("limit", std::to_string(*page))
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kListExpired, {store_.base(), store_.base()}, args);
+      store_.conn().Eval(scripts::kListExpired, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK" || (r->elements.size() - 1) % 8 != 0) {
     return Malformed("list expired");
@@ -123,8 +123,8 @@ Result<std::optional<gnomon::Claim>> RedisFires::ResolveLost(const ExpiredFire& 
           .Add("node", node_id)
           .Add("ttl_ms", Ms(policy == LostPolicy::kRerun ? ttl : Duration(0)))
           .Take();
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kResolveLost, {store_.JobBase(fire.job_id), store_.base()}, args);
+  Result<RedisReply> r = store_.conn().Eval(scripts::kResolveLost,
+                                            {store_.JobBase(fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("resolve lost");
   if (Word(*r) == "NOTFOUND") return NotFoundError("fire " + fire.RunId() + " has no record");
@@ -152,7 +152,7 @@ Status RedisFires::RecordSkipped(const FireKey& fire, const std::string& node_id
                                       .Add("reason", reason)
                                       .Take();
   Result<RedisReply> r = store_.conn().Eval(scripts::kRecordSkipped,
-                                            {store_.JobBase(fire.job_id), store_.base()}, args);
+                                            {store_.JobBase(fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("record skipped");
   if (Word(*r) == "EXISTS")
@@ -176,7 +176,7 @@ Status RedisFires::SaveFenced(int script, const gnomon::Claim& claim, const std:
           .Add("value", value)
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(script, {store_.JobBase(claim.fire.job_id), store_.base()}, args);
+      store_.conn().Eval(script, {store_.JobBase(claim.fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed(what);
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
@@ -206,8 +206,8 @@ Status RedisFires::CancelFire(const FireKey& fire, const std::string& reason) {
   GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
   std::vector<std::string> args =
       FireArgs(scripts::kCancelFire, fire, store_.CommonArgs()).Add("reason", reason).Take();
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kCancelFire, {store_.JobBase(fire.job_id), store_.base()}, args);
+  Result<RedisReply> r = store_.conn().Eval(scripts::kCancelFire,
+                                            {store_.JobBase(fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("cancel");
   if (Word(*r) == "NOTFOUND") return coord::NoSuchFire(fire);
@@ -225,7 +225,7 @@ Result<gnomon::Claim> RedisFires::RerunFire(const FireKey& fire, const std::stri
                                       .Add("cause", cause)
                                       .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kRerunFire, {store_.JobBase(fire.job_id), store_.base()}, args);
+      store_.conn().Eval(scripts::kRerunFire, {store_.JobBase(fire.job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("rerun");
   if (Word(*r) == "NOTFOUND") return coord::NoSuchFire(fire);
@@ -252,8 +252,8 @@ Result<std::vector<bool>> RedisFires::FiresRecorded(const std::vector<FireKey>& 
           .Add("fires...", Ms(fires[i].scheduled_at))
           .Add("fires...", std::to_string(fires[i].shard));
     }
-    Result<RedisReply> r =
-        store_.conn().Eval(scripts::kFiresRecorded, {store_.base(), store_.base()}, args.Take());
+    Result<RedisReply> r = store_.conn().Eval(scripts::kFiresRecorded,
+                                              {store_.shared(), store_.shared()}, args.Take());
     if (!r.ok()) return r.status();
     if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != end - begin + 1) {
       return Malformed("fires recorded");

@@ -42,7 +42,7 @@ Result<RunPage> RedisRunHistory::ListRuns(const RunQuery& query) {
         std::clamp(query.scheduled_from->unix_millis(), -kMaxAbsMillis - 1, kMaxAbsMillis + 1));
   }
   const std::string index =
-      query.job_id.empty() ? store_.base() + ":runs" : store_.JobBase(query.job_id) + ":runs";
+      query.job_id.empty() ? store_.shared() + ":runs" : store_.JobBase(query.job_id) + ":runs";
   std::vector<std::string> args =
       scripts::ArgList(scripts::ArgNames(scripts::kListRuns), store_.CommonArgs())
           .Add("start", start)
@@ -50,7 +50,7 @@ Result<RunPage> RedisRunHistory::ListRuns(const RunQuery& query) {
           .Add("from_ms", from)
           .Add("count", std::to_string(*limit + 1))
           .Take();
-  Result<RedisReply> r = store_.conn().Eval(scripts::kListRuns, {index, store_.base()}, args);
+  Result<RedisReply> r = store_.conn().Eval(scripts::kListRuns, {index, store_.shared()}, args);
   if (!r.ok()) return r.status();
   Result<std::vector<RunRecord>> runs = DecodeRecords(*r, "list runs");
   if (!runs.ok()) return runs.status();
@@ -82,7 +82,7 @@ Result<std::vector<RunRecord>> RedisRunHistory::GetRun(const std::string& run_id
           .Add("member_prefix", MemberPrefix(ms, job, static_cast<int>(shard)))
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kGetRun, {store_.JobBase(job), store_.base()}, args);
+      store_.conn().Eval(scripts::kGetRun, {store_.JobBase(job), store_.shared()}, args);
   if (!r.ok()) return r.status();
   Result<std::vector<RunRecord>> runs = DecodeRecords(*r, "get run");
   if (!runs.ok()) return runs.status();
@@ -105,7 +105,7 @@ Status RedisRunHistory::PruneHistory(const std::string& job_id, int keep_last, D
           .Add("max_age_ms", Ms(std::min(max_age, kMaxConfigDuration)))
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kPrune, {store_.JobBase(job_id), store_.base()}, args);
+      store_.conn().Eval(scripts::kPrune, {store_.JobBase(job_id), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("prune");
   return Status::Ok();

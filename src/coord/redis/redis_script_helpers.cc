@@ -8,7 +8,12 @@ namespace {
 // definition it includes, names it.
 constexpr ScriptHelper kHelpers[] = {
     {"GB", R"lua(
+-- The shared keys' base "<prefix>:<ns>:{~shared}".
 local GB = KEYS[2]
+)lua"},
+    {"NB", R"lua(
+-- The namespace's base "<prefix>:<ns>" (GB without ":{~shared}").
+local NB = string.sub(GB, 1, -11)
 )lua"},
     {"JB", R"lua(
 local JB = KEYS[1]
@@ -19,17 +24,42 @@ local format = string.format
     {"S", R"lua(
 local function S(n) return format('%d', n) end
 )lua"},
+    {"group_of", R"lua(
+-- A job's key group: the low 10 bits of the job id's 64-bit FNV-1a hash, which depend only on
+-- the low 10 bits of the offset basis (805) and of the prime (435).
+-- Computed once per job and script (a claim and its lease index both need it).
+local GROUP = {}
+local function group_of(job)
+  local h = GROUP[job]
+  if h then return h end
+  h = 805
+  for i = 1, #job do h = (bit.bxor(h, string.byte(job, i)) * 435) % 1024 end
+  GROUP[job] = h
+  return h
+end
+)lua"},
     {"GPEND", R"lua(
--- Writes to the two global indexes (GB:leases, GB:runs) wait here, member -> score (false: to
+-- Writes to the indexes kept apart from a job's keys (each group's lease index
+-- NB:{g<group>}:leases, and the all-jobs listing GB:runs) wait here, member -> score (false: to
 -- remove), until the script ends (flush_global): a batch of fires then costs one variadic ZADD
 -- or ZREM per index, not one command per fire, and the last write of a member wins, as the
 -- commands in order would. A script that names GPEND (directly or through a helper) has its
 -- body wrapped by WithHelpers so that flush_global runs when it ends, also after an error.
 -- Scripts read these indexes only before they write them (ListExpired) or in flush_global.
+-- leases: lease index key -> {member -> score}.
 local GPEND = {leases = {}, runs = {}}
 )lua"},
     {"g_lease", R"lua(
-local function g_lease(m, lease_s) GPEND.leases[m] = lease_s end
+-- The lease of `job`'s fire `fid` ("<ms>:<shard>"; member "<job> <fid>"): its end, or false.
+local function g_lease(job, fid, lease_s)
+  local key = NB .. ':{g' .. group_of(job) .. '}:leases'
+  local pend = GPEND.leases[key]
+  if not pend then
+    pend = {}
+    GPEND.leases[key] = pend
+  end
+  pend[job .. ' ' .. fid] = lease_s
+end
 )lua"},
     {"g_run", R"lua(
 local function g_run(m, listed) GPEND.runs[m] = listed and '0' end
@@ -86,7 +116,7 @@ local function bump_jobs_version()
 end
 )lua"},
     {"jb_of", R"lua(
-local function jb_of(job) return GB .. ':{' .. job .. '}' end
+local function jb_of(job) return NB .. ':{g' .. group_of(job) .. '}:job:' .. job end
 )lua"},
     {"member", R"lua(
 local function member(job, ms, shard, att)
@@ -203,7 +233,7 @@ local function flush_global()
     send('ZREM', key, rem, 256)
     return #add / 2
   end
-  apply(GPEND.leases, GB .. ':leases')
+  for key, pend in pairs(GPEND.leases) do apply(pend, key) end
   local added = apply(GPEND.runs, GB .. ':runs')
   GPEND.leases, GPEND.runs = {}, {}
   if added > 0 then
@@ -260,7 +290,7 @@ local function close_fire(jb, job, fid)
   redis.call('HSET', fk, 'open', '0')
   redis.call('PEXPIRE', fk, ARGV[4])
   redis.call('ZREM', jb .. ':live', fid)
-  g_lease(job .. ' ' .. fid, false)
+  g_lease(job, fid, false)
 end
 )lua"},
     {"start_attempt", R"lua(
@@ -272,7 +302,7 @@ local function start_attempt(jb, job, fid, ms, shard, sc_s, att, att_s, node, tt
   redis.call('HSET', jb .. ':fire:' .. fid, 'att', att_s, 'tok', tok_s, 'node', node, 'lease',
              lease_s, 'open', '1', 'sc', sc_s)
   redis.call('ZADD', jb .. ':live', lease_s, fid)
-  g_lease(job .. ' ' .. fid, lease_s)
+  g_lease(job, fid, lease_s)
   new_record(jb, job, fid, ms, shard, att, att_s, 'sc', sc_s, 'tok', tok_s, 'node', node, 'st',
              NOW_S, 'fin', '0', 'out', 'running')
   return tok_s, lease_s

@@ -27,9 +27,9 @@ namespace {
 // notation. Instants stay within +-1e15 ms (checked by the caller), so the listing member's
 // inverted instant always has 16 digits.
 //
-// Key names (B = KEYS[2], the global base; jb = a job's base "B:{job}", KEYS[1] in the scripts of
-// one job): jb:state, jb:fire:<fid>, jb:live, jb:runs, jb:run:<fid>:<attempt>, where the fid is
-// "<ms>:<shard>"; see gnomon/redis_coordinator.h.
+// Key names (GB = KEYS[2], the shared base "B:{~shared}"; NB = B; jb = a job's base
+// "B:{g<group>}:job:<job>", KEYS[1] in the scripts of one job): jb:state, jb:fire:<fid>, jb:live,
+// jb:runs, jb:run:<fid>:<attempt>, where the fid is "<ms>:<shard>"; see gnomon/redis_coordinator.h.
 
 // True when `text` names `name`: not preceded nor followed by a name character.
 bool Uses(std::string_view text, std::string_view name) {
@@ -129,7 +129,7 @@ if why then return {'LEASE', why} end
 local lease_s = S(NOW + ARGV[9])
 redis.call('HSET', fk, 'lease', lease_s)
 redis.call('ZADD', JB .. ':live', lease_s, fid)
-g_lease(ARGV[5] .. ' ' .. fid, lease_s)
+g_lease(ARGV[5], fid, lease_s)
 return {'OK', lease_s}
 )lua";
 
@@ -196,22 +196,36 @@ end
 return out
 )lua";
 
-// KEYS[1] = global base. ARGV[5]: limit.
+// KEYS[1] unused. ARGV[5]: limit.
 // -> OK, then per fire: job ms shard shard_count attempt token node lease
 constexpr const char* kListExpiredBody = R"lua(
 -- ARGV[5..]: limit
-local rows = redis.call('ZRANGEBYSCORE', GB .. ':leases', '-inf', NOW_S, 'LIMIT', '0', ARGV[5])
+-- Each group's expired leases (at most `limit` each), then the oldest `limit` of them all.
+local limit = ARGV[5] + 0
+local found = {}
+for g = 0, 1023 do
+  local rows = redis.call('ZRANGEBYSCORE', NB .. ':{g' .. g .. '}:leases', '-inf', NOW_S,
+                          'WITHSCORES', 'LIMIT', '0', ARGV[5])
+  for k = 1, #rows, 2 do found[#found + 1] = {rows[k + 1] + 0, rows[k]} end
+end
+table.sort(found, function(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end)
 local out = {'OK'}
-for _, m in ipairs(rows) do
-  local job, ms_s, shard_s = string.match(m, '^(%S+) (-?%d+):(%d+)$')
+local listed = 0
+for _, row in ipairs(found) do
+  if listed >= limit then break end
+  local job, ms_s, shard_s = string.match(row[2], '^(%S+) (-?%d+):(%d+)$')
   local f = redis.call('HMGET', jb_of(job) .. ':fire:' .. ms_s .. ':' .. shard_s, 'att', 'tok',
                        'node', 'sc', 'open', 'lease')
   if f[1] and f[5] == '1' then
     for _, v in ipairs({job, ms_s, shard_s, f[4], f[1], f[2], f[3], f[6]}) do
       out[#out + 1] = v
     end
+    listed = listed + 1
   else
-    g_lease(m, false)
+    g_lease(job, ms_s .. ':' .. shard_s, false)
   end
 end
 return out
@@ -397,7 +411,7 @@ end
 return out
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: node, ttl_ms, encoded info. -> OK
+// KEYS[1] unused. ARGV[5..]: node, ttl_ms, encoded info. -> OK
 constexpr const char* kHeartbeatBody = R"lua(
 -- ARGV[5..]: node ttl_ms info
 redis.call('HSET', GB .. ':nodes', ARGV[5], NOW_S .. '\n' .. ARGV[7])
@@ -405,7 +419,7 @@ redis.call('ZADD', GB .. ':nodes:exp', S(NOW + tonumber(ARGV[6])), ARGV[5])
 return {'OK'}
 )lua";
 
-// KEYS[1] = global base. -> OK, then per live node: node, "<last heartbeat>\n<info>"
+// KEYS[1] unused. -> OK, then per live node: node, "<last heartbeat>\n<info>"
 constexpr const char* kListNodesBody = R"lua(
 -- ARGV[5..]:
 local exp = GB .. ':nodes:exp'
@@ -424,7 +438,7 @@ end
 return out
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: job, definition, expected version.
+// KEYS[1] unused. ARGV[5..]: job, definition, expected version.
 // -> OK version | EXISTS | PRECOND current-version-or-""
 constexpr const char* kPutJobBody = R"lua(
 -- ARGV[5..]: job definition expected_version
@@ -441,7 +455,7 @@ redis.call('HSET', GB .. ':jobs', ARGV[5], S(v) .. '\n' .. ARGV[6])
 return {'OK', S(v)}
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: job, expected version (-1 = any).
+// KEYS[1] unused. ARGV[5..]: job, expected version (-1 = any).
 // -> OK | NOTFOUND | PRECOND current-version
 constexpr const char* kDeleteJobBody = R"lua(
 -- ARGV[5..]: job expected_version
@@ -454,7 +468,7 @@ bump_jobs_version()
 return {'OK'}
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: keep, encoded record (without seq and time), class ("failed"
+// KEYS[1] unused. ARGV[5..]: keep, encoded record (without seq and time), class ("failed"
 // for a call not done: B:audit_failed, else B:audit; each capped at its own keep).
 // -> OK seq. Members are "<seq>\n<at ms>\n<record>", scored by seq.
 constexpr const char* kAppendAuditBody = R"lua(
@@ -467,7 +481,7 @@ redis.call('ZREMRANGEBYRANK', log, 0, -(tonumber(ARGV[5]) + 1))
 return {'OK', S(seq)}
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: triples job, ms, shard. -> OK, then 1/0 per fire.
+// KEYS[1] unused. ARGV[5..]: triples job, ms, shard. -> OK, then 1/0 per fire.
 constexpr const char* kFiresRecordedBody = R"lua(
 -- ARGV[5..]: fires...
 local out = {'OK'}
@@ -477,7 +491,7 @@ end
 return out
 )lua";
 
-// KEYS[1] = global base. ARGV[5..]: quadruples job, ms, shard, token: claims whose batch fewer
+// KEYS[1] unused. ARGV[5..]: quadruples job, ms, shard, token: claims whose batch fewer
 // replicas acknowledged than wait_replicas asks (RedisClaims::SendClaims). Each one still held by
 // its token (attempt 1, lease live) is withdrawn whole: its marker, its record and their index
 // entries go, so the fire reads as never claimed and its retry claims it anew. The job's token
@@ -496,7 +510,7 @@ for i = 5, #ARGV, 4 do
     drop_records({member(job, ARGV[i + 1] + 0, ARGV[i + 2] + 0, 1)})
     redis.call('DEL', fk)
     redis.call('ZREM', jb .. ':live', fid)
-    g_lease(job .. ' ' .. fid, false)
+    g_lease(job, fid, false)
     out[#out + 1] = 'OK'
   end
 end

@@ -2,8 +2,9 @@
 // Redis runs it alone and whole. The key layout is documented in gnomon/redis_coordinator.h.
 //
 // Calling convention, every script:
-//   KEYS[1] = the job's base "<prefix>:<ns>:{job}" (or, for global scripts, an index key or the
-//             global base), KEYS[2] = the global base "<prefix>:<ns>".
+//   KEYS[1] = the job's base "<prefix>:<ns>:{g<group>}:job:<job>" (or, for the other scripts,
+//             an index key or the shared base), KEYS[2] = the shared base
+//             "<prefix>:<ns>:{~shared}".
 //   ARGV[1] = "now" in unix ms, or "" to read the server's TIME; ARGV[2] = max records per job;
 //   ARGV[3] = max records in total; ARGV[4] = fire marker retention in ms. The operation's own
 //   arguments follow from ARGV[5]. Numbers are decimal text.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "src/coord/redis/redis_codec.h"
+#include "src/coord/redis/redis_layout.h"
 
 namespace gnomon::coord {
 namespace {
@@ -103,6 +104,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisOptions& options
     GNOMON_CHECK((*conn)->AddScript(scripts::Source(static_cast<scripts::Id>(id))) == id);
   }
   GNOMON_RETURN_IF_ERROR((*conn)->LoadScripts());
+  GNOMON_RETURN_IF_ERROR(redis::CheckLayout(**conn, options.prefix + ":" + options.ns));
   std::unique_ptr<RedisStore> store(new RedisStore(options, *config, std::move(*conn), !durable));
   (void)store->Now();  // measures the server's clock offset for claim deadlines
   return store;
@@ -112,12 +114,13 @@ RedisStore::RedisStore(const RedisOptions& options, const RedisConnectionConfig&
                        std::unique_ptr<RedisConnectionPool> conn, bool unsafe_persistence)
     : options_(options),
       base_(options.prefix + ":" + options.ns),
+      shared_(base_ + ":{~shared}"),
       config_(config),
       conn_(std::move(conn)),
       unsafe_persistence_(unsafe_persistence) {}
 
 std::string RedisStore::JobBase(const std::string& job_id) const {
-  return base_ + ":{" + job_id + "}";
+  return redis::GroupBase(base_, redis::KeyGroup(job_id)) + ":job:" + job_id;
 }
 
 std::vector<std::string> RedisStore::CommonArgs() const {
@@ -150,6 +153,16 @@ std::string RedisStore::ClaimDeadline(Duration lease_ttl) const {
 }
 
 namespace redis {
+
+int KeyGroup(std::string_view job_id) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : job_id) h = (h ^ c) * 0x100000001b3ULL;
+  return static_cast<int>(h % kKeyGroups);
+}
+
+std::string GroupBase(const std::string& base, int group) {
+  return base + ":{g" + std::to_string(group) + "}";
+}
 
 scripts::ArgList FireArgs(scripts::Id id, const FireKey& fire, std::vector<std::string> common) {
   scripts::ArgList args(scripts::ArgNames(id), std::move(common));

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gnomon/redis_coordinator.h"
@@ -31,15 +32,15 @@ class RedisStore {
   static Result<std::unique_ptr<RedisStore>> Open(const RedisOptions& options);
 
   const RedisOptions& options() const { return options_; }
-  // The key base "<prefix>:<ns>".
-  const std::string& base() const { return base_; }
+  // The base of the shared keys "<prefix>:<ns>:{~shared}" (KEYS[2] of every script).
+  const std::string& shared() const { return shared_; }
   RedisConnectionPool& conn() { return *conn_; }
   // The settings of every connection (a subscriber connection is made from them).
   const RedisConnectionConfig& config() const { return config_; }
   // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
   bool unsafe_persistence() const { return unsafe_persistence_; }
 
-  // A job's key base "<prefix>:<ns>:{job}".
+  // A job's key base "<prefix>:<ns>:{g<group>}:job:<job>" (KeyGroup).
   std::string JobBase(const std::string& job_id) const;
   // ARGV[1..4] every script takes: now override ("" = server TIME), caps, retention.
   std::vector<std::string> CommonArgs() const;
@@ -56,7 +57,8 @@ class RedisStore {
              std::unique_ptr<RedisConnectionPool> conn, bool unsafe_persistence);
 
   const RedisOptions options_;
-  const std::string base_;
+  const std::string base_;    // "<prefix>:<ns>"
+  const std::string shared_;  // base_ + ":{~shared}"
   const RedisConnectionConfig config_;
   // The connections (plain or TLS), reconnects and scripts (hides hiredis and OpenSSL).
   const std::unique_ptr<RedisConnectionPool> conn_;
@@ -68,6 +70,14 @@ class RedisStore {
 };
 
 namespace redis {
+
+// The number of key groups and a job's group: the low 10 bits of the job id's 64-bit FNV-1a
+// hash (the scripts' group_of computes the same). Part of the key layout: changing either
+// re-keys every job.
+inline constexpr int kKeyGroups = 1024;
+int KeyGroup(std::string_view job_id);
+// A group's key base "<base>:{g<group>}".
+std::string GroupBase(const std::string& base, int group);
 
 // The arguments of script `id` up to the fire's (job, ms, shard), after `common` (ARGV[1..4]).
 redis_scripts::ArgList FireArgs(redis_scripts::Id id, const FireKey& fire,

@@ -1,0 +1,37 @@
+// The key layout a Redis keyspace holds (internal; the layout is in gnomon/redis_coordinator.h):
+// the check RedisStore::Open makes, and the move of a keyspace written by an earlier release
+// (one slot per job: "B:{job}:…", global "B:leases", "B:runs", "B:jobs", …) to key groups
+// (RedisCoordinator::MigrateKeyGroups, `gnomon migrate redis-groups`).
+//
+// Thread safety: the functions use the pool's thread-safe calls; run one migration at a time.
+#ifndef GNOMON_SRC_COORD_REDIS_REDIS_LAYOUT_H_
+#define GNOMON_SRC_COORD_REDIS_REDIS_LAYOUT_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gnomon/redis_coordinator.h"
+#include "src/coord/redis/redis_connection.h"
+
+namespace gnomon::coord::redis {
+
+// The marker key's value: the layout this version writes.
+inline constexpr std::string_view kGroupLayout = "groups";
+
+// When `key` is a per-job key of the earlier layout under `base` ("<base>:{<job>}:state", :live,
+// :runs, :fire:…, :run:…): the same key under key groups. Else nothing.
+std::optional<std::string> GroupKeyOf(const std::string& base, std::string_view key);
+
+// OK when the keyspace under `base` holds the group layout, or holds nothing of gnomon's yet
+// (then the marker "<base>:{~shared}:layout" is written). FailedPrecondition naming
+// `gnomon migrate redis-groups` when it holds the earlier layout, or naming the layout it does
+// not know.
+Status CheckLayout(RedisConnectionPool& conn, const std::string& base);
+
+// Moves the keyspace under `base` to key groups (see RedisCoordinator::MigrateKeyGroups).
+Result<KeyGroupMigration> MigrateToGroups(RedisConnectionPool& conn, const std::string& base);
+
+}  // namespace gnomon::coord::redis
+
+#endif  // GNOMON_SRC_COORD_REDIS_REDIS_LAYOUT_H_
