@@ -44,7 +44,7 @@ int RunMigrateGroups(const MigrateArgs& args) {
     std::cout << keyspace << ": already on key groups, nothing to move\n";
   } else {
     std::cout << keyspace << ": moved to key groups: " << done->job_keys << " job keys, "
-              << done->leases << " open leases, " << done->shared_keys << " shared keys\n";
+              << done->shared_keys << " shared keys\n";
   }
   return kExitOk;
 }

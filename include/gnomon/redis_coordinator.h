@@ -29,9 +29,8 @@
 //   J:run:<ms>:<shard>:<n>        hash: one history record (attempt n); written when the
 //                                 attempt starts and updated in place by its reports (a running
 //                                 record has no err, output, skip nor exit yet: read as empty)
-//   B:{g<G>}:leases               zset "<job> <ms>:<shard>" -> lease end (ms): the group's open
-//                                 fires; ListExpired reads the 1,024 of them
 // Shared keys, under the tag {~shared} (not a job id, so no job's tag can equal it):
+//   B:{~shared}:leases    zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
 //   B:{~shared}:runs      zset, the same members as every J:runs: the all-jobs listing
 //   B:{~shared}:jobs      hash job -> "<version>\n<definition json>"
 //   B:{~shared}:meta      hash: jobs_version, audit_seq (counters)
@@ -46,12 +45,13 @@
 //                         keyspace and refuses one of the earlier per-job layout ("B:{job}:…",
 //                         global B:leases, B:runs, …) until MigrateKeyGroups has moved it.
 //   B:queue:<tag>         queue streams (gnomon/redis_queue.h), each its own slot
-// A script's writes to the lease indexes and the listing wait until it ends (also when it fails
+// A script's writes to the lease index and the listing wait until it ends (also when it fails
 // halfway) and go as one ZADD / ZREM per index, the last write of a member winning, so a claim or
 // report batch pays per index one command, not one per fire; the listing is then trimmed once per
-// script. Scripts that touch a job's keys and a shared or another group's key (claims, reports,
+// script. Scripts that touch a job's keys and a shared key or another group's (claims, reports,
 // pausing, ListExpired) are not Cluster-safe yet: this version supports one primary (optionally
-// with replicas or Sentinel); docs/redis-cluster.md says how the Cluster coordinator splits them.
+// with replicas or Sentinel); docs/redis-cluster.md says how the Cluster coordinator splits them
+// (a lease index per group among them, which costs one primary more, so it waits for it).
 //
 // Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total),
 // with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the
@@ -201,7 +201,6 @@ struct RedisOptions {
 struct KeyGroupMigration {
   bool already_done = false;  // the keyspace held key groups already; nothing was changed
   int64_t job_keys = 0;       // per-job keys moved into their group
-  int64_t leases = 0;         // lease index entries moved to their group's index
   int64_t shared_keys = 0;    // global keys moved under {~shared}
 };
 
@@ -239,8 +238,8 @@ class RedisCoordinator final : public Coordinator {
   static Result<std::unique_ptr<RedisCoordinator>> Open(const RedisOptions& options);
 
   // Moves a keyspace written by an earlier release (one slot per job) to key groups, in place:
-  // every per-job key is RENAMEd into its group (TTLs kept), the lease index is split by group,
-  // the global keys move under {~shared}, and the layout marker is written last. Refuses
+  // every per-job key is RENAMEd into its group (TTLs kept), the global keys move under
+  // {~shared}, and the layout marker is written last. Refuses
   // (FailedPrecondition, naming them) while a node's heartbeat in the old keyspace has not
   // expired: a node of the earlier release still running would claim again the fires whose
   // markers moved. Can be repeated: a move stopped halfway is finished by the next run, and a

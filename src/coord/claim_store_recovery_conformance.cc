@@ -544,6 +544,14 @@ TEST_P(CoordinatorConformanceTest, ClaimManyAnswersEachRequestLikeClaim) {
   ASSERT_EQ(rec->size(), 1u);
   EXPECT_EQ(rec->front().outcome, RunOutcome::kRunning);
   EXPECT_EQ(rec->front().node_id, "n");
+  // A fire claimed earlier in the same batch is open to the overlap check of a later one.
+  std::vector<Result<ClaimOutcome>> pair =
+      coord_->ClaimMany({Req(Fire("b6", t), "n"), Req(Fire("b6", t + std::chrono::seconds(1)), "n",
+                                                      OverlapPolicy::kForbid)});
+  ASSERT_EQ(pair.size(), 2u);
+  ASSERT_TRUE(pair[0].ok() && pair[1].ok());
+  EXPECT_EQ(pair[0]->result, R::kClaimed);
+  EXPECT_EQ(pair[1]->result, R::kOverlap);
   // A batch larger than one backend round trip's chunk: every fire claimed once.
   std::vector<ClaimRequest> many;
   for (int i = 0; i < 300; ++i) many.push_back(Req(Fire("m" + std::to_string(i), t), "n"));

@@ -295,12 +295,9 @@ std::string JobBase(const RedisOptions& o, const std::string& job) {
          ":job:" + job;
 }
 std::string SharedBase(const RedisOptions& o) { return o.prefix + ":" + o.ns + ":{~shared}"; }
-// The members of every group's lease index under base `b`, sorted.
+// The members of the lease index under base `b` (its shared keys' base's), sorted.
 std::vector<std::string> Leases(Raw& raw, const std::string& b) {
-  std::vector<std::string> out;
-  for (const std::string& key : raw.Keys(b + ":{g*}:leases")) {
-    for (std::string& m : raw.Array({"ZRANGE", key, "0", "-1"})) out.push_back(std::move(m));
-  }
+  std::vector<std::string> out = raw.Array({"ZRANGE", b + ":{~shared}:leases", "0", "-1"});
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -692,11 +689,8 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
     ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
   }
   // Per fire a ZADD to its job's open fires and one to its job's listing; for the batch one to
-  // each lease index of the jobs' groups and one to the global listing (trimmed: running records
-  // leave it only).
-  std::set<int> groups;
-  for (int i = 0; i < 100; ++i) groups.insert(coord::redis::KeyGroup("batch-" + std::to_string(i)));
-  EXPECT_EQ(CommandCalls(raw, "zadd"), 2 * 100 + static_cast<int64_t>(groups.size()) + 1);
+  // the lease index and one to the global listing (trimmed: running records leave it only).
+  EXPECT_EQ(CommandCalls(raw, "zadd"), 2 * 100 + 2);
   EXPECT_EQ(std::to_string(Leases(raw, b).size()), "100");
   EXPECT_LE(std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})), 16);
   // Reported one by one, then closed: the lease index empties, the listing stays bounded, and
@@ -1160,7 +1154,7 @@ TEST(RedisCoordinatorTest, TheScriptsAndTheClientPutAJobInTheSameGroup) {
   // An earlier job named "shared" or "g12" is a job; this layout's keys are not.
   EXPECT_TRUE(GroupKeyOf(b, "p:ns:{shared}:runs").has_value());
   EXPECT_TRUE(GroupKeyOf(b, "p:ns:{g12}:state").has_value());
-  for (const char* key : {"p:ns:{~shared}:runs", "p:ns:{g12}:leases", "p:ns:{g12}:job:a:state",
+  for (const char* key : {"p:ns:{~shared}:runs", "p:ns:{~shared}:leases", "p:ns:{g12}:job:a:state",
                           "p:ns:{a}:queue", "p:ns:{a}:stateX", "p:ns:{a b}:state", "p:ns:{}:state",
                           "p:ns:{a:state", "p:other:{a}:state", "p:ns:queue:default"}) {
     EXPECT_FALSE(GroupKeyOf(b, key).has_value()) << key;
@@ -1168,7 +1162,7 @@ TEST(RedisCoordinatorTest, TheScriptsAndTheClientPutAJobInTheSameGroup) {
 }
 
 // Turns the keyspace under `o` back into the layout of the releases before key groups (one slot
-// per job "B:{job}:…", one lease index "B:leases", the shared keys without a tag, no marker): the
+// per job "B:{job}:…", the shared keys without a tag, no marker): the
 // exact inverse of the migration, so a test can start from what such a release wrote.
 void ToEarlierLayout(Raw& raw, const RedisOptions& o) {
   const std::string b = o.prefix + ":" + o.ns;
@@ -1180,12 +1174,6 @@ void ToEarlierLayout(Raw& raw, const RedisOptions& o) {
       } else {
         raw.Str({"RENAME", key, b + ":" + rest.substr(11)});
       }
-    } else if (rest.ends_with(":leases")) {
-      const std::vector<std::string> flat = raw.Array({"ZRANGE", key, "0", "-1", "WITHSCORES"});
-      for (size_t i = 0; i + 1 < flat.size(); i += 2) {
-        raw.Str({"ZADD", b + ":leases", flat[i + 1], flat[i]});
-      }
-      raw.Str({"DEL", key});
     } else if (const size_t at = rest.find("}:job:"); at != std::string::npos) {
       const std::string tail = rest.substr(at + 6);  // "<job>:<suffix>"
       const size_t colon = tail.find(':');
@@ -1267,8 +1255,7 @@ TEST(RedisCoordinatorTest, AKeyspaceOfTheEarlierLayoutIsMigratedWithNothingLost)
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_FALSE(moved->already_done);
   EXPECT_EQ(moved->job_keys, static_cast<int64_t>(old_keys));
-  EXPECT_EQ(moved->leases, 1);
-  EXPECT_EQ(moved->shared_keys, 6);  // jobs meta nodes nodes:exp audit runs
+  EXPECT_EQ(moved->shared_keys, 7);  // jobs meta nodes nodes:exp audit runs leases
   EXPECT_TRUE(raw.Keys(b + ":{job-*").empty());
   EXPECT_EQ(raw.Str({"EXISTS", b + ":leases"}), "0");
   Result<KeyGroupMigration> again = RedisCoordinator::MigrateKeyGroups(o);

@@ -1,6 +1,5 @@
 #include "src/coord/redis/redis_layout.h"
 
-#include <map>
 #include <vector>
 
 #include "gnomon/job.h"
@@ -12,7 +11,7 @@ namespace {
 
 // The global keys of the earlier layout, each moved to "<base>:{~shared}:<name>".
 constexpr const char* kSharedNames[] = {"jobs",  "meta",         "nodes", "nodes:exp",
-                                        "audit", "audit_failed", "runs"};
+                                        "audit", "audit_failed", "runs",  "leases"};
 
 // Renames ARGV's (from, to) pairs whose `from` still exists (a fire marker may expire between
 // the SCAN that found it and this call). -> the number renamed. The keys are not declared: the
@@ -61,7 +60,7 @@ Status ScanTagged(RedisConnectionPool& conn, const std::string& base, F each) {
 // keyspace that never had them, e.g. an embedder's without definitions or heartbeats) a per-job
 // key, found by a SCAN that stops at the first.
 Result<bool> HoldsEarlierLayout(RedisConnectionPool& conn, const std::string& base) {
-  std::vector<std::string> exists = {"EXISTS", base + ":leases"};
+  std::vector<std::string> exists = {"EXISTS"};
   for (const char* name : kSharedNames) exists.push_back(base + ":" + name);
   Result<RedisReply> n = Checked(conn, exists);
   if (!n.ok()) return n.status();
@@ -180,27 +179,7 @@ Result<KeyGroupMigration> MigrateToGroups(RedisConnectionPool& conn, const std::
   GNOMON_RETURN_IF_ERROR(renamed);
   GNOMON_RETURN_IF_ERROR(flush(done.job_keys));
 
-  // 2. The lease index, split by group (its entries are the open fires: few). Added before the
-  // old index goes, so a second run after a stop in between adds the same entries again.
-  Result<RedisReply> leases = Checked(conn, {"ZRANGE", base + ":leases", "0", "-1", "WITHSCORES"});
-  if (!leases.ok()) return leases.status();
-  std::map<std::string, std::vector<std::string>> by_group;
-  for (size_t i = 0; i + 1 < leases->elements.size(); i += 2) {
-    const std::string& member = leases->elements[i].str;
-    const std::string job = member.substr(0, member.find(' '));
-    std::vector<std::string>& add = by_group[GroupBase(base, KeyGroup(job)) + ":leases"];
-    add.push_back(leases->elements[i + 1].str);
-    add.push_back(member);
-  }
-  for (auto& [key, add] : by_group) {
-    std::vector<std::string> argv = {"ZADD", key};
-    argv.insert(argv.end(), add.begin(), add.end());
-    GNOMON_RETURN_IF_ERROR(Checked(conn, argv).status());
-    done.leases += static_cast<int64_t>(add.size() / 2);
-  }
-  GNOMON_RETURN_IF_ERROR(Checked(conn, {"DEL", base + ":leases"}).status());
-
-  // 3. The global keys under {~shared}, then the marker: from here on this version opens it.
+  // 2. The global keys under {~shared}, then the marker: from here on this version opens it.
   for (const char* name : kSharedNames) {
     batch.push_back(base + ":" + name);
     batch.push_back(base + ":{~shared}:" + name);

@@ -200,32 +200,19 @@ return out
 // -> OK, then per fire: job ms shard shard_count attempt token node lease
 constexpr const char* kListExpiredBody = R"lua(
 -- ARGV[5..]: limit
--- Each group's expired leases (at most `limit` each), then the oldest `limit` of them all.
-local limit = ARGV[5] + 0
-local found = {}
-for g = 0, 1023 do
-  local rows = redis.call('ZRANGEBYSCORE', NB .. ':{g' .. g .. '}:leases', '-inf', NOW_S,
-                          'WITHSCORES', 'LIMIT', '0', ARGV[5])
-  for k = 1, #rows, 2 do found[#found + 1] = {rows[k + 1] + 0, rows[k]} end
-end
-table.sort(found, function(a, b)
-  if a[1] ~= b[1] then return a[1] < b[1] end
-  return a[2] < b[2]
-end)
+local rows = redis.call('ZRANGEBYSCORE', GB .. ':leases', '-inf', NOW_S, 'LIMIT', '0', ARGV[5])
 local out = {'OK'}
-local listed = 0
-for _, row in ipairs(found) do
-  if listed >= limit then break end
-  local job, ms_s, shard_s = string.match(row[2], '^(%S+) (-?%d+):(%d+)$')
-  local f = redis.call('HMGET', jb_of(job) .. ':fire:' .. ms_s .. ':' .. shard_s, 'att', 'tok',
-                       'node', 'sc', 'open', 'lease')
+for _, m in ipairs(rows) do
+  local job, ms_s, shard_s = string.match(m, '^(%S+) (-?%d+):(%d+)$')
+  local fid = ms_s .. ':' .. shard_s
+  local f = redis.call('HMGET', jb_of(job) .. ':fire:' .. fid, 'att', 'tok', 'node', 'sc', 'open',
+                       'lease')
   if f[1] and f[5] == '1' then
     for _, v in ipairs({job, ms_s, shard_s, f[4], f[1], f[2], f[3], f[6]}) do
       out[#out + 1] = v
     end
-    listed = listed + 1
   else
-    g_lease(job, ms_s .. ':' .. shard_s, false)
+    g_lease(job, fid, false)
   end
 end
 return out
