@@ -1194,7 +1194,6 @@ TEST(RedisCoordinatorTest, AKeyspaceOfTheEarlierLayoutIsMigratedWithNothingLost)
   auto c = MustOpen(o);
   ASSERT_NE(c, nullptr);
   const Instant t0 = clock.Now() - seconds(30);
-  std::vector<Claim> done;
   int64_t last_token = 0;
   for (int i = 0; i < 40; ++i) {
     Result<ClaimOutcome> out = c->Claim(Req(Fire("job-" + std::to_string(i % 20), t0), "old"));
@@ -1206,7 +1205,6 @@ TEST(RedisCoordinatorTest, AKeyspaceOfTheEarlierLayoutIsMigratedWithNothingLost)
     last_token = std::max(last_token, out->claim->fencing_token);
     if (i == 7) continue;  // left open: its lease runs out
     ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
-    done.push_back(*out->claim);
   }
   ASSERT_TRUE(c->PutJob("job-3", R"({"schedule":"@daily"})", 0).ok());
   ASSERT_TRUE(c->SetPaused("job-4", true, "ops").ok());
