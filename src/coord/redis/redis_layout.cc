@@ -79,6 +79,24 @@ Status UnknownLayout(RedisConnectionPool& conn, const std::string& base, const s
                                  "\", which this version of gnomon does not know");
 }
 
+// True when the marker says key groups, false when there is none; FailedPrecondition when it
+// names a layout this version does not know.
+Result<bool> MarkedGroups(RedisConnectionPool& conn, const std::string& base) {
+  Result<RedisReply> marker = Checked(conn, {"GET", Marker(base)});
+  if (!marker.ok()) return marker.status();
+  if (marker->type != RedisReply::Type::kString) return false;
+  if (marker->str != kGroupLayout) return UnknownLayout(conn, base, marker->str);
+  return true;
+}
+
+// Writes the marker; with `only_new`, only where there is none (a migration that finished first
+// wins).
+Status MarkGroups(RedisConnectionPool& conn, const std::string& base, bool only_new) {
+  std::vector<std::string> argv = {"SET", Marker(base), std::string(kGroupLayout)};
+  if (only_new) argv.push_back("NX");
+  return Checked(conn, argv).status();
+}
+
 }  // namespace
 
 std::optional<std::string> GroupKeyOf(const std::string& base, std::string_view key) {
@@ -95,12 +113,9 @@ std::optional<std::string> GroupKeyOf(const std::string& base, std::string_view 
 }
 
 Status CheckLayout(RedisConnectionPool& conn, const std::string& base) {
-  Result<RedisReply> marker = Checked(conn, {"GET", Marker(base)});
-  if (!marker.ok()) return marker.status();
-  if (marker->type == RedisReply::Type::kString) {
-    if (marker->str == kGroupLayout) return Status::Ok();
-    return UnknownLayout(conn, base, marker->str);
-  }
+  Result<bool> marked = MarkedGroups(conn, base);
+  if (!marked.ok()) return marked.status();
+  if (*marked) return Status::Ok();
   Result<bool> earlier = HoldsEarlierLayout(conn, base);
   if (!earlier.ok()) return earlier.status();
   if (*earlier) {
@@ -109,24 +124,18 @@ Status CheckLayout(RedisConnectionPool& conn, const std::string& base) {
         " holds the key layout of an earlier gnomon (one slot per job); stop every node, then "
         "run `gnomon migrate redis-groups --backend <this backend's URL>` once");
   }
-  // A keyspace with nothing of gnomon's: this version's. NX: a migration that finished first wins.
-  return Checked(conn, {"SET", Marker(base), std::string(kGroupLayout), "NX"}).status();
+  // A keyspace with nothing of gnomon's: this version's.
+  return MarkGroups(conn, base, true);
 }
 
 Result<KeyGroupMigration> MigrateToGroups(RedisConnectionPool& conn, const std::string& base) {
   KeyGroupMigration done;
-  Result<RedisReply> marker = Checked(conn, {"GET", Marker(base)});
-  if (!marker.ok()) return marker.status();
-  if (marker->type == RedisReply::Type::kString) {
-    if (marker->str != kGroupLayout) return UnknownLayout(conn, base, marker->str);
-    done.already_done = true;
-    return done;
-  }
-  Result<bool> earlier = HoldsEarlierLayout(conn, base);
+  Result<bool> marked = MarkedGroups(conn, base);
+  if (!marked.ok()) return marked.status();
+  Result<bool> earlier = *marked ? Result<bool>(false) : HoldsEarlierLayout(conn, base);
   if (!earlier.ok()) return earlier.status();
   if (!*earlier) {
-    GNOMON_RETURN_IF_ERROR(
-        Checked(conn, {"SET", Marker(base), std::string(kGroupLayout), "NX"}).status());
+    if (!*marked) GNOMON_RETURN_IF_ERROR(MarkGroups(conn, base, true));
     done.already_done = true;
     return done;
   }
@@ -185,7 +194,7 @@ Result<KeyGroupMigration> MigrateToGroups(RedisConnectionPool& conn, const std::
     batch.push_back(base + ":{~shared}:" + name);
   }
   GNOMON_RETURN_IF_ERROR(flush(done.shared_keys));
-  GNOMON_RETURN_IF_ERROR(Checked(conn, {"SET", Marker(base), std::string(kGroupLayout)}).status());
+  GNOMON_RETURN_IF_ERROR(MarkGroups(conn, base, false));
   return done;
 }
 
