@@ -14,12 +14,15 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "src/coord/redis/redis_scripts.h"
+#include "src/coord/redis/redis_store.h"
 #include "src/testing/free_port.h"
 #include "src/testing/real_wait.h"
 
@@ -487,6 +490,164 @@ TEST_F(RedisClusterServerTest, ScriptsAreRoutedByTheirKeysSlot) {
   ASSERT_EQ(both->elements.size(), 2u);
   EXPECT_EQ(both->elements[0].str, "11");
   EXPECT_EQ(both->elements[1].str, "21");
+}
+
+// The scripts of a Cluster (Topology::kCluster) run in one slot each. The fire scripts run in
+// their key group's: a claim batch and a report batch of one group's jobs, the lease index and
+// the new history members in the group's own keys (the shared slot untouched), the lost-run
+// scan of that group, and a job of another group refused before anything is written. A script
+// of the shared slot runs there; a pause change from a group's slot fails, saying so.
+TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
+  namespace scripts = redis_scripts;
+  std::vector<std::string> sources;
+  for (int i = 0; i < scripts::kCount; ++i) {
+    sources.push_back(scripts::Source(static_cast<scripts::Id>(i), scripts::Topology::kCluster));
+  }
+  std::unique_ptr<RedisClusterClient> client = Client(sources);
+  ASSERT_NE(client, nullptr);
+  const std::string base = "gnomon:cl";
+  const std::string shared = base + ":{~shared}";
+  const int shared_slot = ClusterKeySlot(shared);
+
+  // Three jobs in each of three groups, one group on each primary.
+  std::map<int, std::vector<std::string>> by_group;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string job = "job-" + std::to_string(i);
+    by_group[redis::KeyGroup(job)].push_back(job);
+  }
+  std::map<std::string, int> group_of_primary;
+  for (const auto& [group, jobs] : by_group) {
+    if (jobs.size() < 3) continue;
+    group_of_primary.emplace(client->OwnerOf(ClusterKeySlot(redis::GroupBase(base, group))), group);
+  }
+  ASSERT_EQ(group_of_primary.size(), 3u);
+
+  const int64_t t = 1'900'000'000'000;
+  auto common = [](int64_t now) {
+    return std::vector<std::string>{std::to_string(now), "100", "1000", "60000"};
+  };
+  auto claims = [&](const std::vector<std::string>& jobs) {
+    std::vector<std::string> args = common(t);
+    args.push_back(std::to_string(jobs.size()));
+    for (const std::string& job : jobs) {
+      for (std::string v : {job, std::to_string(t), std::string("0"), std::string("1"),
+                            std::string("n1"), std::string("30000"), std::string("1000"),
+                            std::string("allow"), job + "@run", std::string(""), std::string("")}) {
+        args.push_back(std::move(v));
+      }
+    }
+    return args;
+  };
+  for (const auto& [primary, group] : group_of_primary) {
+    SCOPED_TRACE("group " + std::to_string(group) + " on " + primary);
+    const std::string gb = redis::GroupBase(base, group);
+    const int slot = ClusterKeySlot(gb);
+    std::vector<std::string> jobs(by_group[group].begin(), by_group[group].begin() + 3);
+
+    Result<RedisReply> claimed = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs));
+    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+    ASSERT_EQ(claimed->elements.size(), 3u);
+    std::vector<std::string> tokens;
+    for (const RedisReply& c : claimed->elements) {
+      ASSERT_EQ(c.elements.at(0).str, "CLAIMED");
+      tokens.push_back(c.elements.at(2).str);
+    }
+    Result<RedisReply> again = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    for (const RedisReply& c : again->elements) EXPECT_EQ(c.elements.at(0).str, "ALREADY");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "3");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":runs_new"})), "3");
+    EXPECT_EQ(Text(client->Command(shared_slot, {"EXISTS", shared + ":leases", shared + ":runs"})),
+              "0");
+
+    // The lost-run scan of the group, once the leases (30 s) have ended.
+    std::vector<std::string> scan = common(t + 60000);
+    scan.push_back("100");
+    Result<RedisReply> expired = client->Eval(slot, scripts::kListExpired, {gb, gb}, scan);
+    ASSERT_TRUE(expired.ok()) << expired.status().ToString();
+    ASSERT_EQ(expired->elements.size(), 1u + 3 * 8);
+    std::set<std::string> found;
+    for (size_t i = 1; i < expired->elements.size(); i += 8) {
+      found.insert(expired->elements[i].str);
+    }
+    EXPECT_EQ(found, std::set<std::string>(jobs.begin(), jobs.end()));
+
+    std::vector<std::string> reports = common(t + 1000);
+    reports.push_back("3");
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      const std::vector<std::string> item = {jobs[k],
+                                             std::to_string(t),
+                                             "0",
+                                             tokens[k],
+                                             "1",
+                                             "1",
+                                             "reset",
+                                             "sc",
+                                             "1",
+                                             "tok",
+                                             tokens[k],
+                                             "node",
+                                             "n1",
+                                             "st",
+                                             std::to_string(t),
+                                             "fin",
+                                             std::to_string(t + 1000),
+                                             "out",
+                                             "succeeded",
+                                             "err",
+                                             "",
+                                             "output",
+                                             "",
+                                             "skip",
+                                             "",
+                                             "exit",
+                                             "0"};
+      reports.push_back(std::to_string(item.size()));
+      reports.insert(reports.end(), item.begin(), item.end());
+    }
+    Result<RedisReply> reported = client->Eval(slot, scripts::kReportMany, {gb, gb}, reports);
+    ASSERT_TRUE(reported.ok()) << reported.status().ToString();
+    for (const RedisReply& r : reported->elements) EXPECT_EQ(r.elements.at(0).str, "OK");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "0");
+    const std::string jb = gb + ":job:" + jobs[0];
+    const std::string fid = std::to_string(t) + ":0";
+    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":fire:" + fid, "open"})), "0");
+    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":run:" + fid + ":1", "out"})), "succeeded");
+
+    // A batch that starts with a job of another group is refused before anything is written.
+    const int other = group_of_primary.begin()->second == group
+                          ? std::next(group_of_primary.begin())->second
+                          : group_of_primary.begin()->second;
+    const std::string stranger = by_group[other][0];
+    std::vector<std::string> mixed = claims({stranger, jobs[0]});
+    mixed[5 + 1] = mixed[5 + 11 + 1] = std::to_string(t + 500);  // a new instant for both
+    Result<RedisReply> refused = client->Eval(slot, scripts::kClaimMany, {gb, gb}, mixed);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("is not in key group " + gb), std::string::npos)
+        << refused.status().ToString();
+    const std::string new_fid = std::to_string(t + 500) + ":0";
+    EXPECT_EQ(Text(client->Command(slot, {"EXISTS", jb + ":fire:" + new_fid})), "0");
+    const std::string other_gb = redis::GroupBase(base, other);
+    EXPECT_EQ(Text(client->Command(ClusterKeySlot(other_gb),
+                                   {"EXISTS", other_gb + ":job:" + stranger + ":fire:" + new_fid})),
+              "0");
+
+    // Pausing from the group's slot cannot bump the jobs version in the shared slot.
+    Result<RedisReply> pause = client->Eval(slot, scripts::kSetPaused, {jb, gb},
+                                            {"", "100", "1000", "60000", "1", "test"});
+    ASSERT_FALSE(pause.ok());
+    EXPECT_NE(pause.status().message().find("the jobs version is in the shared slot"),
+              std::string::npos)
+        << pause.status().ToString();
+  }
+
+  // A script of the shared slot.
+  Result<RedisReply> put = client->Eval(shared_slot, scripts::kPutJob, {shared, shared},
+                                        {"", "100", "1000", "60000", "nightly", "{}", "0"});
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->elements.at(0).str, "OK");
+  EXPECT_EQ(Text(client->Command(shared_slot, {"HGET", shared + ":meta", "jobs_version"})),
+            put->elements.at(1).str);
 }
 
 // A killed primary: its replica is promoted (cluster-node-timeout 1 s), and the client, after

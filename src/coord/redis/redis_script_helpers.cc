@@ -199,36 +199,39 @@ local function trim(zkey, cap, hint, at_least)
   end
 end
 )lua"},
-    {"flush_global", R"lua(
--- Applies GPEND: per index one ZADD and one ZREM per 256 members; then trims the global history
--- listing once for all the members the script added, and applies what that trim dropped.
-local function flush_global()
-  local function send(cmd, key, list, width)
+    {"apply_pend", R"lua(
+-- Writes one GPEND table to the sorted set `key`: one ZADD per 256 members added (each with its
+-- pending score, or `score` when given) and one ZREM per 256 removed. -> the number added.
+local function apply_pend(pend, key, score)
+  local function send(cmd, list, width)
     for from = 1, #list, width do
       redis.call(cmd, key, unpack(list, from, math.min(#list, from + width - 1)))
     end
   end
-  -- -> the number of members added.
-  local function apply(pend, key)
-    local add, rem = {}, {}
-    for m, v in pairs(pend) do
-      if v then
-        add[#add + 1] = v
-        add[#add + 1] = m
-      else
-        rem[#rem + 1] = m
-      end
+  local add, rem = {}, {}
+  for m, v in pairs(pend) do
+    if v then
+      add[#add + 1] = score or v
+      add[#add + 1] = m
+    else
+      rem[#rem + 1] = m
     end
-    send('ZADD', key, add, 512)
-    send('ZREM', key, rem, 256)
-    return #add / 2
   end
-  apply(GPEND.leases, GB .. ':leases')
-  local added = apply(GPEND.runs, GB .. ':runs')
+  send('ZADD', add, 512)
+  send('ZREM', rem, 256)
+  return #add / 2
+end
+)lua"},
+    {"flush_global", R"lua(
+-- Applies GPEND; then trims the global history listing once for all the members the script
+-- added, and applies what that trim dropped.
+local function flush_global()
+  apply_pend(GPEND.leases, GB .. ':leases')
+  local added = apply_pend(GPEND.runs, GB .. ':runs')
   GPEND.leases, GPEND.runs = {}, {}
   if added > 0 then
     trim(GB .. ':runs', ARGV[3] + 0, nil, added)
-    apply(GPEND.runs, GB .. ':runs')
+    apply_pend(GPEND.runs, GB .. ':runs')
     GPEND.runs = {}
   end
 end
@@ -325,8 +328,55 @@ end
 )lua"},
 };
 
+// The definitions that differ under a Redis Cluster (redis_scripts::Topology::kCluster), by
+// name. A key group's script there touches its group's slot only: GB (KEYS[2]) is the group's
+// base "<prefix>:<ns>:{g<group>}", and the two indexes the single primary keeps in the shared
+// slot are the group's own (docs/redis-cluster.md).
+constexpr ScriptHelper kClusterHelpers[] = {
+    {"GB", R"lua(
+-- The base of the keys the script may touch: a key group's "<prefix>:<ns>:{g<group>}", or the
+-- shared "<prefix>:<ns>:{~shared}" for a script of the shared slot.
+local GB = KEYS[2]
+)lua"},
+    {"NB", R"lua(
+-- The namespace's base "<prefix>:<ns>" (GB without ":{g<group>}").
+local NB = string.match(GB, '^(.*):{g%d+}$')
+)lua"},
+    {"bump_jobs_version", R"lua(
+-- The jobs version and the events channel are in the shared slot: a key group's script (one
+-- that changes a pause state) cannot bump them, and its caller does in a second call.
+local function bump_jobs_version()
+  if string.sub(GB, -10) ~= ':{~shared}' then
+    error('the jobs version is in the shared slot, not in ' .. GB)
+  end
+  local v = next_counter(GB .. ':meta', 'jobs_version')
+  redis.call('SPUBLISH', GB .. ':events', S(v))
+  return v
+end
+)lua"},
+    {"jb_of", R"lua(
+-- A job of another key group is refused before any of its keys is touched.
+local function jb_of(job)
+  local gb = NB .. ':{g' .. group_of(job) .. '}'
+  if gb ~= GB then error('job ' .. job .. ' is not in key group ' .. GB) end
+  return gb .. ':job:' .. job
+end
+)lua"},
+    {"flush_global", R"lua(
+-- Applies GPEND to the group's own indexes: the lease index GB:leases, and GB:runs_new, the
+-- history members not yet copied to the all-jobs listing, scored by when they came. The listing
+-- and its cap are in the shared slot; the copy step applies them.
+local function flush_global()
+  apply_pend(GPEND.leases, GB .. ':leases')
+  apply_pend(GPEND.runs, GB .. ':runs_new', NOW_S)
+  GPEND.leases, GPEND.runs = {}, {}
+end
+)lua"},
+};
+
 }  // namespace
 
 std::span<const ScriptHelper> ScriptHelpers() { return kHelpers; }
+std::span<const ScriptHelper> ClusterHelpers() { return kClusterHelpers; }
 
 }  // namespace gnomon::coord::redis_scripts

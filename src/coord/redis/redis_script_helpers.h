@@ -16,6 +16,8 @@ struct ScriptHelper {
 
 // The definitions in dependency order: one uses only those before it.
 std::span<const ScriptHelper> ScriptHelpers();
+// Under a Redis Cluster, the definitions that replace ScriptHelpers()' of the same name.
+std::span<const ScriptHelper> ClusterHelpers();
 
 }  // namespace gnomon::coord::redis_scripts
 

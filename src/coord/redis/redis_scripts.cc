@@ -1,5 +1,7 @@
 #include "src/coord/redis/redis_scripts.h"
 
+#include <algorithm>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -504,9 +506,23 @@ end
 return out
 )lua";
 
-// Which helpers `body` needs, directly or through another helper.
-std::vector<bool> Needed(const std::string& body) {
-  const std::span<const ScriptHelper> helpers = ScriptHelpers();
+// The helper definitions of `topology`: ScriptHelpers(), with ClusterHelpers()' in place of
+// those of the same name under a Cluster.
+std::vector<ScriptHelper> HelpersOf(Topology topology) {
+  std::vector<ScriptHelper> helpers(ScriptHelpers().begin(), ScriptHelpers().end());
+  if (topology != Topology::kCluster) return helpers;
+  for (const ScriptHelper& cluster : ClusterHelpers()) {
+    auto it = std::find_if(helpers.begin(), helpers.end(), [&](const ScriptHelper& h) {
+      return std::string_view(h.name) == cluster.name;
+    });
+    GNOMON_CHECK(it != helpers.end());
+    it->code = cluster.code;
+  }
+  return helpers;
+}
+
+// Which of `helpers` `body` needs, directly or through another helper.
+std::vector<bool> Needed(std::span<const ScriptHelper> helpers, const std::string& body) {
   std::vector<bool> needed(helpers.size());
   std::string scanned = body;
   for (size_t i = helpers.size(); i-- > 0;) {
@@ -533,18 +549,20 @@ if not ok then return redis.error_reply(tostring(reply)) end
 return reply
 )lua";
 
-// The definitions `body` needs, then `body` (run as script_body when it defers writes).
-std::string WithHelpers(std::string body) {
-  const std::span<const ScriptHelper> helpers = ScriptHelpers();
-  std::vector<bool> needed = Needed(body);
+// The definitions `body` needs, then `body` (run as script_body when it defers writes). Under a
+// Cluster the source starts with "#!lua": the server then refuses a key outside the slot of the
+// script's first key (a script without it may touch any key of its node).
+std::string WithHelpers(std::string body, Topology topology) {
+  const std::vector<ScriptHelper> helpers = HelpersOf(topology);
+  std::vector<bool> needed = Needed(helpers, body);
   for (size_t i = 0; i < helpers.size(); ++i) {
     if (needed[i] && std::string_view(helpers[i].name) == "GPEND") {
       body = kDeferredHead + body + kDeferredTail;
-      needed = Needed(body);
+      needed = Needed(helpers, body);
       break;
     }
   }
-  std::string out;
+  std::string out = topology == Topology::kCluster ? "#!lua\n" : "";
   for (size_t i = 0; i < helpers.size(); ++i) {
     if (needed[i]) out += helpers[i].code;
   }
@@ -622,9 +640,9 @@ static_assert(std::size(kArgNames) == kCount);
 
 }  // namespace
 
-std::string Source(Id id) {
+std::string Source(Id id, Topology topology) {
   GNOMON_CHECK(id >= 0 && id < kCount && kScripts[id].id == id);
-  return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body);
+  return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body, topology);
 }
 
 std::span<const std::string_view> ArgNames(Id id) {

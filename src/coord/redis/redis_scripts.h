@@ -49,8 +49,22 @@ enum Id {
   kCount,
 };
 
+// Where the scripts run.
+//   kSingle   one primary (with replicas or Sentinel): the calling convention above.
+//   kCluster  a Redis Cluster. A script touches the keys of one hash slot only, and its source
+//             starts with "#!lua", so the server refuses any other. A key group's script (the
+//             fire scripts) has KEYS[2] = the group's base "<prefix>:<ns>:{g<group>}" and
+//             KEYS[1] = a job's base in that group (or the group's base); every fire of a batch
+//             must be of that group (another is refused before any of its keys is touched). The
+//             lease index and the new history members are the group's own (GB:leases,
+//             GB:runs_new) and the all-jobs listing is not touched. A script of the shared slot
+//             has KEYS[1] = KEYS[2] = the shared base; it publishes with SPUBLISH. A pause-state
+//             change cannot bump the jobs version from a key group's slot: kSetPaused and
+//             kCancelFire fail there, saying so (docs/redis-cluster.md "Shared keys").
+enum class Topology { kSingle, kCluster };
+
 // The full source (shared prelude + body) of script `id`.
-std::string Source(Id id);
+std::string Source(Id id, Topology topology = Topology::kSingle);
 
 // --- Argument layouts ------------------------------------------------------------------------
 // The one description of what each script reads: ARGV[1..4] are kCommonArgs; a script's own

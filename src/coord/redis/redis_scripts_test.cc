@@ -51,20 +51,26 @@ int MaxIndex(const std::string& source, const std::regex& re) {
   return max;
 }
 
+constexpr Topology kTopologies[] = {Topology::kSingle, Topology::kCluster};
+
 TEST(RedisScriptsTest, EveryScriptDeclaresTheArgumentsOfItsDescription) {
-  for (int i = 0; i < kCount; ++i) {
-    const Id id = static_cast<Id>(i);
-    std::optional<std::vector<std::string>> declared = Declared(Source(id), "-- ARGV[5..]:");
-    ASSERT_TRUE(declared.has_value()) << "script " << i << " has no \"-- ARGV[5..]:\" line";
-    EXPECT_EQ(*declared, Names(ArgNames(id))) << "script " << i;
+  for (Topology topology : kTopologies) {
+    for (int i = 0; i < kCount; ++i) {
+      const Id id = static_cast<Id>(i);
+      std::optional<std::vector<std::string>> declared =
+          Declared(Source(id, topology), "-- ARGV[5..]:");
+      ASSERT_TRUE(declared.has_value()) << "script " << i << " has no \"-- ARGV[5..]:\" line";
+      EXPECT_EQ(*declared, Names(ArgNames(id))) << "script " << i;
+    }
   }
 }
 
 TEST(RedisScriptsTest, EveryScriptReadsExactlyTheArgumentsOfItsDescription) {
   const std::regex argv(R"(ARGV\[(\d+)\])");
-  for (int i = 0; i < kCount; ++i) {
+  for (int k = 0; k < 2 * kCount; ++k) {
+    const int i = k % kCount;
     const Id id = static_cast<Id>(i);
-    const std::string source = Source(id);
+    const std::string source = Source(id, kTopologies[k / kCount]);
     const int fixed = static_cast<int>(FixedCount(ArgNames(id)));
     // ARGV[1..4] are the common arguments; the script's own follow.
     if (fixed == 0 || HasRest(ArgNames(id))) {
@@ -103,6 +109,24 @@ TEST(RedisScriptsTest, BatchItemsAreReadAsDescribed) {
   // claim_many steps through its claims by the item's size.
   EXPECT_NE(Source(kClaimMany).find("k * " + std::to_string(std::size(kClaimItem))),
             std::string::npos);
+}
+
+// Under a Cluster every script starts with "#!lua" (the server then refuses a key outside its
+// slot), publishes on the sharded channel, and a fire batch's index writes stay in its group.
+TEST(RedisScriptsTest, ClusterScriptsKeepToOneSlot) {
+  for (int i = 0; i < kCount; ++i) {
+    const Id id = static_cast<Id>(i);
+    const std::string single = Source(id);
+    const std::string cluster = Source(id, Topology::kCluster);
+    EXPECT_FALSE(single.starts_with("#!")) << "script " << i;
+    EXPECT_TRUE(cluster.starts_with("#!lua\n")) << "script " << i;
+    EXPECT_EQ(cluster.find("'PUBLISH'"), std::string::npos) << "script " << i;
+    EXPECT_EQ(single.find("'SPUBLISH'"), std::string::npos) << "script " << i;
+  }
+  const std::string claim = Source(kClaimMany, Topology::kCluster);
+  EXPECT_NE(claim.find("GB .. ':runs_new'"), std::string::npos);
+  EXPECT_EQ(claim.find("GB .. ':runs')"), std::string::npos);
+  EXPECT_EQ(claim.find("trim(GB"), std::string::npos);
 }
 
 TEST(RedisScriptsTest, ArgListTakesTheDescribedNamesInOrder) {
