@@ -724,6 +724,37 @@ TEST(BackendUrlTest, Redis) {
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis://u:%zz@h")), HasSubstr("percent-encoding"));
 }
 
+// redis+cluster:// and rediss+cluster://: the seeds (default port 6379), credentials and TLS;
+// no path, no wait_replicas (not supported under a Cluster yet).
+TEST(BackendUrlTest, Cluster) {
+  Result<BackendUrl> u = ParseBackendUrl("redis+cluster://u:p%40ss@n1:7000,n2,[::1]:7002");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->scheme, "redis+cluster");
+  EXPECT_THAT(u->hosts,
+              ElementsAre(HostPort{"n1", 7000}, HostPort{"n2", 6379}, HostPort{"::1", 7002}));
+  Result<RedisOptions> o =
+      server::RedisOptionsFor("redis+cluster://u:p%40ss@n1:7000,n2,[::1]:7002", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->cluster_seeds,
+            (std::vector<std::pair<std::string, int>>{{"n1", 7000}, {"n2", 6379}, {"::1", 7002}}));
+  EXPECT_EQ(o->user, "u");
+  EXPECT_EQ(o->password, "p@ss");
+  EXPECT_FALSE(o->tls.enabled);
+  EXPECT_TRUE(o->sentinels.empty());
+  o = server::RedisOptionsFor("rediss+cluster://n1:7000?tls_verify=false", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->tls.enabled);
+  EXPECT_FALSE(o->tls.verify);
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1:7000/0")),
+              HasSubstr("no database or name"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1:7000?wait_replicas=1")),
+              HasSubstr("not supported under a Cluster"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1:7000?tls_verify=false")),
+              HasSubstr("tls_verify"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://")), HasSubstr("missing host"));
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://:secret@n1:0")), Not(HasSubstr("secret")));
+}
+
 TEST(BackendUrlTest, SentinelAndEtcd) {
   Result<BackendUrl> u = ParseBackendUrl("redis+sentinel://s1:26379,s2:26380,s3/mymaster");
   ASSERT_TRUE(u.ok()) << u.status().ToString();

@@ -48,10 +48,14 @@
 // A script's writes to the lease index and the listing wait until it ends (also when it fails
 // halfway) and go as one ZADD / ZREM per index, the last write of a member winning, so a claim or
 // report batch pays per index one command, not one per fire; the listing is then trimmed once per
-// script. Scripts that touch a job's keys and a shared key or another group's (claims, reports,
-// pausing, ListExpired) are not Cluster-safe yet: this version supports one primary (optionally
-// with replicas or Sentinel); docs/redis-cluster.md says how the Cluster coordinator splits them
-// (a lease index per group among them, which costs one primary more, so it waits for it).
+// script.
+// Under a Redis Cluster (RedisOptions::cluster_seeds) every script touches one slot: a job's
+// scripts its group's, whose own lease index B:{g<G>}:leases and B:{g<G>}:runs_new (new
+// listing members, copied into B:{~shared}:runs by the node right after, and swept by
+// ListExpired when a copy was missed) stand in for the shared ones; batches go one call per
+// group; a pause-state change bumps the jobs version in a second call; the listing keeps
+// max_records_total members without deleting the records it drops (each job's cap still holds).
+// docs/redis-cluster.md has the design and what is not done yet.
 //
 // Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total),
 // with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the
@@ -180,6 +184,11 @@ struct RedisOptions {
   std::vector<std::pair<std::string, int>> sentinels;
   // The master name the sentinels monitor (required with sentinels).
   std::string sentinel_master;
+  // Redis Cluster (URL `redis+cluster://h1:p1,h2:p2`): when non-empty, host/port are ignored;
+  // these nodes are asked for the slot map (CLUSTER SHARDS) and each call goes to the primary
+  // of its slot (docs/redis-cluster.md). Not with sentinels, db or wait_replicas. Queue mode
+  // and `gnomon migrate redis-groups` need one primary. Default empty.
+  std::vector<std::pair<std::string, int>> cluster_seeds;
   // TLS for every connection (server, sentinels). Default: off.
   TlsOptions tls;
   // Replicas that must acknowledge a claim batch (WAIT) before the claims are answered, 0-16

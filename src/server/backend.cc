@@ -75,14 +75,19 @@ namespace {
 
 constexpr std::string_view kSupportedSchemes =
     "sqlite:///abs/path, sqlite://./rel/path, redis://[user:pass@]host:port[/db], "
-    "redis+sentinel://h1:p,h2:p/master, rediss://... and rediss+sentinel://... (TLS), "
+    "redis+sentinel://h1:p,h2:p/master, redis+cluster://h1:p[,h2:p], rediss://..., "
+    "rediss+sentinel://... and rediss+cluster://... (TLS), "
     "etcd://h1:2379[,h2:2379] and etcd://https://h1:2379[,https://h2:2379] (TLS)";
 
 bool IsSentinelScheme(std::string_view scheme) {
   return scheme == "redis+sentinel" || scheme == "rediss+sentinel";
 }
+bool IsClusterScheme(std::string_view scheme) {
+  return scheme == "redis+cluster" || scheme == "rediss+cluster";
+}
 bool IsRedisScheme(std::string_view scheme) {
-  return scheme == "redis" || scheme == "rediss" || IsSentinelScheme(scheme);
+  return scheme == "redis" || scheme == "rediss" || IsSentinelScheme(scheme) ||
+         IsClusterScheme(scheme);
 }
 
 }  // namespace
@@ -122,7 +127,7 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
     return out;
   }
   int default_port = 0;
-  if (out.scheme == "redis" || out.scheme == "rediss") {
+  if (out.scheme == "redis" || out.scheme == "rediss" || IsClusterScheme(out.scheme)) {
     default_port = 6379;
   } else if (IsSentinelScheme(out.scheme)) {
     default_port = 26379;
@@ -194,6 +199,13 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
       }
       out.db = *db;
     }
+  } else if (IsClusterScheme(out.scheme)) {
+    if (!path.empty()) {
+      return InvalidArgumentError(scheme + ": a Cluster has no database or name after the hosts");
+    }
+    if (out.wait_replicas != 0) {
+      return InvalidArgumentError(scheme + ": wait_replicas is not supported under a Cluster yet");
+    }
   } else if (IsSentinelScheme(out.scheme)) {
     if (path.empty()) {
       return InvalidArgumentError(scheme + ": missing the master name (…/mymaster)");
@@ -234,10 +246,19 @@ Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) 
   RedisOptions base;
   base.allow_unsafe = allow_unsafe;
   if (parsed->scheme == "redis" || parsed->scheme == "rediss") return ParseRedisUrl(url, base);
+  if (IsClusterScheme(parsed->scheme)) {
+    // redis(s)+cluster://[user:pass@]h1:p,h2:p: the slot map comes from these nodes.
+    for (const HostPort& h : parsed->hosts) base.cluster_seeds.emplace_back(h.host, h.port);
+    base.user = parsed->user;
+    base.password = parsed->password;
+    base.tls = parsed->tls;
+    return base;
+  }
   if (!IsSentinelScheme(parsed->scheme)) {
     return InvalidArgumentError(RedactUrl(url) +
                                 ": needs a Redis backend (redis://, rediss://, "
-                                "redis+sentinel:// or rediss+sentinel://)");
+                                "redis+sentinel://, rediss+sentinel://, redis+cluster:// or "
+                                "rediss+cluster://)");
   }
   // redis(s)+sentinel://[user:pass@]h1:p,h2:p/master: the primary comes from the sentinels.
   for (const HostPort& h : parsed->hosts) base.sentinels.emplace_back(h.host, h.port);

@@ -29,7 +29,8 @@ struct HostPort {
 
 // A parsed backend URL. Which fields are set depends on the scheme.
 struct BackendUrl {
-  // "sqlite", "redis", "rediss", "redis+sentinel", "rediss+sentinel" or "etcd"
+  // "sqlite", "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster",
+  // "rediss+cluster" or "etcd"
   std::string scheme;
   // sqlite: the database file as written: "/abs/path" or "./rel/path" (relative to the working
   // directory of the process).
@@ -39,7 +40,8 @@ struct BackendUrl {
   std::string user;
   std::string password;
   // redis(s): exactly one host (default port 6379); redis(s)+sentinel: the sentinels (default
-  // 26379); etcd: the endpoints (default 2379).
+  // 26379); redis(s)+cluster: the nodes asked for the slot map (default 6379); etcd: the
+  // endpoints (default 2379).
   std::vector<HostPort> hosts;
   int db = 0;          // redis(s): database index (the URL's "/db"), default 0
   std::string master;  // redis(s)+sentinel: master name (the URL's path), required
@@ -50,8 +52,9 @@ struct BackendUrl {
 };
 
 // Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
-// `redis+sentinel://[user:pass@]h1:p,h2:p/master`, the same over TLS as `rediss://` and
-// `rediss+sentinel://` (each with optional `?tls_...=...&...` parameters and `wait_replicas=N`,
+// `redis+sentinel://[user:pass@]h1:p,h2:p/master`, `redis+cluster://[user:pass@]h1:p[,h2:p]`
+// (no path; no wait_replicas yet), the same over TLS as `rediss://`, `rediss+sentinel://` and
+// `rediss+cluster://` (each with optional `?tls_...=...&...` parameters and `wait_replicas=N`,
 // which start at the first '?' after the user-info) and `etcd://[user:pass@]h1:2379[,h2:2379]`.
 // Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones;
 // an unknown query parameter is named.
@@ -71,7 +74,8 @@ Result<HostPort> ParseHostPort(std::string_view s, int default_port, int min_por
 // InvalidArgument when the URL has a password already, or its scheme takes none (sqlite).
 Result<std::string> WithPassword(std::string_view url, std::string_view password);
 
-// The Redis options of a redis://, rediss://, redis+sentinel:// or rediss+sentinel:// URL.
+// The Redis options of a redis://, rediss://, redis+sentinel://, rediss+sentinel://,
+// redis+cluster:// or rediss+cluster:// URL (cluster_seeds set for the last two).
 // InvalidArgument for another scheme.
 Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe);
 

@@ -27,7 +27,7 @@ Result<int64_t> RedisAudit::AppendAudit(const AuditRecord& record, int keep) {
   args.insert(args.end(),
               {std::to_string(keep), encoded, record.result == AuditResult::kOk ? "ok" : "failed"});
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kAppendAudit, {store_.shared(), store_.shared()}, args);
+      store_.Eval(scripts::kAppendAudit, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   int64_t seq = 0;
   if (!IsArray(*r, 2) || Word(*r) != "OK" || !IntAt(*r, 1, seq)) return Malformed("append audit");
@@ -42,8 +42,9 @@ Result<std::vector<AuditRecord>> RedisAudit::ListAudit(int limit, int64_t before
   std::vector<AuditRecord> out;
   // Both sets, newest first; merged by seq below.
   for (const char* set : {":audit", ":audit_failed"}) {
-    Result<RedisReply> r = store_.conn().Command({"ZREVRANGEBYSCORE", store_.shared() + set, max,
-                                                  "-inf", "LIMIT", "0", std::to_string(*page)});
+    Result<RedisReply> r =
+        store_.Command(store_.shared(), {"ZREVRANGEBYSCORE", store_.shared() + set, max, "-inf",
+                                         "LIMIT", "0", std::to_string(*page)});
     if (!r.ok()) return r.status();
     if (r->type != RedisReply::Type::kArray) return Malformed("list audit");
     for (const RedisReply& e : r->elements) {

@@ -33,7 +33,10 @@ Result<RedisReply> RedisBatcher::Submit(Item item) {
         r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == batch.size();
     lock.lock();
     for (size_t k = 0; k < batch.size(); ++k) {
-      if (shaped) {
+      if (shaped && r->elements[k].is_error()) {
+        // This item's part of the batch failed (RedisStore::EvalBatch under a Cluster).
+        batch[k]->reply.emplace(UnavailableError(r->elements[k].str));
+      } else if (shaped) {
         batch[k]->reply.emplace(std::move(r->elements[k]));
       } else if (!r.ok()) {
         batch[k]->reply.emplace(r.status());

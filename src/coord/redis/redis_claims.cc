@@ -90,15 +90,16 @@ Result<ClaimOutcome> RedisClaims::Claim(const ClaimRequest& req) {
 
 Result<RedisReply> RedisClaims::SendClaims(
     const std::vector<const std::vector<std::string>*>& items) {
-  scripts::ArgList args(scripts::ArgNames(scripts::kClaimMany), store_.CommonArgs());
-  args.Add("n", std::to_string(items.size()));
-  for (const std::vector<std::string>* item : items) {
-    for (const std::string& arg : *item) args.Add("claims...", arg);
-  }
+  auto args_of = [&](const RedisStore::BatchItems& part) {
+    scripts::ArgList args(scripts::ArgNames(scripts::kClaimMany), store_.CommonArgs());
+    args.Add("n", std::to_string(part.size()));
+    for (const std::vector<std::string>* item : part) {
+      for (const std::string& arg : *item) args.Add("claims...", arg);
+    }
+    return args.Take();
+  };
   const RedisOptions& o = store_.options();
-  if (o.wait_replicas == 0) {
-    return store_.conn().Eval(scripts::kClaimMany, {store_.shared(), store_.shared()}, args.Take());
-  }
+  if (o.wait_replicas == 0) return store_.EvalBatch(scripts::kClaimMany, items, args_of);
   // wait_replicas: the batch's claims count once N replicas have them (a failover to a replica
   // then keeps them); fewer acknowledgements answer every claim of the batch Unavailable, so that
   // none of its fires starts.
@@ -106,8 +107,8 @@ Result<RedisReply> RedisClaims::SendClaims(
   const std::string timeout_ms = std::to_string(o.wait_timeout.count());
   RedisReply acked;
   Result<RedisReply> r =
-      store_.conn().EvalThen(scripts::kClaimMany, {store_.shared(), store_.shared()}, args.Take(),
-                             {"WAIT", want, timeout_ms}, acked);
+      store_.conn().EvalThen(scripts::kClaimMany, {store_.shared(), store_.shared()},
+                             args_of(items), {"WAIT", want, timeout_ms}, acked);
   if (!r.ok() || r->is_error()) return r;
   if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
   if (acked.integer < o.wait_replicas) {
@@ -138,7 +139,7 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
   }
   if (granted == 0) return "";
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kUnclaim, {store_.shared(), store_.shared()}, args.Take());
+      store_.Eval(scripts::kUnclaim, {store_.shared(), store_.shared()}, args.Take());
   if (!r.ok()) return "; withdrawing its claims failed (" + r.status().ToString() + ")";
   if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != granted + 1) {
     return "; withdrawing its claims failed (malformed reply)";
@@ -151,13 +152,15 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
 
 Result<RedisReply> RedisClaims::SendReports(
     const std::vector<const std::vector<std::string>*>& items) {
-  scripts::ArgList args(scripts::ArgNames(scripts::kReportMany), store_.CommonArgs());
-  args.Add("n", std::to_string(items.size()));
-  for (const std::vector<std::string>* item : items) {
-    args.Add("reports...", std::to_string(item->size()));
-    for (const std::string& arg : *item) args.Add("reports...", arg);
-  }
-  return store_.conn().Eval(scripts::kReportMany, {store_.shared(), store_.shared()}, args.Take());
+  return store_.EvalBatch(scripts::kReportMany, items, [&](const RedisStore::BatchItems& part) {
+    scripts::ArgList args(scripts::ArgNames(scripts::kReportMany), store_.CommonArgs());
+    args.Add("n", std::to_string(part.size()));
+    for (const std::vector<std::string>* item : part) {
+      args.Add("reports...", std::to_string(item->size()));
+      for (const std::string& arg : *item) args.Add("reports...", arg);
+    }
+    return args.Take();
+  });
 }
 
 std::vector<Result<ClaimOutcome>> RedisClaims::ClaimMany(const std::vector<ClaimRequest>& reqs) {
@@ -180,8 +183,9 @@ Status RedisClaims::Renew(gnomon::Claim& claim, Duration ttl) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
   std::vector<std::string> args =
       FencedArgs(scripts::kRenew, claim, store_.CommonArgs()).Add("ttl_ms", Ms(ttl)).Take();
-  Result<RedisReply> r = store_.conn().Eval(
-      scripts::kRenew, {store_.JobBase(claim.fire.job_id), store_.shared()}, args);
+  Result<RedisReply> r =
+      store_.Eval(scripts::kRenew,
+                  {store_.JobBase(claim.fire.job_id), store_.IndexBase(claim.fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("renew");
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
@@ -198,8 +202,9 @@ Result<gnomon::Claim> RedisClaims::NextAttempt(const gnomon::Claim& claim, Durat
                                       .Add("ttl_ms", Ms(ttl))
                                       .Add("node", claim.node_id)
                                       .Take();
-  Result<RedisReply> r = store_.conn().Eval(
-      scripts::kNextAttempt, {store_.JobBase(claim.fire.job_id), store_.shared()}, args);
+  Result<RedisReply> r =
+      store_.Eval(scripts::kNextAttempt,
+                  {store_.JobBase(claim.fire.job_id), store_.IndexBase(claim.fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("next attempt");
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);

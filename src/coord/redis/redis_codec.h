@@ -85,6 +85,8 @@ void SendInChunks(std::vector<Answer>& out, size_t chunk, const char* what, Args
         out[sent[k]] = r.status();
       } else if (r->type != RedisReply::Type::kArray || r->elements.size() != sent.size()) {
         out[sent[k]] = Malformed(what);
+      } else if (r->elements[k].is_error()) {
+        out[sent[k]] = UnavailableError(r->elements[k].str);  // its part of the batch failed
       } else {
         out[sent[k]] = parse(sent[k], r->elements[k]);
       }

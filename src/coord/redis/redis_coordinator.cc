@@ -27,6 +27,10 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
 }
 
 Result<KeyGroupMigration> RedisCoordinator::MigrateKeyGroups(const RedisOptions& options) {
+  if (!options.cluster_seeds.empty()) {
+    return InvalidArgumentError(
+        "redis: a Cluster holds key groups from its start; there is nothing to migrate");
+  }
   if (!coord::redis::IsValidKeyPart(options.prefix) || !coord::redis::IsValidKeyPart(options.ns)) {
     return InvalidArgumentError("redis: prefix and ns must match [A-Za-z0-9_.-]{1,64}");
   }

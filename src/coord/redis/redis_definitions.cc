@@ -29,8 +29,7 @@ Result<int64_t> RedisDefinitions::PutJob(const std::string& job_id, const std::s
   if (expected_version < 0) return InvalidArgumentError("put job: expected_version is negative");
   std::vector<std::string> args = store_.CommonArgs();
   args.insert(args.end(), {job_id, definition, std::to_string(expected_version)});
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kPutJob, {store_.shared(), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(scripts::kPutJob, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("put job");
   if (Word(*r) == "EXISTS") return AlreadyExistsError("job " + job_id + " already exists");
@@ -54,8 +53,7 @@ Status RedisDefinitions::DeleteJob(const std::string& job_id, int64_t expected_v
     return NotFoundError("job " + job_id.substr(0, 128) + " does not exist");
   std::vector<std::string> args = store_.CommonArgs();
   args.insert(args.end(), {job_id, std::to_string(expected_version)});
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kDeleteJob, {store_.shared(), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(scripts::kDeleteJob, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("delete job");
   if (Word(*r) == "NOTFOUND") return NotFoundError("job " + job_id + " does not exist");
@@ -70,7 +68,8 @@ Status RedisDefinitions::DeleteJob(const std::string& job_id, int64_t expected_v
 
 Result<StoredJob> RedisDefinitions::GetJob(const std::string& job_id) {
   if (!IsValidJobId(job_id)) return coord::JobNotFound(job_id);
-  Result<RedisReply> r = store_.conn().Command({"HGET", store_.shared() + ":jobs", job_id});
+  Result<RedisReply> r =
+      store_.Command(store_.shared(), {"HGET", store_.shared() + ":jobs", job_id});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return coord::JobNotFound(job_id);
   if (r->type != RedisReply::Type::kString) return Malformed("get job");
@@ -80,7 +79,7 @@ Result<StoredJob> RedisDefinitions::GetJob(const std::string& job_id) {
 }
 
 Result<std::vector<StoredJob>> RedisDefinitions::ListJobs() {
-  Result<RedisReply> r = store_.conn().Command({"HGETALL", store_.shared() + ":jobs"});
+  Result<RedisReply> r = store_.Command(store_.shared(), {"HGETALL", store_.shared() + ":jobs"});
   if (!r.ok()) return r.status();
   if (r->type != RedisReply::Type::kArray || r->elements.size() % 2 != 0) {
     return Malformed("list jobs");
@@ -97,7 +96,8 @@ Result<std::vector<StoredJob>> RedisDefinitions::ListJobs() {
 }
 
 Result<int64_t> RedisDefinitions::JobsVersion() {
-  Result<RedisReply> r = store_.conn().Command({"HGET", store_.shared() + ":meta", "jobs_version"});
+  Result<RedisReply> r =
+      store_.Command(store_.shared(), {"HGET", store_.shared() + ":meta", "jobs_version"});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return int64_t{0};
   int64_t v = 0;
@@ -110,6 +110,9 @@ Result<int64_t> RedisDefinitions::JobsVersion() {
 // backoff), this falls back to polling, so a waiter never misses a change for long.
 Result<int64_t> RedisDefinitions::WaitJobsChange(int64_t since, Duration timeout,
                                                  const PollFn& poll) {
+  // Under a Cluster the events are published on a sharded channel (SPUBLISH) that only its
+  // slot's primary delivers; the wait polls there.
+  if (store_.cluster()) return poll(since, timeout);
   std::lock_guard<std::mutex> lock(watch_mu_);
   const std::string channel = store_.shared() + ":events";
   if (subscriber_ == nullptr) {

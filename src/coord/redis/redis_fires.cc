@@ -1,6 +1,7 @@
 #include "src/coord/redis/redis_fires.h"
 
 #include <algorithm>
+#include <map>
 
 #include "src/coord/coordinator_util.h"
 #include "src/coord/redis/redis_codec.h"
@@ -26,7 +27,8 @@ JobState JobStateOf(const RedisReply& r) {
 
 Result<JobState> RedisFires::GetJobState(const std::string& job_id) {
   if (!IsValidJobId(job_id)) return JobState{};
-  Result<RedisReply> r = store_.conn().Command(
+  Result<RedisReply> r = store_.Command(
+      store_.JobBase(job_id),
       {"HMGET", store_.JobBase(job_id) + ":state", "paused", "reason", "fails", "last"});
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 4)) return Malformed("job state");
@@ -38,25 +40,37 @@ Result<std::vector<JobState>> RedisFires::GetJobStates(const std::vector<std::st
   std::vector<JobState> out;
   out.reserve(job_ids.size());
   for (size_t from = 0; from < job_ids.size(); from += kChunk) {
-    scripts::ArgList args(scripts::ArgNames(scripts::kGetJobStates), store_.CommonArgs());
     const size_t to = std::min(job_ids.size(), from + kChunk);
-    std::vector<bool> valid;
+    std::vector<std::vector<std::string>> items;
     for (size_t i = from; i < to; ++i) {
-      valid.push_back(IsValidJobId(job_ids[i]));
-      if (valid.back()) args.Add("jobs...", job_ids[i]);
+      if (IsValidJobId(job_ids[i])) items.push_back({job_ids[i]});
     }
+    RedisStore::BatchItems ptrs;
+    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
     Result<RedisReply> r =
-        store_.conn().Eval(scripts::kGetJobStates, {store_.shared(), store_.shared()}, args.Take());
+        items.empty() ? Result<RedisReply>(RedisReply{RedisReply::Type::kArray})
+                      : store_.EvalBatch(
+                            scripts::kGetJobStates, ptrs, [&](const RedisStore::BatchItems& part) {
+                              scripts::ArgList args(scripts::ArgNames(scripts::kGetJobStates),
+                                                    store_.CommonArgs());
+                              for (const auto* item : part) {
+                                args.Add("jobs...", item->front());
+                              }
+                              return args.Take();
+                            });
     if (!r.ok()) return r.status();
     if (r->type != RedisReply::Type::kArray) return Malformed("job states");
     size_t k = 0;
-    for (bool v : valid) {
-      if (!v) {
+    for (size_t i = from; i < to; ++i) {
+      if (!IsValidJobId(job_ids[i])) {
         out.emplace_back();  // an invalid id has no state, as in GetJobState
         continue;
       }
-      if (k >= r->elements.size() || !IsArray(r->elements[k], 4)) return Malformed("job states");
-      out.push_back(JobStateOf(r->elements[k++]));
+      if (k >= r->elements.size()) return Malformed("job states");
+      const RedisReply& e = r->elements[k++];
+      if (e.is_error()) return ErrorOf(e);
+      if (!IsArray(e, 4)) return Malformed("job states");
+      out.push_back(JobStateOf(e));
     }
   }
   return out;
@@ -70,26 +84,60 @@ Status RedisFires::SetPaused(const std::string& job_id, bool paused, const std::
           .Add("reason", reason)
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kSetPaused, {store_.JobBase(job_id), store_.shared()}, args);
+      store_.Eval(scripts::kSetPaused, {store_.JobBase(job_id), store_.IndexBase(job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("set paused");
+  return BumpJobsVersion();
+}
+
+Status RedisFires::BumpJobsVersion() {
+  if (!store_.cluster()) return Status::Ok();  // the script did
+  Result<RedisReply> r = store_.Eval(scripts::kBumpJobsVersion, {store_.shared(), store_.shared()},
+                                     store_.CommonArgs());
+  if (!r.ok()) return r.status();
+  if (!IsArray(*r, 2) || Word(*r) != "OK") return Malformed("jobs version");
   return Status::Ok();
 }
 
 Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
   Result<int> page = coord::PageLimit(limit);
   if (!page.ok()) return page.status();
+  std::vector<ExpiredFire> out;
+  if (!store_.cluster()) {
+    GNOMON_RETURN_IF_ERROR(ListExpiredIn(store_.shared(), *page, out));
+    return out;
+  }
+  // Under a Cluster each key group has its own lease index: the scan takes the oldest `page`
+  // of each and keeps the oldest `page` of them all, in the order one index would list them
+  // (lease end, then member "<job> <ms>:<shard>"). It also sweeps each group's runs_new of
+  // members a failed copy left (RedisStore::CopyNewRuns).
+  for (int group = 0; group < redis::kKeyGroups; ++group) {
+    GNOMON_RETURN_IF_ERROR(ListExpiredIn(
+        redis::GroupBase(store_.options().prefix + ":" + store_.options().ns, group), *page, out));
+    GNOMON_RETURN_IF_ERROR(store_.CopyNewRuns(group, kSweepAge));
+  }
+  auto member = [](const ExpiredFire& e) {
+    return e.fire.job_id + " " + Ms(e.fire.scheduled_at) + ":" + std::to_string(e.fire.shard);
+  };
+  std::sort(out.begin(), out.end(), [&](const ExpiredFire& a, const ExpiredFire& b) {
+    if (a.lease_expired_at != b.lease_expired_at) return a.lease_expired_at < b.lease_expired_at;
+    return member(a) < member(b);
+  });
+  if (out.size() > static_cast<size_t>(*page)) out.resize(*page);
+  return out;
+}
+
+Status RedisFires::ListExpiredIn(const std::string& index_base, int limit,
+                                 std::vector<ExpiredFire>& out) {
   std::vector<std::string> args =
       scripts::ArgList(scripts::ArgNames(scripts::kListExpired), store_.CommonArgs())
-          .Add("limit", std::to_string(*page))
+          .Add("limit", std::to_string(limit))
           .Take();
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kListExpired, {store_.shared(), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(scripts::kListExpired, {index_base, index_base}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK" || (r->elements.size() - 1) % 8 != 0) {
     return Malformed("list expired");
   }
-  std::vector<ExpiredFire> out;
   for (size_t i = 1; i + 7 < r->elements.size(); i += 8) {
     int64_t ms = 0, shard = 0, count = 0, attempt = 0, token = 0, lease = 0;
     if (!IntAt(*r, i + 1, ms) || !IntAt(*r, i + 2, shard) || !IntAt(*r, i + 3, count) ||
@@ -107,7 +155,7 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
     e.lease_expired_at = Instant::FromUnixMillis(lease);
     out.push_back(std::move(e));
   }
-  return out;
+  return Status::Ok();
 }
 
 Result<std::optional<gnomon::Claim>> RedisFires::ResolveLost(const ExpiredFire& expired,
@@ -123,8 +171,8 @@ Result<std::optional<gnomon::Claim>> RedisFires::ResolveLost(const ExpiredFire& 
           .Add("node", node_id)
           .Add("ttl_ms", Ms(policy == LostPolicy::kRerun ? ttl : Duration(0)))
           .Take();
-  Result<RedisReply> r = store_.conn().Eval(scripts::kResolveLost,
-                                            {store_.JobBase(fire.job_id), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(
+      scripts::kResolveLost, {store_.JobBase(fire.job_id), store_.IndexBase(fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("resolve lost");
   if (Word(*r) == "NOTFOUND") return NotFoundError("fire " + fire.RunId() + " has no record");
@@ -151,8 +199,8 @@ Status RedisFires::RecordSkipped(const FireKey& fire, const std::string& node_id
                                       .Add("node", node_id)
                                       .Add("reason", reason)
                                       .Take();
-  Result<RedisReply> r = store_.conn().Eval(scripts::kRecordSkipped,
-                                            {store_.JobBase(fire.job_id), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(
+      scripts::kRecordSkipped, {store_.JobBase(fire.job_id), store_.IndexBase(fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("record skipped");
   if (Word(*r) == "EXISTS")
@@ -176,7 +224,8 @@ Status RedisFires::SaveFenced(int script, const gnomon::Claim& claim, const std:
           .Add("value", value)
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(script, {store_.JobBase(claim.fire.job_id), store_.shared()}, args);
+      store_.Eval(static_cast<scripts::Id>(script),
+                  {store_.JobBase(claim.fire.job_id), store_.IndexBase(claim.fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed(what);
   if (Word(*r) == "LEASE") return LeaseLost(claim, *r);
@@ -191,11 +240,11 @@ Status RedisFires::SaveLiveOutput(const gnomon::Claim& claim, const std::string&
 
 Result<std::optional<std::string>> RedisFires::LoadCheckpoint(const FireKey& fire) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(fire));
-  Result<RedisReply> r =
-      store_.conn().Command({"HGET",
-                             store_.JobBase(fire.job_id) + ":fire:" + Ms(fire.scheduled_at) + ":" +
-                                 std::to_string(fire.shard),
-                             "cp"});
+  Result<RedisReply> r = store_.Command(
+      store_.JobBase(fire.job_id), {"HGET",
+                                    store_.JobBase(fire.job_id) + ":fire:" + Ms(fire.scheduled_at) +
+                                        ":" + std::to_string(fire.shard),
+                                    "cp"});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return std::optional<std::string>();
   if (r->type != RedisReply::Type::kString) return Malformed("load checkpoint");
@@ -206,14 +255,14 @@ Status RedisFires::CancelFire(const FireKey& fire, const std::string& reason) {
   GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
   std::vector<std::string> args =
       FireArgs(scripts::kCancelFire, fire, store_.CommonArgs()).Add("reason", reason).Take();
-  Result<RedisReply> r = store_.conn().Eval(scripts::kCancelFire,
-                                            {store_.JobBase(fire.job_id), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(
+      scripts::kCancelFire, {store_.JobBase(fire.job_id), store_.IndexBase(fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("cancel");
   if (Word(*r) == "NOTFOUND") return coord::NoSuchFire(fire);
   if (Word(*r) == "PRECOND") return coord::FireEnded(fire);
   if (Word(*r) != "OK") return Malformed("cancel");
-  return Status::Ok();
+  return BumpJobsVersion();
 }
 
 Result<gnomon::Claim> RedisFires::RerunFire(const FireKey& fire, const std::string& node_id,
@@ -224,8 +273,8 @@ Result<gnomon::Claim> RedisFires::RerunFire(const FireKey& fire, const std::stri
                                       .Add("node", node_id)
                                       .Add("cause", cause)
                                       .Take();
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kRerunFire, {store_.JobBase(fire.job_id), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(
+      scripts::kRerunFire, {store_.JobBase(fire.job_id), store_.IndexBase(fire.job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1)) return Malformed("rerun");
   if (Word(*r) == "NOTFOUND") return coord::NoSuchFire(fire);
@@ -239,26 +288,31 @@ Result<gnomon::Claim> RedisFires::RerunFire(const FireKey& fire, const std::stri
 }
 
 Result<std::vector<bool>> RedisFires::FiresRecorded(const std::vector<FireKey>& fires) {
-  std::vector<bool> out;
-  out.reserve(fires.size());
-  // Bounded script calls: a takeover batch may be large.
+  for (const FireKey& fire : fires) GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
+  std::vector<bool> out(fires.size());
+  // Bounded script calls: a takeover batch may be large. Under a Cluster, one call per key group.
   constexpr size_t kBatch = 512;
-  for (size_t begin = 0; begin < fires.size(); begin += kBatch) {
-    const size_t end = std::min(fires.size(), begin + kBatch);
-    scripts::ArgList args(scripts::ArgNames(scripts::kFiresRecorded), store_.CommonArgs());
-    for (size_t i = begin; i < end; ++i) {
-      GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fires[i]));
-      args.Add("fires...", fires[i].job_id)
-          .Add("fires...", Ms(fires[i].scheduled_at))
-          .Add("fires...", std::to_string(fires[i].shard));
+  std::map<std::string, std::vector<size_t>> by_base;
+  for (size_t i = 0; i < fires.size(); ++i) {
+    by_base[store_.IndexBase(fires[i].job_id)].push_back(i);
+  }
+  for (const auto& [base, at] : by_base) {
+    for (size_t begin = 0; begin < at.size(); begin += kBatch) {
+      const size_t end = std::min(at.size(), begin + kBatch);
+      scripts::ArgList args(scripts::ArgNames(scripts::kFiresRecorded), store_.CommonArgs());
+      for (size_t k = begin; k < end; ++k) {
+        const FireKey& fire = fires[at[k]];
+        args.Add("fires...", fire.job_id)
+            .Add("fires...", Ms(fire.scheduled_at))
+            .Add("fires...", std::to_string(fire.shard));
+      }
+      Result<RedisReply> r = store_.Eval(scripts::kFiresRecorded, {base, base}, args.Take());
+      if (!r.ok()) return r.status();
+      if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != end - begin + 1) {
+        return Malformed("fires recorded");
+      }
+      for (size_t k = begin; k < end; ++k) out[at[k]] = r->elements[k - begin + 1].integer != 0;
     }
-    Result<RedisReply> r = store_.conn().Eval(scripts::kFiresRecorded,
-                                              {store_.shared(), store_.shared()}, args.Take());
-    if (!r.ok()) return r.status();
-    if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != end - begin + 1) {
-      return Malformed("fires recorded");
-    }
-    for (size_t i = 1; i < r->elements.size(); ++i) out.push_back(r->elements[i].integer != 0);
   }
   return out;
 }

@@ -48,6 +48,15 @@ class RedisFires {
   // `value` for `claim`; `what` names it in errors.
   Status SaveFenced(int script, const gnomon::Claim& claim, const std::string& value,
                     const char* what);
+  // Under a Cluster, the second step of a pause-state change: the jobs version in the shared
+  // slot (on one primary the script did it).
+  Status BumpJobsVersion();
+  // Appends to `out` up to `limit` expired leases of the lease index under `index_base`.
+  Status ListExpiredIn(const std::string& index_base, int limit, std::vector<ExpiredFire>& out);
+
+  // A runs_new member older than this was left by a copy that failed (RedisStore::CopyNewRuns):
+  // ListExpired's sweep copies it.
+  static constexpr Duration kSweepAge = std::chrono::seconds(1);
 
   RedisStore& store_;
 };

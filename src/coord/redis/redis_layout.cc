@@ -73,8 +73,8 @@ Result<bool> HoldsEarlierLayout(RedisConnectionPool& conn, const std::string& ba
   return found;
 }
 
-Status UnknownLayout(RedisConnectionPool& conn, const std::string& base, const std::string& v) {
-  return FailedPreconditionError("redis " + conn.address() + ": the keyspace " + base +
+Status UnknownLayout(const std::string& address, const std::string& base, const std::string& v) {
+  return FailedPreconditionError("redis " + address + ": the keyspace " + base +
                                  " holds key layout \"" + v.substr(0, 64) +
                                  "\", which this version of gnomon does not know");
 }
@@ -85,7 +85,7 @@ Result<bool> MarkedGroups(RedisConnectionPool& conn, const std::string& base) {
   Result<RedisReply> marker = Checked(conn, {"GET", Marker(base)});
   if (!marker.ok()) return marker.status();
   if (marker->type != RedisReply::Type::kString) return false;
-  if (marker->str != kGroupLayout) return UnknownLayout(conn, base, marker->str);
+  if (marker->str != kGroupLayout) return UnknownLayout(conn.address(), base, marker->str);
   return true;
 }
 
@@ -126,6 +126,21 @@ Status CheckLayout(RedisConnectionPool& conn, const std::string& base) {
   }
   // A keyspace with nothing of gnomon's: this version's.
   return MarkGroups(conn, base, true);
+}
+
+Status CheckClusterLayout(RedisClusterClient& cluster, const std::string& base) {
+  const std::string marker = Marker(base);
+  const int slot = ClusterKeySlot(marker);
+  Result<RedisReply> set = cluster.Command(slot, {"SET", marker, std::string(kGroupLayout), "NX"});
+  if (!set.ok()) return set.status();
+  Result<RedisReply> got = cluster.Command(slot, {"GET", marker});
+  if (!got.ok()) return got.status();
+  if (set->is_error() || got->type != RedisReply::Type::kString) {
+    return UnavailableError("redis " + cluster.OwnerOf(slot) + ": cannot read the layout marker " +
+                            marker + (set->is_error() ? ": " + set->str : ""));
+  }
+  if (got->str != kGroupLayout) return UnknownLayout(cluster.OwnerOf(slot), base, got->str);
+  return Status::Ok();
 }
 
 Result<KeyGroupMigration> MigrateToGroups(RedisConnectionPool& conn, const std::string& base) {

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "gnomon/redis_coordinator.h"
+#include "src/coord/redis/redis_cluster.h"
 #include "src/coord/redis/redis_connection.h"
 
 namespace gnomon::coord::redis {
@@ -28,6 +29,9 @@ std::optional<std::string> GroupKeyOf(const std::string& base, std::string_view 
 // `gnomon migrate redis-groups` when it holds the earlier layout, or naming the layout it does
 // not know.
 Status CheckLayout(RedisConnectionPool& conn, const std::string& base);
+// The same under a Redis Cluster, where no earlier layout can be (gnomon ran on one primary
+// only): writes the marker when there is none, and refuses a layout it does not know.
+Status CheckClusterLayout(RedisClusterClient& cluster, const std::string& base);
 
 // Moves the keyspace under `base` to key groups (see RedisCoordinator::MigrateKeyGroups).
 Result<KeyGroupMigration> MigrateToGroups(RedisConnectionPool& conn, const std::string& base);

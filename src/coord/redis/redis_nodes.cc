@@ -47,16 +47,15 @@ Status RedisNodes::Heartbeat(const NodeInfo& node, Duration ttl) {
   GNOMON_RETURN_IF_ERROR(coord::ValidateTtl(ttl, "heartbeat: ttl"));
   std::vector<std::string> args = store_.CommonArgs();
   args.insert(args.end(), {node.node_id, Ms(ttl), EncodeNode(node)});
-  Result<RedisReply> r =
-      store_.conn().Eval(scripts::kHeartbeat, {store_.shared(), store_.shared()}, args);
+  Result<RedisReply> r = store_.Eval(scripts::kHeartbeat, {store_.shared(), store_.shared()}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("heartbeat");
   return Status::Ok();
 }
 
 Result<std::vector<NodeInfo>> RedisNodes::ListNodes() {
-  Result<RedisReply> r = store_.conn().Eval(scripts::kListNodes, {store_.shared(), store_.shared()},
-                                            store_.CommonArgs());
+  Result<RedisReply> r =
+      store_.Eval(scripts::kListNodes, {store_.shared(), store_.shared()}, store_.CommonArgs());
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("list nodes");
   std::vector<NodeInfo> out;

@@ -60,6 +60,9 @@ RedisQueue::RedisQueue(std::string base, std::unique_ptr<coord::RedisConnection>
 RedisQueue::~RedisQueue() = default;
 
 Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisOptions& options) {
+  if (!options.cluster_seeds.empty()) {
+    return InvalidArgumentError("redis: queue mode needs one primary (not a Cluster) for now");
+  }
   Result<coord::RedisConnectionConfig> config = RedisCoordinator::ConnectionConfigOf(options);
   if (!config.ok()) return config.status();
   Result<std::unique_ptr<coord::RedisConnection>> conn =

@@ -41,16 +41,24 @@ Result<RunPage> RedisRunHistory::ListRuns(const RunQuery& query) {
     from = std::to_string(
         std::clamp(query.scheduled_from->unix_millis(), -kMaxAbsMillis - 1, kMaxAbsMillis + 1));
   }
-  const std::string index =
-      query.job_id.empty() ? store_.shared() + ":runs" : store_.JobBase(query.job_id) + ":runs";
-  std::vector<std::string> args =
-      scripts::ArgList(scripts::ArgNames(scripts::kListRuns), store_.CommonArgs())
-          .Add("start", start)
-          .Add("outcome", query.outcome ? std::string(ToString(*query.outcome)) : std::string())
-          .Add("from_ms", from)
-          .Add("count", std::to_string(*limit + 1))
-          .Take();
-  Result<RedisReply> r = store_.conn().Eval(scripts::kListRuns, {index, store_.shared()}, args);
+  const std::string outcome = query.outcome ? std::string(ToString(*query.outcome)) : "";
+  Result<RedisReply> r = Result<RedisReply>(RedisReply{});
+  if (query.job_id.empty() && store_.cluster()) {
+    r = ListAllRuns(start, outcome, from, *limit + 1);
+  } else {
+    const std::string index =
+        query.job_id.empty() ? store_.shared() + ":runs" : store_.JobBase(query.job_id) + ":runs";
+    std::vector<std::string> args =
+        scripts::ArgList(scripts::ArgNames(scripts::kListRuns), store_.CommonArgs())
+            .Add("start", start)
+            .Add("outcome", outcome)
+            .Add("from_ms", from)
+            .Add("count", std::to_string(*limit + 1))
+            .Take();
+    r = store_.Eval(
+        scripts::kListRuns,
+        {index, query.job_id.empty() ? store_.shared() : store_.IndexBase(query.job_id)}, args);
+  }
   if (!r.ok()) return r.status();
   Result<std::vector<RunRecord>> runs = DecodeRecords(*r, "list runs");
   if (!runs.ok()) return runs.status();
@@ -60,6 +68,61 @@ Result<RunPage> RedisRunHistory::ListRuns(const RunQuery& query) {
     page.next_cursor = coord::EncodeCursor(coord::PositionOf(page.runs.back()));
   }
   return page;
+}
+
+// What kListRuns does on one primary, where a record's keys and the listing share a server: the
+// listing (shared slot) is read 256 members at a time, and each member's record from its job's
+// key group. Members whose record is gone (trimmed under its job) are passed over.
+Result<RedisReply> RedisRunHistory::ListAllRuns(std::string start, const std::string& outcome,
+                                                const std::string& from_ms, int want) {
+  int64_t from = 0;
+  const bool has_from = !from_ms.empty() && ParseInt(from_ms, from);
+  RedisReply out;
+  out.type = RedisReply::Type::kArray;
+  out.elements.push_back(RedisReply{RedisReply::Type::kString, "OK"});
+  const std::string listing = store_.shared() + ":runs";
+  int n = 0;
+  while (n < want) {
+    Result<RedisReply> batch =
+        store_.Command(store_.shared(), {"ZRANGEBYLEX", listing, start, "+", "LIMIT", "0", "256"});
+    if (!batch.ok()) return batch.status();
+    if (batch->type != RedisReply::Type::kArray) return Malformed("list runs");
+    if (batch->elements.empty()) break;
+    for (const RedisReply& m : batch->elements) {
+      // "<inverted ms> <job> <shard> <inverted attempt>"
+      const std::string& member = m.str;
+      const size_t a = member.find(' ');
+      const size_t b = a == std::string::npos ? a : member.find(' ', a + 1);
+      const size_t c = b == std::string::npos ? b : member.find(' ', b + 1);
+      int64_t inv_ms = 0, shard = 0, inv_att = 0;
+      if (c == std::string::npos || !ParseInt(std::string_view(member).substr(0, a), inv_ms) ||
+          !ParseInt(std::string_view(member).substr(b + 1, c - b - 1), shard) ||
+          !ParseInt(std::string_view(member).substr(c + 1), inv_att)) {
+        return Malformed("history listing");
+      }
+      const int64_t ms = kInvertBase - inv_ms;
+      if (has_from && ms < from) return out;
+      const std::string job = member.substr(a + 1, b - a - 1);
+      const std::string key = store_.JobBase(job) + ":run:" + std::to_string(ms) + ":" +
+                              std::to_string(shard) + ":" + std::to_string(kMaxAttempt - inv_att);
+      Result<RedisReply> rec = store_.Command(key, {"HGETALL", key});
+      if (!rec.ok()) return rec.status();
+      if (rec->type != RedisReply::Type::kArray) return Malformed("history record");
+      bool match = !rec->elements.empty();
+      if (match && !outcome.empty()) {
+        match = false;
+        for (size_t i = 0; i + 1 < rec->elements.size(); i += 2) {
+          if (rec->elements[i].str == "out") match = rec->elements[i + 1].str == outcome;
+        }
+      }
+      if (!match) continue;
+      out.elements.push_back(m);
+      out.elements.push_back(std::move(*rec));
+      if (++n >= want) return out;
+    }
+    start = "(" + batch->elements.back().str;
+  }
+  return out;
 }
 
 Result<std::vector<RunRecord>> RedisRunHistory::GetRun(const std::string& run_id) {
@@ -82,7 +145,7 @@ Result<std::vector<RunRecord>> RedisRunHistory::GetRun(const std::string& run_id
           .Add("member_prefix", MemberPrefix(ms, job, static_cast<int>(shard)))
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kGetRun, {store_.JobBase(job), store_.shared()}, args);
+      store_.Eval(scripts::kGetRun, {store_.JobBase(job), store_.IndexBase(job)}, args);
   if (!r.ok()) return r.status();
   Result<std::vector<RunRecord>> runs = DecodeRecords(*r, "get run");
   if (!runs.ok()) return runs.status();
@@ -105,7 +168,7 @@ Status RedisRunHistory::PruneHistory(const std::string& job_id, int keep_last, D
           .Add("max_age_ms", Ms(std::min(max_age, kMaxConfigDuration)))
           .Take();
   Result<RedisReply> r =
-      store_.conn().Eval(scripts::kPrune, {store_.JobBase(job_id), store_.shared()}, args);
+      store_.Eval(scripts::kPrune, {store_.JobBase(job_id), store_.IndexBase(job_id)}, args);
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("prune");
   return Status::Ok();

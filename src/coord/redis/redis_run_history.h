@@ -29,6 +29,12 @@ class RedisRunHistory {
   Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age);
 
  private:
+  // Under a Cluster: the all-jobs page (kListRuns' reply: OK, then member and record pairs) from
+  // `start` (ZRANGEBYLEX bound), of `outcome` ("" = any), instants from `from_ms` ("" = any),
+  // at most `want` records.
+  Result<RedisReply> ListAllRuns(std::string start, const std::string& outcome,
+                                 const std::string& from_ms, int want);
+
   RedisStore& store_;
 };
 

@@ -506,6 +506,12 @@ end
 return out
 )lua";
 
+// -> OK version. The second step of a pause-state change under a Cluster.
+constexpr const char* kBumpJobsVersionBody = R"lua(
+-- ARGV[5..]:
+return {'OK', S(bump_jobs_version())}
+)lua";
+
 // The helper definitions of `topology`: ScriptHelpers(), with ClusterHelpers()' in place of
 // those of the same name under a Cluster.
 std::vector<ScriptHelper> HelpersOf(Topology topology) {
@@ -599,6 +605,7 @@ constexpr Script kScripts[] = {
     {kCancelFire, "", kCancelFireBody},
     {kRerunFire, "", kRerunFireBody},
     {kUnclaim, "", kUnclaimBody},
+    {kBumpJobsVersion, "", kBumpJobsVersionBody},
 };
 static_assert(std::size(kScripts) == kCount);
 
@@ -628,13 +635,14 @@ constexpr std::string_view kGetJobStatesArgs[] = {"jobs..."};
 constexpr std::string_view kCancelFireArgs[] = {"job", "ms", "shard", "reason"};
 constexpr std::string_view kRerunFireArgs[] = {"job", "ms", "shard", "ttl_ms", "node", "cause"};
 constexpr std::string_view kUnclaimArgs[] = {"fires..."};
+constexpr std::span<const std::string_view> kBumpJobsVersionArgs;
 constexpr std::span<const std::string_view> kArgNames[] = {
     kRenewArgs,       kNextAttemptArgs,   kReportManyArgs,     kListExpiredArgs,
     kResolveLostArgs, kRecordSkippedArgs, kSaveCheckpointArgs, kSaveLiveOutputArgs,
     kSetPausedArgs,   kPruneArgs,         kListRunsArgs,       kGetRunArgs,
     kHeartbeatArgs,   kListNodesArgs,     kPutJobArgs,         kDeleteJobArgs,
     kAppendAuditArgs, kFiresRecordedArgs, kClaimManyArgs,      kGetJobStatesArgs,
-    kCancelFireArgs,  kRerunFireArgs,     kUnclaimArgs,
+    kCancelFireArgs,  kRerunFireArgs,     kUnclaimArgs,        kBumpJobsVersionArgs,
 };
 static_assert(std::size(kArgNames) == kCount);
 
@@ -643,6 +651,11 @@ static_assert(std::size(kArgNames) == kCount);
 std::string Source(Id id, Topology topology) {
   GNOMON_CHECK(id >= 0 && id < kCount && kScripts[id].id == id);
   return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body, topology);
+}
+
+bool ListsRecords(Id id) {
+  return id == kClaimMany || id == kReportMany || id == kNextAttempt || id == kResolveLost ||
+         id == kRecordSkipped || id == kRerunFire;
 }
 
 std::span<const std::string_view> ArgNames(Id id) {

@@ -46,6 +46,7 @@ enum Id {
   kCancelFire,
   kRerunFire,
   kUnclaim,
+  kBumpJobsVersion,
   kCount,
 };
 
@@ -60,8 +61,13 @@ enum Id {
 //             GB:runs_new) and the all-jobs listing is not touched. A script of the shared slot
 //             has KEYS[1] = KEYS[2] = the shared base; it publishes with SPUBLISH. A pause-state
 //             change cannot bump the jobs version from a key group's slot: kSetPaused and
-//             kCancelFire fail there, saying so (docs/redis-cluster.md "Shared keys").
+//             kCancelFire leave it, and their caller runs kBumpJobsVersion in the shared slot
+//             next (docs/redis-cluster.md "Shared keys").
 enum class Topology { kSingle, kCluster };
+
+// True for the scripts that can list new history records: under a Cluster they leave them in
+// the key group's runs_new, which RedisStore then copies into the all-jobs listing.
+bool ListsRecords(Id id);
 
 // The full source (shared prelude + body) of script `id`.
 std::string Source(Id id, Topology topology = Topology::kSingle);

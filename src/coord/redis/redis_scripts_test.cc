@@ -129,6 +129,17 @@ TEST(RedisScriptsTest, ClusterScriptsKeepToOneSlot) {
   EXPECT_EQ(claim.find("trim(GB"), std::string::npos);
 }
 
+// ListsRecords names exactly the scripts that can list a new record (index_record): under a
+// Cluster their callers copy the group's runs_new into the all-jobs listing.
+TEST(RedisScriptsTest, ListsRecordsNamesTheScriptsThatIndexNewRecords) {
+  for (int i = 0; i < kCount; ++i) {
+    const Id id = static_cast<Id>(i);
+    EXPECT_EQ(ListsRecords(id),
+              Source(id).find("local function index_record(") != std::string::npos)
+        << "script " << i;
+  }
+}
+
 TEST(RedisScriptsTest, ArgListTakesTheDescribedNamesInOrder) {
   std::vector<std::string> args = ArgList(ArgNames(kSetPaused), {"", "1", "2", "3"})
                                       .Add("paused", "1")

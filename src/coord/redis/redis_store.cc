@@ -1,6 +1,7 @@
 #include "src/coord/redis/redis_store.h"
 
 #include <algorithm>
+#include <map>
 
 #include "src/coord/redis/redis_codec.h"
 #include "src/coord/redis/redis_layout.h"
@@ -14,6 +15,27 @@ using redis::IsArray;
 using redis::IsValidKeyPart;
 using redis::Malformed;
 using redis::Ms;
+
+// Persistence: acknowledged claims must survive a server restart (docs/reliability.md F3/F4).
+// -> true when the server runs with `appendonly yes`; false when it does not and `allow_unsafe`
+// lets it through; FailedPrecondition otherwise.
+Result<bool> CheckPersistence(RedisConnectionPool& conn, bool allow_unsafe) {
+  std::string why;
+  Result<RedisReply> aof = conn.Command({"CONFIG", "GET", "appendonly"});
+  if (!aof.ok()) return aof.status();
+  if (aof->is_error()) {
+    why = "cannot read its persistence settings (CONFIG GET appendonly: " + aof->str + ")";
+  } else if (IsArray(*aof, 2) && aof->elements[1].str == "yes") {
+    return true;
+  } else {
+    why = "it runs without `appendonly yes`, so a restart loses acknowledged claims";
+  }
+  if (!allow_unsafe) {
+    return FailedPreconditionError("redis " + conn.address() + ": " + why +
+                                   "; enable AOF or set allow_unsafe to run anyway");
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -43,7 +65,24 @@ Result<RedisConnectionConfig> RedisStore::ConnectionConfigOf(const RedisOptions&
   return config;
 }
 
-Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisOptions& options) {
+Status RedisStore::CheckOptions(const RedisOptions& options) {
+  if (!options.cluster_seeds.empty()) {
+    if (!options.sentinels.empty()) {
+      return InvalidArgumentError("redis: a Cluster is not reached through sentinels");
+    }
+    if (options.db != 0) return InvalidArgumentError("redis: a Cluster has only database 0");
+    if (options.wait_replicas != 0) {
+      return InvalidArgumentError("redis: wait_replicas is not supported under a Cluster yet");
+    }
+    if (options.cluster_seeds.size() > 64) {
+      return InvalidArgumentError("redis: more than 64 cluster seeds");
+    }
+    for (const auto& [host, port] : options.cluster_seeds) {
+      if (host.empty() || port < 1 || port > 65535) {
+        return InvalidArgumentError("redis: a cluster seed needs a host and a port 1-65535");
+      }
+    }
+  }
   if (options.host.empty()) return InvalidArgumentError("redis: host is empty");
   if (options.port < 1 || options.port > 65535) {
     return InvalidArgumentError("redis: port " + std::to_string(options.port) + " is not 1-65535");
@@ -78,49 +117,180 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisOptions& options
     return InvalidArgumentError("redis: connections must be 1-64, not " +
                                 std::to_string(options.connections));
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisOptions& options) {
+  GNOMON_RETURN_IF_ERROR(CheckOptions(options));
   Result<RedisConnectionConfig> config = ConnectionConfigOf(options);
   if (!config.ok()) return config.status();
+  if (!options.cluster_seeds.empty()) return OpenCluster(options, *config);
   Result<std::unique_ptr<RedisConnectionPool>> conn =
       RedisConnectionPool::Connect(*config, options.connections);
   if (!conn.ok()) return conn.status();
-
-  // Persistence: acknowledged claims must survive a server restart (docs/reliability.md F3/F4).
-  bool durable = false;
-  std::string why;
-  Result<RedisReply> aof = (*conn)->Command({"CONFIG", "GET", "appendonly"});
-  if (!aof.ok()) return aof.status();
-  if (aof->is_error()) {
-    why = "cannot read its persistence settings (CONFIG GET appendonly: " + aof->str + ")";
-  } else if (IsArray(*aof, 2) && aof->elements[1].str == "yes") {
-    durable = true;
-  } else {
-    why = "it runs without `appendonly yes`, so a restart loses acknowledged claims";
-  }
-  if (!durable && !options.allow_unsafe) {
-    return FailedPreconditionError("redis " + (*conn)->address() + ": " + why +
-                                   "; enable AOF or set allow_unsafe to run anyway");
-  }
+  Result<bool> durable = CheckPersistence(**conn, options.allow_unsafe);
+  if (!durable.ok()) return durable.status();
   for (int id = 0; id < scripts::kCount; ++id) {
     GNOMON_CHECK((*conn)->AddScript(scripts::Source(static_cast<scripts::Id>(id))) == id);
   }
   GNOMON_RETURN_IF_ERROR((*conn)->LoadScripts());
   GNOMON_RETURN_IF_ERROR(redis::CheckLayout(**conn, options.prefix + ":" + options.ns));
-  std::unique_ptr<RedisStore> store(new RedisStore(options, *config, std::move(*conn), !durable));
+  std::unique_ptr<RedisStore> store(
+      new RedisStore(options, *config, std::move(*conn), nullptr, !*durable));
   (void)store->Now();  // measures the server's clock offset for claim deadlines
   return store;
 }
 
+Result<std::unique_ptr<RedisStore>> RedisStore::OpenCluster(const RedisOptions& options,
+                                                            const RedisConnectionConfig& config) {
+  std::vector<std::string> sources;
+  for (int id = 0; id < scripts::kCount; ++id) {
+    sources.push_back(scripts::Source(static_cast<scripts::Id>(id), scripts::Topology::kCluster));
+  }
+  Result<std::unique_ptr<RedisClusterClient>> cluster = RedisClusterClient::Connect(
+      config, options.cluster_seeds, options.connections, std::move(sources));
+  if (!cluster.ok()) return cluster.status();
+  // Every primary must keep what it acknowledged across its restart.
+  bool durable = true;
+  for (const std::string& address : (*cluster)->Primaries()) {
+    RedisConnectionConfig one = config;
+    one.host = address.substr(0, address.rfind(':'));
+    one.port = std::stoi(address.substr(address.rfind(':') + 1));
+    Result<std::unique_ptr<RedisConnectionPool>> conn = RedisConnectionPool::Connect(one, 1);
+    if (!conn.ok()) return conn.status();
+    Result<bool> d = CheckPersistence(**conn, options.allow_unsafe);
+    if (!d.ok()) return d.status();
+    durable = durable && *d;
+  }
+  const std::string base = options.prefix + ":" + options.ns;
+  GNOMON_RETURN_IF_ERROR(redis::CheckClusterLayout(**cluster, base));
+  std::unique_ptr<RedisStore> store(
+      new RedisStore(options, config, nullptr, std::move(*cluster), !durable));
+  (void)store->Now();
+  return store;
+}
+
 RedisStore::RedisStore(const RedisOptions& options, const RedisConnectionConfig& config,
-                       std::unique_ptr<RedisConnectionPool> conn, bool unsafe_persistence)
+                       std::unique_ptr<RedisConnectionPool> conn,
+                       std::unique_ptr<RedisClusterClient> cluster, bool unsafe_persistence)
     : options_(options),
       base_(options.prefix + ":" + options.ns),
       shared_(base_ + ":{~shared}"),
       config_(config),
       conn_(std::move(conn)),
+      cluster_(std::move(cluster)),
       unsafe_persistence_(unsafe_persistence) {}
 
 std::string RedisStore::JobBase(const std::string& job_id) const {
   return redis::GroupBase(base_, redis::KeyGroup(job_id)) + ":job:" + job_id;
+}
+
+std::string RedisStore::IndexBase(const std::string& job_id) const {
+  if (!cluster_) return shared_;
+  return redis::GroupBase(base_, redis::KeyGroup(job_id));
+}
+
+std::string RedisStore::AddressOf(const std::string& key) const {
+  if (!cluster_) return conn_->address();
+  return cluster_->OwnerOf(ClusterKeySlot(key));
+}
+
+Result<RedisReply> RedisStore::Command(const std::string& key,
+                                       const std::vector<std::string>& argv) {
+  if (!cluster_) return conn_->Command(argv);
+  return cluster_->Command(ClusterKeySlot(key), argv);
+}
+
+Result<RedisReply> RedisStore::Eval(scripts::Id id, const std::vector<std::string>& keys,
+                                    const std::vector<std::string>& args) {
+  if (!cluster_) return conn_->Eval(id, keys, args);
+  GNOMON_CHECK(keys.size() == 2);
+  const int slot = ClusterKeySlot(keys[1]);
+  Result<RedisReply> r = cluster_->Eval(slot, id, keys, args);
+  if (!r.ok() || keys[1] == shared_ || !scripts::ListsRecords(id)) return r;
+  // keys[1] is "<base>:{g<group>}".
+  const size_t open = keys[1].rfind("{g");
+  int64_t group = 0;
+  if (open == std::string::npos ||
+      !redis::ParseInt(std::string_view(keys[1]).substr(open + 2, keys[1].size() - open - 3),
+                       group)) {
+    return r;
+  }
+  // The records are listed under their job already; the all-jobs listing catches up at the
+  // next sweep (RedisFires::ListExpired) when this copy fails.
+  (void)CopyNewRuns(static_cast<int>(group));
+  return r;
+}
+
+Result<RedisReply> RedisStore::EvalBatch(
+    scripts::Id id, const BatchItems& items,
+    const std::function<std::vector<std::string>(const BatchItems&)>& args_of) {
+  if (!cluster_) return conn_->Eval(id, {shared_, shared_}, args_of(items));
+  // One call per key group, in the order the groups first appear.
+  std::vector<int> order;
+  std::map<int, std::vector<size_t>> by_group;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int group = redis::KeyGroup(items[i]->front());
+    auto [it, added] = by_group.try_emplace(group);
+    if (added) order.push_back(group);
+    it->second.push_back(i);
+  }
+  RedisReply out;
+  out.type = RedisReply::Type::kArray;
+  out.elements.resize(items.size());
+  for (int group : order) {
+    const std::vector<size_t>& at = by_group[group];
+    BatchItems part;
+    for (size_t i : at) part.push_back(items[i]);
+    const std::string gb = redis::GroupBase(base_, group);
+    Result<RedisReply> r = Eval(id, {gb, gb}, args_of(part));
+    for (size_t k = 0; k < at.size(); ++k) {
+      RedisReply& e = out.elements[at[k]];
+      if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {
+        e = std::move(r->elements[k]);
+        continue;
+      }
+      e.type = RedisReply::Type::kError;
+      e.str = !r.ok()         ? r.status().message()
+              : r->is_error() ? "redis " + AddressOf(gb) + ": " + r->str
+                              : "redis " + AddressOf(gb) + ": malformed reply to a batch";
+    }
+  }
+  return out;
+}
+
+Status RedisStore::CopyNewRuns(int group, Duration min_age) {
+  GNOMON_CHECK(cluster_ != nullptr);
+  const std::string key = redis::GroupBase(base_, group) + ":runs_new";
+  std::string max = "+inf";
+  if (min_age > Duration(0)) {
+    Result<Instant> now = Now();
+    if (!now.ok()) return now.status();
+    max = Ms(*now - min_age);
+  }
+  // Bounded: at most 1,024 members per call (a sweep comes back for the rest).
+  Result<RedisReply> members =
+      Command(key, {"ZRANGEBYSCORE", key, "-inf", max, "LIMIT", "0", "1024"});
+  if (!members.ok()) return members.status();
+  if (members->type != RedisReply::Type::kArray) return Malformed("runs_new");
+  if (members->elements.empty()) return Status::Ok();
+  std::vector<std::string> add = {"ZADD", shared_ + ":runs"};
+  std::vector<std::string> rem = {"ZREM", key};
+  for (const RedisReply& m : members->elements) {
+    add.push_back("0");
+    add.push_back(m.str);
+    rem.push_back(m.str);
+  }
+  Result<RedisReply> added = Command(shared_, add);
+  if (!added.ok()) return added.status();
+  if (added->is_error()) return UnavailableError("redis: copying new runs: " + added->str);
+  // The listing keeps max_records_total members: its members all score 0, so it sorts by
+  // member, newest instant first, and the oldest beyond the cap leave it. Their records stay
+  // listed under their jobs, within each job's own cap.
+  Result<RedisReply> trimmed = Command(shared_, {"ZREMRANGEBYRANK", shared_ + ":runs",
+                                                 std::to_string(options_.max_records_total), "-1"});
+  if (!trimmed.ok()) return trimmed.status();
+  return Command(key, rem).status();
 }
 
 std::vector<std::string> RedisStore::CommonArgs() const {
@@ -131,7 +301,7 @@ std::vector<std::string> RedisStore::CommonArgs() const {
 
 Result<Instant> RedisStore::Now() {
   if (options_.clock_override) return options_.clock_override->Now();
-  Result<RedisReply> r = conn_->Command({"TIME"});
+  Result<RedisReply> r = Command(shared_, {"TIME"});
   if (!r.ok()) return r.status();
   int64_t sec = 0, usec = 0;
   if (!IsArray(*r, 2) || !IntAt(*r, 0, sec) || !IntAt(*r, 1, usec)) return Malformed("TIME");
@@ -163,6 +333,8 @@ int KeyGroup(std::string_view job_id) {
 std::string GroupBase(const std::string& base, int group) {
   return base + ":{g" + std::to_string(group) + "}";
 }
+
+Status ErrorOf(const RedisReply& element) { return UnavailableError(element.str); }
 
 scripts::ArgList FireArgs(scripts::Id id, const FireKey& fire, std::vector<std::string> common) {
   scripts::ArgList args(scripts::ArgNames(id), std::move(common));

@@ -1,22 +1,32 @@
 // RedisStore (internal): what every part of RedisCoordinator shares: the options, the key base
-// "<prefix>:<ns>", the connection pool (with the scripts loaded) and the measured offset of the
-// server's clock. The role classes (RedisClaims, RedisFires, RedisRunHistory, RedisDefinitions,
-// RedisAudit, RedisNodes) each hold a reference to one RedisStore and build their script calls
-// with its JobBase and CommonArgs; the key layout is in gnomon/redis_coordinator.h.
+// "<prefix>:<ns>", the way to the server (one primary's connection pool, or under a Redis
+// Cluster the routing client, with the scripts of that topology loaded) and the measured offset
+// of the server's clock. The role classes (RedisClaims, RedisFires, RedisRunHistory,
+// RedisDefinitions, RedisAudit, RedisNodes) each hold a reference to one RedisStore and send
+// every call through its Eval, EvalBatch and Command, with KEYS from JobBase, IndexBase and
+// shared(); the key layout is in gnomon/redis_coordinator.h.
 //
-// Thread safety: safe to use from many threads at once (the pool is thread-safe; the clock offset
-// is atomic). Outlives the role classes that refer to it (RedisCoordinator destroys it last).
+// Under a Cluster (docs/redis-cluster.md) a script runs in one slot: a job's scripts in its key
+// group's (IndexBase), a batch split into one call per group (EvalBatch), the shared keys in
+// the shared slot. A group script that lists new history records leaves them in the group's
+// runs_new; Eval copies them into the all-jobs listing right after (CopyNewRuns).
+//
+// Thread safety: safe to use from many threads at once (the pool and the routing client are
+// thread-safe; the clock offset is atomic). Outlives the role classes that refer to it
+// (RedisCoordinator destroys it last).
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_STORE_H_
 #define GNOMON_SRC_COORD_REDIS_REDIS_STORE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gnomon/redis_coordinator.h"
+#include "src/coord/redis/redis_cluster.h"
 #include "src/coord/redis/redis_connection.h"
 #include "src/coord/redis/redis_scripts.h"
 
@@ -32,9 +42,42 @@ class RedisStore {
   static Result<std::unique_ptr<RedisStore>> Open(const RedisOptions& options);
 
   const RedisOptions& options() const { return options_; }
-  // The base of the shared keys "<prefix>:<ns>:{~shared}" (KEYS[2] of every script).
+  // The base of the shared keys "<prefix>:<ns>:{~shared}".
   const std::string& shared() const { return shared_; }
-  RedisConnectionPool& conn() { return *conn_; }
+  // True under a Redis Cluster.
+  bool cluster() const { return cluster_ != nullptr; }
+  // The one primary's pool. REQUIRES: !cluster().
+  RedisConnectionPool& conn() {
+    GNOMON_CHECK(conn_ != nullptr);
+    return *conn_;
+  }
+  // "host:port" of the server calls about `key` go to (for messages).
+  std::string AddressOf(const std::string& key) const;
+
+  // KEYS[2] of a script over `job_id`'s keys: the shared base on one primary, the job's key
+  // group's base under a Cluster.
+  std::string IndexBase(const std::string& job_id) const;
+  // Runs script `id` with `keys` (KEYS[2] decides the slot under a Cluster); a script that lists
+  // new history records is followed, under a Cluster, by CopyNewRuns of its group.
+  Result<RedisReply> Eval(redis_scripts::Id id, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args);
+  // A batch script over `items` (each item's first argument is its job id; `args_of` makes the
+  // script's arguments from some of them): one call with KEYS = the shared base on one primary;
+  // under a Cluster one call per key group, the replies put back in the items' order. Each
+  // element of the reply answers its item; an item whose group's call failed gets an error
+  // element with the failure's text (ErrorOf).
+  using BatchItems = std::vector<const std::vector<std::string>*>;
+  Result<RedisReply> EvalBatch(
+      redis_scripts::Id id, const BatchItems& items,
+      const std::function<std::vector<std::string>(const BatchItems&)>& args_of);
+  // One command over keys of `key`'s slot.
+  Result<RedisReply> Command(const std::string& key, const std::vector<std::string>& argv);
+  // Under a Cluster: moves the history members waiting in `group`'s runs_new into the all-jobs
+  // listing (ZADD there, then ZREM from runs_new), and bounds the listing to
+  // max_records_total members (the oldest leave it; their records stay under their jobs, each
+  // within its job's cap). Members that came less than `min_age` ago stay (a sweep leaves
+  // those to the call that made them).
+  Status CopyNewRuns(int group, Duration min_age = Duration(0));
   // The settings of every connection (a subscriber connection is made from them).
   const RedisConnectionConfig& config() const { return config_; }
   // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
@@ -54,14 +97,23 @@ class RedisStore {
 
  private:
   RedisStore(const RedisOptions& options, const RedisConnectionConfig& config,
-             std::unique_ptr<RedisConnectionPool> conn, bool unsafe_persistence);
+             std::unique_ptr<RedisConnectionPool> conn, std::unique_ptr<RedisClusterClient> cluster,
+             bool unsafe_persistence);
+  // Open's checks of `options`.
+  static Status CheckOptions(const RedisOptions& options);
+  // Open under a Cluster.
+  static Result<std::unique_ptr<RedisStore>> OpenCluster(const RedisOptions& options,
+                                                         const RedisConnectionConfig& config);
 
   const RedisOptions options_;
   const std::string base_;    // "<prefix>:<ns>"
   const std::string shared_;  // base_ + ":{~shared}"
   const RedisConnectionConfig config_;
-  // The connections (plain or TLS), reconnects and scripts (hides hiredis and OpenSSL).
+  // The connections (plain or TLS), reconnects and scripts (hides hiredis and OpenSSL); null
+  // under a Cluster.
   const std::unique_ptr<RedisConnectionPool> conn_;
+  // Under a Cluster: the slot map and a pool per primary; else null.
+  const std::unique_ptr<RedisClusterClient> cluster_;
   const bool unsafe_persistence_;
   // Server clock minus this host's clock (ms), measured by every Now(); used to give each claim a
   // deadline on the server's clock. Unknown (no deadline) until the first measurement.
@@ -78,6 +130,8 @@ inline constexpr int kKeyGroups = 1024;
 int KeyGroup(std::string_view job_id);
 // A group's key base "<base>:{g<group>}".
 std::string GroupBase(const std::string& base, int group);
+// The Status an error element of EvalBatch's reply stands for (Unavailable with its text).
+Status ErrorOf(const RedisReply& element);
 
 // The arguments of script `id` up to the fire's (job, ms, shard), after `common` (ARGV[1..4]).
 redis_scripts::ArgList FireArgs(redis_scripts::Id id, const FireKey& fire,
