@@ -62,6 +62,7 @@ chaos:
 	@$(MAKE) --no-print-directory build PRESET=dev
 	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3
 	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3 --backend etcd
+	@GNOMON_BIN=build/dev/apps/gnomon/gnomon python3 tests/integration/chaos/chaos.py --repeat 3 --backend redis-cluster
 
 bench-scale:
 	@$(MAKE) --no-print-directory build PRESET=release

@@ -724,8 +724,8 @@ TEST(BackendUrlTest, Redis) {
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis://u:%zz@h")), HasSubstr("percent-encoding"));
 }
 
-// redis+cluster:// and rediss+cluster://: the seeds (default port 6379), credentials and TLS;
-// no path, no wait_replicas (not supported under a Cluster yet).
+// redis+cluster:// and rediss+cluster://: the seeds (default port 6379), credentials, TLS and
+// wait_replicas; no path.
 TEST(BackendUrlTest, Cluster) {
   Result<BackendUrl> u = ParseBackendUrl("redis+cluster://u:p%40ss@n1:7000,n2,[::1]:7002");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
@@ -747,8 +747,9 @@ TEST(BackendUrlTest, Cluster) {
   EXPECT_FALSE(o->tls.verify);
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1:7000/0")),
               HasSubstr("no database or name"));
-  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1:7000?wait_replicas=1")),
-              HasSubstr("not supported under a Cluster"));
+  o = server::RedisOptionsFor("redis+cluster://n1:7000?wait_replicas=1", false);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->wait_replicas, 1);
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1:7000?tls_verify=false")),
               HasSubstr("tls_verify"));
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://")), HasSubstr("missing host"));

@@ -203,9 +203,6 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
     if (!path.empty()) {
       return InvalidArgumentError(scheme + ": a Cluster has no database or name after the hosts");
     }
-    if (out.wait_replicas != 0) {
-      return InvalidArgumentError(scheme + ": wait_replicas is not supported under a Cluster yet");
-    }
   } else if (IsSentinelScheme(out.scheme)) {
     if (path.empty()) {
       return InvalidArgumentError(scheme + ": missing the master name (…/mymaster)");
@@ -252,6 +249,7 @@ Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) 
     base.user = parsed->user;
     base.password = parsed->password;
     base.tls = parsed->tls;
+    base.wait_replicas = parsed->wait_replicas;
     return base;
   }
   if (!IsSentinelScheme(parsed->scheme)) {

@@ -99,25 +99,32 @@ Result<RedisReply> RedisClaims::SendClaims(
     return args.Take();
   };
   const RedisOptions& o = store_.options();
-  if (o.wait_replicas == 0) return store_.EvalBatch(scripts::kClaimMany, items, args_of);
+  if (o.wait_replicas == 0) {
+    return store_.EvalBatch(items, [&](const RedisStore::BatchItems& part, const std::string& ib) {
+      return store_.Eval(scripts::kClaimMany, {ib, ib}, args_of(part));
+    });
+  }
   // wait_replicas: the batch's claims count once N replicas have them (a failover to a replica
   // then keeps them); fewer acknowledgements answer every claim of the batch Unavailable, so that
-  // none of its fires starts.
+  // none of its fires starts. Under a Cluster each group's call waits for the replicas of its
+  // primary.
   const std::string want = std::to_string(o.wait_replicas);
   const std::string timeout_ms = std::to_string(o.wait_timeout.count());
-  RedisReply acked;
-  Result<RedisReply> r =
-      store_.conn().EvalThen(scripts::kClaimMany, {store_.shared(), store_.shared()},
-                             args_of(items), {"WAIT", want, timeout_ms}, acked);
-  if (!r.ok() || r->is_error()) return r;
-  if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
-  if (acked.integer < o.wait_replicas) {
-    return UnavailableError(
-        "redis " + store_.conn().address() + ": the claim batch was acknowledged by " +
-        std::to_string(acked.integer) + " of " + want + " replica(s) within " + timeout_ms +
-        " ms (wait_replicas): its fires are not started" + Unclaim(items, *r));
-  }
-  return r;
+  return store_.EvalBatch(
+      items, [&](const RedisStore::BatchItems& part, const std::string& ib) -> Result<RedisReply> {
+        RedisReply acked;
+        Result<RedisReply> r = store_.EvalThen(scripts::kClaimMany, {ib, ib}, args_of(part),
+                                               {"WAIT", want, timeout_ms}, acked);
+        if (!r.ok() || r->is_error()) return r;
+        if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
+        if (acked.integer < o.wait_replicas) {
+          return UnavailableError(
+              "redis " + store_.AddressOf(ib) + ": the claim batch was acknowledged by " +
+              std::to_string(acked.integer) + " of " + want + " replica(s) within " + timeout_ms +
+              " ms (wait_replicas): its fires are not started" + Unclaim(part, *r, ib));
+        }
+        return r;
+      });
 }
 
 // The primary answered, so it can take back what it granted: the batch's claims are withdrawn
@@ -126,7 +133,7 @@ Result<RedisReply> RedisClaims::SendClaims(
 // claim it misses keeps its marker, its lease ends unrenewed and the lost-run scan records it
 // per `on_lost`. -> "" or why some claims stay.
 std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string>*>& items,
-                                 const RedisReply& replies) {
+                                 const RedisReply& replies, const std::string& index_base) {
   scripts::ArgList args(scripts::ArgNames(scripts::kUnclaim), store_.CommonArgs());
   size_t granted = 0;
   for (size_t i = 0; i < items.size() && i < replies.elements.size(); ++i) {
@@ -138,8 +145,7 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
     ++granted;
   }
   if (granted == 0) return "";
-  Result<RedisReply> r =
-      store_.Eval(scripts::kUnclaim, {store_.shared(), store_.shared()}, args.Take());
+  Result<RedisReply> r = store_.Eval(scripts::kUnclaim, {index_base, index_base}, args.Take());
   if (!r.ok()) return "; withdrawing its claims failed (" + r.status().ToString() + ")";
   if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != granted + 1) {
     return "; withdrawing its claims failed (malformed reply)";
@@ -152,14 +158,14 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
 
 Result<RedisReply> RedisClaims::SendReports(
     const std::vector<const std::vector<std::string>*>& items) {
-  return store_.EvalBatch(scripts::kReportMany, items, [&](const RedisStore::BatchItems& part) {
+  return store_.EvalBatch(items, [&](const RedisStore::BatchItems& part, const std::string& ib) {
     scripts::ArgList args(scripts::ArgNames(scripts::kReportMany), store_.CommonArgs());
     args.Add("n", std::to_string(part.size()));
     for (const std::vector<std::string>* item : part) {
       args.Add("reports...", std::to_string(item->size()));
       for (const std::string& arg : *item) args.Add("reports...", arg);
     }
-    return args.Take();
+    return store_.Eval(scripts::kReportMany, {ib, ib}, args.Take());
   });
 }
 

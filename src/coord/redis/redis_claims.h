@@ -49,8 +49,9 @@ class RedisClaims {
   static constexpr size_t kClaimChunk = 128;
   static constexpr size_t kReportChunk = 64;
   Result<RedisReply> SendClaims(const std::vector<const std::vector<std::string>*>& items);
+  // Takes back the claims of `items` that `replies` granted, in the slot of `index_base`.
   std::string Unclaim(const std::vector<const std::vector<std::string>*>& items,
-                      const RedisReply& replies);
+                      const RedisReply& replies, const std::string& index_base);
   Result<RedisReply> SendReports(const std::vector<const std::vector<std::string>*>& items);
 
   RedisStore& store_;

@@ -282,11 +282,20 @@ Result<RedisReply> RedisClusterClient::Command(int slot, const std::vector<std::
 
 Result<RedisReply> RedisClusterClient::Eval(int slot, int id, const std::vector<std::string>& keys,
                                             const std::vector<std::string>& args) {
+  RedisReply unused;
+  return EvalThen(slot, id, keys, args, {}, unused);
+}
+
+Result<RedisReply> RedisClusterClient::EvalThen(int slot, int id,
+                                                const std::vector<std::string>& keys,
+                                                const std::vector<std::string>& args,
+                                                const std::vector<std::string>& then,
+                                                RedisReply& then_reply) {
   if (id < 0 || static_cast<size_t>(id) >= scripts_.size()) {
     return InvalidArgumentError("redis cluster: no script " + std::to_string(id));
   }
   Result<RedisReply> r = Route(slot, [&](RedisConnectionPool& pool, bool asking) {
-    return pool.EvalRouted(id, keys, args, asking);
+    return pool.EvalRouted(id, keys, args, asking, then, &then_reply);
   });
   if (r.ok() && r->is_error()) {
     return InternalError("redis cluster: slot " + std::to_string(slot) +

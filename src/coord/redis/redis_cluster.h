@@ -92,6 +92,12 @@ class RedisClusterClient {
   // error is Internal, as RedisConnection::Eval's.
   Result<RedisReply> Eval(int slot, int id, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args);
+  // Eval, then `then` on the same connection right after a script answer that is not an error
+  // (e.g. WAIT: it counts the replicas of that primary that have the script's writes); its reply
+  // goes to `then_reply`. A failure of `then` is the call's.
+  Result<RedisReply> EvalThen(int slot, int id, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args,
+                              const std::vector<std::string>& then, RedisReply& then_reply);
   // Reads the slot map again now (from a primary of the current map, else a seed).
   Status Refresh();
   // "host:port" of the primary `slot` belongs to in the current map.

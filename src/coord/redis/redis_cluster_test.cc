@@ -143,6 +143,17 @@ class TestCluster {
       return "redis-cli --cluster create failed: " + Tail(dir_ + "/create.log");
     }
     if (!WaitUntilServing()) return "the cluster never became ok: " + Tail(dir_ + "/create.log");
+    // Every replica in sync with its primary (a WAIT counts it only then).
+    if (!WaitFor([&] {
+          int synced = 0;
+          for (int port : ports_) {
+            synced += Text(Run(port, {"INFO", "replication"})).find("master_link_status:up") !=
+                      std::string::npos;
+          }
+          return synced == 3;
+        })) {
+      return "the replicas never synced with their primaries";
+    }
     return "";
   }
 
@@ -223,6 +234,24 @@ class TestCluster {
   void KillPort(int port) {
     for (size_t i = 0; i < ports_.size(); ++i) {
       if (ports_[i] == port) Kill(i);
+    }
+  }
+  // The port of the replica of the primary on `primary` (0 when it has none).
+  int ReplicaOf(int primary) {
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (pids_[i] < 0 || ports_[i] == primary) continue;
+      Result<RedisReply> role = Run(ports_[i], {"ROLE"});
+      if (role.ok() && role->elements.size() >= 3 && role->elements[0].str == "slave" &&
+          role->elements[2].integer == primary) {
+        return ports_[i];
+      }
+    }
+    return 0;
+  }
+  // Sends `sig` (SIGSTOP, SIGCONT) to the node on `port`.
+  void SignalPort(int port, int sig) {
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (ports_[i] == port && pids_[i] > 0) kill(pids_[i], sig);
     }
   }
   int seed() const { return ports_.front(); }
@@ -738,14 +767,6 @@ std::vector<gnomon::testing::CoordinatorFactory> ClusterFactories() {
 TEST(RedisClusterCoordinatorTest, OptionsAClusterCannotHonourAreRefused) {
   RedisOptions o;
   o.cluster_seeds = {{"127.0.0.1", 1}};
-  o.wait_replicas = 1;
-  Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(c.status().message().find("wait_replicas is not supported under a Cluster"),
-            std::string::npos)
-      << c.status().ToString();
-  o.wait_replicas = 0;
   o.sentinels = {{"127.0.0.1", 2}};
   o.sentinel_master = "m";
   EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
@@ -757,6 +778,76 @@ TEST(RedisClusterCoordinatorTest, OptionsAClusterCannotHonourAreRefused) {
   EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
   o.cluster_seeds = {{"127.0.0.1", 6379}};
   EXPECT_EQ(RedisCoordinator::MigrateKeyGroups(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// wait_replicas under a Cluster: each group's claim call waits for the replicas of its own
+// primary. With the replica of one primary stopped, a claim of a group there answers
+// Unavailable and is taken back (the fire reads as never claimed), while a claim of a group on
+// another primary goes through.
+TEST(RedisClusterCoordinatorTest, ClaimsWaitForTheReplicasOfTheirPrimary) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  TestCluster* cluster = SharedCluster();
+  gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
+  RedisOptions o;
+  o.cluster_seeds = {{"127.0.0.1", cluster->seed()}};
+  o.prefix = "wait" + std::to_string(getpid());
+  o.clock_override = &clock;
+  o.wait_replicas = 1;
+  o.wait_timeout = milliseconds(1500);
+  Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Result<std::unique_ptr<RedisClusterClient>> client =
+      RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster->seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto primary_of = [&](const std::string& job) {
+    const std::string gb = redis::GroupBase(o.prefix + ":default", redis::KeyGroup(job));
+    return cluster->PortOf((*client)->OwnerOf(ClusterKeySlot(gb)));
+  };
+  // Two jobs whose groups are on different primaries.
+  const std::string stalled = "job-0";
+  std::string other;
+  for (int i = 1; other.empty(); ++i) {
+    const std::string job = "job-" + std::to_string(i);
+    if (primary_of(job) != primary_of(stalled)) other = job;
+  }
+  auto claim = [&](const std::string& job, Instant at) {
+    ClaimRequest req;
+    req.fire.job_id = job;
+    req.fire.scheduled_at = at;
+    req.node_id = "n1";
+    req.overlap = OverlapPolicy::kAllow;
+    return (*c)->ClaimMany({req}).front();
+  };
+  const Instant t0 = clock.Now();
+  Result<ClaimOutcome> both_up = claim(stalled, t0);
+  ASSERT_TRUE(both_up.ok()) << both_up.status().ToString();
+  EXPECT_EQ(both_up->result, ClaimOutcome::Result::kClaimed);
+
+  const int replica = cluster->ReplicaOf(primary_of(stalled));
+  ASSERT_NE(replica, 0);
+  cluster->SignalPort(replica, SIGSTOP);
+  clock.Advance(std::chrono::seconds(1));
+  Result<ClaimOutcome> refused = claim(stalled, clock.Now());
+  Result<ClaimOutcome> elsewhere = claim(other, clock.Now());
+  cluster->SignalPort(replica, SIGCONT);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("acknowledged by 0 of 1"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("its claims were withdrawn"), std::string::npos)
+      << refused.status().ToString();
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status().ToString();
+  EXPECT_EQ(elsewhere->result, ClaimOutcome::Result::kClaimed);
+  FireKey withdrawn;
+  withdrawn.job_id = stalled;
+  withdrawn.scheduled_at = clock.Now();
+  Result<std::vector<bool>> recorded = (*c)->FiresRecorded({withdrawn});
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_FALSE(recorded->front());
+  // With the replica back, the fire's retry claims it.
+  Result<ClaimOutcome> retried = claim(stalled, clock.Now());
+  ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+  EXPECT_EQ(retried->result, ClaimOutcome::Result::kClaimed);
 }
 
 // Under a Cluster a new record reaches the all-jobs listing through its group's runs_new: the

@@ -301,6 +301,12 @@ Result<RedisReply> RedisConnection::EvalThen(int id, const std::vector<std::stri
   std::lock_guard<std::mutex> lock(mu_);
   Result<RedisReply> r = EvalLocked(id, keys, args);
   if (!r.ok() || r->is_error()) return r;
+  return ThenLocked(std::move(r), then, then_reply);
+}
+
+Result<RedisReply> RedisConnection::ThenLocked(Result<RedisReply> r,
+                                               const std::vector<std::string>& then,
+                                               RedisReply& then_reply) {
   Result<RedisReply> after = CommandLocked(then);
   if (!after.ok()) return after.status();
   if (after->is_error()) {
@@ -311,9 +317,14 @@ Result<RedisReply> RedisConnection::EvalThen(int id, const std::vector<std::stri
 }
 
 Result<RedisReply> RedisConnection::EvalRouted(int id, const std::vector<std::string>& keys,
-                                               const std::vector<std::string>& args, bool asking) {
+                                               const std::vector<std::string>& args, bool asking,
+                                               const std::vector<std::string>& then,
+                                               RedisReply* then_reply) {
   std::lock_guard<std::mutex> lock(mu_);
-  return EvalLocked(id, keys, args, asking, /*redirects=*/true);
+  Result<RedisReply> r = EvalLocked(id, keys, args, asking, /*redirects=*/true);
+  if (then.empty() || !r.ok() || r->is_error()) return r;
+  GNOMON_CHECK(then_reply != nullptr);
+  return ThenLocked(std::move(r), then, *then_reply);
 }
 
 Result<RedisReply> RedisConnection::EvalLocked(int id, const std::vector<std::string>& keys,
@@ -484,9 +495,11 @@ Result<RedisReply> RedisConnectionPool::EvalThen(int id, const std::vector<std::
 
 Result<RedisReply> RedisConnectionPool::EvalRouted(int id, const std::vector<std::string>& keys,
                                                    const std::vector<std::string>& args,
-                                                   bool asking) {
+                                                   bool asking,
+                                                   const std::vector<std::string>& then,
+                                                   RedisReply* then_reply) {
   const size_t i = Acquire();
-  Result<RedisReply> r = conns_[i]->EvalRouted(id, keys, args, asking);
+  Result<RedisReply> r = conns_[i]->EvalRouted(id, keys, args, asking, then, then_reply);
   Release(i);
   return r;
 }

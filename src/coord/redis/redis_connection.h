@@ -98,9 +98,13 @@ class RedisConnection {
                               const std::vector<std::string>& then, RedisReply& then_reply);
   // Eval for RedisClusterClient: with `asking`, `ASKING` goes first on the same connection (again
   // before a retry after NOSCRIPT). A cluster's redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)
-  // come back as error replies for the caller to follow, not as a Status.
+  // come back as error replies for the caller to follow, not as a Status. With a non-empty
+  // `then`, as EvalThen: `then` follows a script answer that is not an error, its reply in
+  // `*then_reply`.
   Result<RedisReply> EvalRouted(int id, const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args, bool asking);
+                                const std::vector<std::string>& args, bool asking,
+                                const std::vector<std::string>& then = {},
+                                RedisReply* then_reply = nullptr);
   // Loads every registered script now (SCRIPT LOAD), so that a broken one fails early.
   Status LoadScripts();
 
@@ -140,6 +144,9 @@ class RedisConnection {
   Result<RedisReply> EvalLocked(int id, const std::vector<std::string>& keys,
                                 const std::vector<std::string>& args, bool asking = false,
                                 bool redirects = false);
+  // EvalThen's second half: `then` after the script's answer `r` on this connection.
+  Result<RedisReply> ThenLocked(Result<RedisReply> r, const std::vector<std::string>& then,
+                                RedisReply& then_reply);
   // Unavailable "redis <address>: <why>" (password redacted), after dropping the connection.
   Status FailLocked(const std::string& why);
   void DropLocked();
@@ -180,7 +187,9 @@ class RedisConnectionPool {
                               const std::vector<std::string>& args,
                               const std::vector<std::string>& then, RedisReply& then_reply);
   Result<RedisReply> EvalRouted(int id, const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args, bool asking);
+                                const std::vector<std::string>& args, bool asking,
+                                const std::vector<std::string>& then = {},
+                                RedisReply* then_reply = nullptr);
   Status LoadScripts();
   const std::string& address() const { return conns_.front()->address(); }
   size_t size() const { return conns_.size(); }

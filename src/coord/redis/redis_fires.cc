@@ -50,13 +50,11 @@ Result<std::vector<JobState>> RedisFires::GetJobStates(const std::vector<std::st
     Result<RedisReply> r =
         items.empty() ? Result<RedisReply>(RedisReply{RedisReply::Type::kArray})
                       : store_.EvalBatch(
-                            scripts::kGetJobStates, ptrs, [&](const RedisStore::BatchItems& part) {
+                            ptrs, [&](const RedisStore::BatchItems& part, const std::string& ib) {
                               scripts::ArgList args(scripts::ArgNames(scripts::kGetJobStates),
                                                     store_.CommonArgs());
-                              for (const auto* item : part) {
-                                args.Add("jobs...", item->front());
-                              }
-                              return args.Take();
+                              for (const auto* item : part) args.Add("jobs...", item->front());
+                              return store_.Eval(scripts::kGetJobStates, {ib, ib}, args.Take());
                             });
     if (!r.ok()) return r.status();
     if (r->type != RedisReply::Type::kArray) return Malformed("job states");

@@ -71,9 +71,6 @@ Status RedisStore::CheckOptions(const RedisOptions& options) {
       return InvalidArgumentError("redis: a Cluster is not reached through sentinels");
     }
     if (options.db != 0) return InvalidArgumentError("redis: a Cluster has only database 0");
-    if (options.wait_replicas != 0) {
-      return InvalidArgumentError("redis: wait_replicas is not supported under a Cluster yet");
-    }
     if (options.cluster_seeds.size() > 64) {
       return InvalidArgumentError("redis: more than 64 cluster seeds");
     }
@@ -205,27 +202,40 @@ Result<RedisReply> RedisStore::Eval(scripts::Id id, const std::vector<std::strin
                                     const std::vector<std::string>& args) {
   if (!cluster_) return conn_->Eval(id, keys, args);
   GNOMON_CHECK(keys.size() == 2);
-  const int slot = ClusterKeySlot(keys[1]);
-  Result<RedisReply> r = cluster_->Eval(slot, id, keys, args);
-  if (!r.ok() || keys[1] == shared_ || !scripts::ListsRecords(id)) return r;
-  // keys[1] is "<base>:{g<group>}".
-  const size_t open = keys[1].rfind("{g");
+  Result<RedisReply> r = cluster_->Eval(ClusterKeySlot(keys[1]), id, keys, args);
+  if (r.ok()) AfterGroupScript(id, keys[1]);
+  return r;
+}
+
+Result<RedisReply> RedisStore::EvalThen(scripts::Id id, const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& args,
+                                        const std::vector<std::string>& then,
+                                        RedisReply& then_reply) {
+  if (!cluster_) return conn_->EvalThen(id, keys, args, then, then_reply);
+  GNOMON_CHECK(keys.size() == 2);
+  Result<RedisReply> r =
+      cluster_->EvalThen(ClusterKeySlot(keys[1]), id, keys, args, then, then_reply);
+  if (r.ok()) AfterGroupScript(id, keys[1]);
+  return r;
+}
+
+void RedisStore::AfterGroupScript(scripts::Id id, const std::string& index_base) {
+  if (index_base == shared_ || !scripts::ListsRecords(id)) return;
+  // index_base is "<base>:{g<group>}".
+  const size_t open = index_base.rfind("{g");
   int64_t group = 0;
   if (open == std::string::npos ||
-      !redis::ParseInt(std::string_view(keys[1]).substr(open + 2, keys[1].size() - open - 3),
+      !redis::ParseInt(std::string_view(index_base).substr(open + 2, index_base.size() - open - 3),
                        group)) {
-    return r;
+    return;
   }
   // The records are listed under their job already; the all-jobs listing catches up at the
   // next sweep (RedisFires::ListExpired) when this copy fails.
   (void)CopyNewRuns(static_cast<int>(group));
-  return r;
 }
 
-Result<RedisReply> RedisStore::EvalBatch(
-    scripts::Id id, const BatchItems& items,
-    const std::function<std::vector<std::string>(const BatchItems&)>& args_of) {
-  if (!cluster_) return conn_->Eval(id, {shared_, shared_}, args_of(items));
+Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart& send) {
+  if (!cluster_) return send(items, shared_);
   // One call per key group, in the order the groups first appear.
   std::vector<int> order;
   std::map<int, std::vector<size_t>> by_group;
@@ -243,7 +253,7 @@ Result<RedisReply> RedisStore::EvalBatch(
     BatchItems part;
     for (size_t i : at) part.push_back(items[i]);
     const std::string gb = redis::GroupBase(base_, group);
-    Result<RedisReply> r = Eval(id, {gb, gb}, args_of(part));
+    Result<RedisReply> r = send(part, gb);
     for (size_t k = 0; k < at.size(); ++k) {
       RedisReply& e = out.elements[at[k]];
       if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {

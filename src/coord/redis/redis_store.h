@@ -61,15 +61,21 @@ class RedisStore {
   // new history records is followed, under a Cluster, by CopyNewRuns of its group.
   Result<RedisReply> Eval(redis_scripts::Id id, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args);
-  // A batch script over `items` (each item's first argument is its job id; `args_of` makes the
-  // script's arguments from some of them): one call with KEYS = the shared base on one primary;
-  // under a Cluster one call per key group, the replies put back in the items' order. Each
-  // element of the reply answers its item; an item whose group's call failed gets an error
-  // element with the failure's text (ErrorOf).
+  // Eval, then `then` on the same connection right after a script answer that is not an error
+  // (WAIT: it counts the replicas of that server that have the script's writes); its reply goes
+  // to `then_reply`.
+  Result<RedisReply> EvalThen(redis_scripts::Id id, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args,
+                              const std::vector<std::string>& then, RedisReply& then_reply);
+  // A batch over `items` (each item's first argument is its job id): `send(part, index_base)`
+  // sends one script call over `part` with KEYS[2] = `index_base`. On one primary one call with
+  // every item and the shared base; under a Cluster one call per key group with the group's
+  // base, the replies put back in the items' order. Each element of the reply answers its item;
+  // an item whose group's call failed gets an error element with the failure's text (ErrorOf).
   using BatchItems = std::vector<const std::vector<std::string>*>;
-  Result<RedisReply> EvalBatch(
-      redis_scripts::Id id, const BatchItems& items,
-      const std::function<std::vector<std::string>(const BatchItems&)>& args_of);
+  using SendPart =
+      std::function<Result<RedisReply>(const BatchItems& part, const std::string& index_base)>;
+  Result<RedisReply> EvalBatch(const BatchItems& items, const SendPart& send);
   // One command over keys of `key`'s slot.
   Result<RedisReply> Command(const std::string& key, const std::vector<std::string>& argv);
   // Under a Cluster: moves the history members waiting in `group`'s runs_new into the all-jobs
@@ -101,6 +107,9 @@ class RedisStore {
              bool unsafe_persistence);
   // Open's checks of `options`.
   static Status CheckOptions(const RedisOptions& options);
+  // Under a Cluster, after script `id` answered in the slot of `index_base` (a group's base):
+  // copies the group's new history members when the script can list some.
+  void AfterGroupScript(redis_scripts::Id id, const std::string& index_base);
   // Open under a Cluster.
   static Result<std::unique_ptr<RedisStore>> OpenCluster(const RedisOptions& options,
                                                          const RedisConnectionConfig& config);
