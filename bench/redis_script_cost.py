@@ -19,6 +19,10 @@ design.
 COST_BASELINE=DIR measures, in the same run and right after gnomon's, the claim and report
 scripts another build wrote there (`fleet_load scripts DIR` of an earlier commit): a change to
 the scripts is compared with what it replaces on the same machine state.
+
+COST_FUNCTIONS=1 also measures gnomon's pair and the minimal pair loaded as Redis Functions
+(FUNCTION LOAD of a library whose functions take the scripts' bodies, called with FCALL) instead
+of scripts (EVALSHA): what Functions would save.
 """
 import os
 import shutil
@@ -148,13 +152,24 @@ end
 return out"""
 
 
-def measure(name, claim_src, report_src, jobs, rounds, workdir):
+def as_function(name, src):
+    """A Redis Functions library with one function `name` whose body is the script `src`."""
+    return ("#!lua name=%s\nredis.register_function{function_name='%s', "
+            "callback=function(KEYS, ARGV)\n%s\nend}\n" % (name, name, src))
+
+
+def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False):
     data = tempfile.mkdtemp(dir=workdir)
     redis = Redis(data)
     try:
         conn = Conn(redis.port)
-        claim_sha = conn.cmd("SCRIPT", "LOAD", claim_src)
-        report_sha = conn.cmd("SCRIPT", "LOAD", report_src)
+        if functions:
+            conn.cmd("FUNCTION", "LOAD", as_function("gclaim", claim_src))
+            conn.cmd("FUNCTION", "LOAD", as_function("greport", report_src))
+            call = {"claim": ("FCALL", "gclaim"), "report": ("FCALL", "greport")}
+        else:
+            call = {"claim": ("EVALSHA", conn.cmd("SCRIPT", "LOAD", claim_src)),
+                    "report": ("EVALSHA", conn.cmd("SCRIPT", "LOAD", report_src))}
         t0 = int(time.time() * 1000) - 10_000_000
         next_job = 0
 
@@ -166,7 +181,7 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir):
             args = COMMON + [str(BATCH)]
             for j in batch:
                 args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms, "", ""]
-            claims = conn.cmd("EVALSHA", claim_sha, "2", BASE, BASE, *args)
+            claims = conn.cmd(*call["claim"], "2", BASE, BASE, *args)
             if len(claims) != BATCH or any(c[0] != "CLAIMED" for c in claims):
                 raise RuntimeError("%s: a claim was refused: %r" % (name, claims[:2]))
             args = COMMON + [str(BATCH)]
@@ -177,7 +192,7 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir):
                         "sc", "1", "tok", tok, "node", "node-a", "st", now, "fin", now,
                         "out", "succeeded", "err", "", "output", "done\n", "skip", "", "exit", "0"]
                 args += [str(len(item))] + item
-            reports = conn.cmd("EVALSHA", report_sha, "2", BASE, BASE, *args)
+            reports = conn.cmd(*call["report"], "2", BASE, BASE, *args)
             if any(r[0] != "OK" for r in reports):
                 raise RuntimeError("%s: a report was refused: %r" % (name, reports[:2]))
 
@@ -192,7 +207,8 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir):
         fires = rounds * BATCH
         stats = sorted(((usec / fires, cmd, calls / fires)
                         for cmd, (calls, usec) in redis.command_stats().items()
-                        if cmd not in ("info", "config|resetstat")), reverse=True)
+                        if cmd not in ("info", "config|resetstat", "function|load")),
+                       reverse=True)
         return (cpu1 - cpu0) / fires * 1e6, stats, int(conn.cmd("DBSIZE"))
     finally:
         redis.stop()
@@ -224,8 +240,12 @@ def main():
         variants.append(("baseline", open(os.path.join(baseline, "claim_many.lua")).read(),
                          open(os.path.join(baseline, "report_many.lua")).read()))
     variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("no-op", NOOP_CLAIM, NOOP_REPORT)]
+    if os.environ.get("COST_FUNCTIONS") == "1":
+        variants += [("gnomon as functions", claim, report),
+                     ("minimal as functions", MIN_CLAIM, MIN_REPORT)]
     for name, c, r in variants:
-        cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir)
+        cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir,
+                                   functions=name.endswith("as functions"))
         results[name] = cpu
         print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
               (name, cpu, keys))
@@ -243,6 +263,9 @@ def main():
     extra = ""
     if baseline:
         extra = ", \"baseline_us_per_fire\": %.1f" % results["baseline"]
+    if "gnomon as functions" in results:
+        extra += (", \"gnomon_functions_us_per_fire\": %.1f, \"minimal_functions_us_per_fire\": "
+                  "%.1f" % (results["gnomon as functions"], results["minimal as functions"]))
     print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
           "\"noop_us_per_fire\": %.1f%s}" % (results["gnomon"], results["minimal"],
                                              results["no-op"], extra))

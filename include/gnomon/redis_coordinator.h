@@ -186,8 +186,8 @@ struct RedisOptions {
   std::string sentinel_master;
   // Redis Cluster (URL `redis+cluster://h1:p1,h2:p2`): when non-empty, host/port are ignored;
   // these nodes are asked for the slot map (CLUSTER SHARDS) and each call goes to the primary
-  // of its slot (docs/redis-cluster.md). Not with sentinels, db or wait_replicas. Queue mode
-  // and `gnomon migrate redis-groups` need one primary. Default empty.
+  // of its slot (docs/redis-cluster.md). Not with sentinels or db. Queue mode and
+  // `gnomon migrate redis-groups` need one primary. Default empty.
   std::vector<std::pair<std::string, int>> cluster_seeds;
   // TLS for every connection (server, sentinels). Default: off.
   TlsOptions tls;
@@ -195,7 +195,8 @@ struct RedisOptions {
   // (URL `?wait_replicas=N`). A batch that fewer replicas acknowledged within wait_timeout
   // answers Unavailable for each of its claims, so that none of its fires starts, and its claims
   // are taken back at once, so the fires' retries claim them anew (see docs/operations.md
-  // "Claims across a failover"). Default 0: no WAIT.
+  // "Claims across a failover"). Under a Cluster, per key group: each group's claim call waits
+  // for the replicas of its primary. Default 0: no WAIT.
   int wait_replicas = 0;
   // How long a claim batch's WAIT waits for its replicas; with wait_replicas, > 0 and below
   // io_timeout. Default 500 ms.
