@@ -193,8 +193,9 @@ struct RedisOptions {
   TlsOptions tls;
   // Replicas that must acknowledge a claim batch (WAIT) before the claims are answered, 0-16
   // (URL `?wait_replicas=N`). A batch that fewer replicas acknowledged within wait_timeout
-  // answers Unavailable for each of its claims, so that none of its fires starts, and its claims
-  // are taken back at once, so the fires' retries claim them anew (see docs/operations.md
+  // answers Unavailable for each claim it granted, so that none of those fires starts, and takes
+  // them back at once, so the fires' retries claim them anew; its other answers (claimed
+  // already, overlap, paused, early) stand (see docs/operations.md
   // "Claims across a failover"). Under a Cluster, per key group: each group's claim call waits
   // for the replicas of its primary. Default 0: no WAIT.
   int wait_replicas = 0;

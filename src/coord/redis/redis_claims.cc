@@ -105,9 +105,9 @@ Result<RedisReply> RedisClaims::SendClaims(
     });
   }
   // wait_replicas: the batch's claims count once N replicas have them (a failover to a replica
-  // then keeps them); fewer acknowledgements answer every claim of the batch Unavailable, so that
-  // none of its fires starts. Under a Cluster each group's call waits for the replicas of its
-  // primary.
+  // then keeps them); fewer acknowledgements answer every claim the batch granted Unavailable, so
+  // that none of those fires starts. Under a Cluster each group's call waits for the replicas of
+  // its primary.
   const std::string want = std::to_string(o.wait_replicas);
   const std::string timeout_ms = std::to_string(o.wait_timeout.count());
   return store_.EvalBatch(
@@ -118,10 +118,18 @@ Result<RedisReply> RedisClaims::SendClaims(
         if (!r.ok() || r->is_error()) return r;
         if (acked.type != RedisReply::Type::kInteger) return Malformed("WAIT");
         if (acked.integer < o.wait_replicas) {
-          return UnavailableError(
+          // Only a granted claim needs its replicas: each is answered Unavailable (and taken
+          // back). The batch's other answers (claimed elsewhere, overlap, paused, early) stand:
+          // losing what they wrote in a failover cannot make a fire run twice.
+          const std::string why =
               "redis " + store_.AddressOf(ib) + ": the claim batch was acknowledged by " +
               std::to_string(acked.integer) + " of " + want + " replica(s) within " + timeout_ms +
-              " ms (wait_replicas): its fires are not started" + Unclaim(part, *r, ib));
+              " ms (wait_replicas): its fires are not started" + Unclaim(part, *r, ib);
+          if (r->type != RedisReply::Type::kArray) return Malformed("claim batch");
+          for (RedisReply& e : r->elements) {
+            if (IsArray(e, 3) && Word(e) == "CLAIMED")
+              e = RedisReply{RedisReply::Type::kError, why};
+          }
         }
         return r;
       });

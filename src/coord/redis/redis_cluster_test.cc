@@ -763,6 +763,15 @@ std::vector<gnomon::testing::CoordinatorFactory> ClusterFactories() {
            }}};
 }
 
+// Options for a coordinator over the shared cluster, keys under `prefix`, "now" from `clock`.
+RedisOptions ClusterOptions(const std::string& prefix, gnomon::testing::FakeClock& clock) {
+  RedisOptions o;
+  o.cluster_seeds = {{"127.0.0.1", SharedCluster()->seed()}};
+  o.prefix = prefix + std::to_string(getpid());
+  o.clock_override = &clock;
+  return o;
+}
+
 // Options a Cluster cannot honour are refused before anything is connected.
 TEST(RedisClusterCoordinatorTest, OptionsAClusterCannotHonourAreRefused) {
   RedisOptions o;
@@ -782,16 +791,13 @@ TEST(RedisClusterCoordinatorTest, OptionsAClusterCannotHonourAreRefused) {
 
 // wait_replicas under a Cluster: each group's claim call waits for the replicas of its own
 // primary. With the replica of one primary stopped, a claim of a group there answers
-// Unavailable and is taken back (the fire reads as never claimed), while a claim of a group on
-// another primary goes through.
+// Unavailable and is taken back (the fire reads as never claimed), an answer that grants nothing
+// (already claimed) stands, and a claim of a group on another primary goes through.
 TEST(RedisClusterCoordinatorTest, ClaimsWaitForTheReplicasOfTheirPrimary) {
   SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
   TestCluster* cluster = SharedCluster();
   gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", cluster->seed()}};
-  o.prefix = "wait" + std::to_string(getpid());
-  o.clock_override = &clock;
+  RedisOptions o = ClusterOptions("wait", clock);
   o.wait_replicas = 1;
   o.wait_timeout = milliseconds(1500);
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
@@ -829,7 +835,11 @@ TEST(RedisClusterCoordinatorTest, ClaimsWaitForTheReplicasOfTheirPrimary) {
   clock.Advance(std::chrono::seconds(1));
   Result<ClaimOutcome> refused = claim(stalled, clock.Now());
   Result<ClaimOutcome> elsewhere = claim(other, clock.Now());
+  // An answer that grants nothing stands: the fire of t0 is held already.
+  Result<ClaimOutcome> held = claim(stalled, t0);
   cluster->SignalPort(replica, SIGCONT);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->result, ClaimOutcome::Result::kAlreadyClaimed);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(refused.status().message().find("acknowledged by 0 of 1"), std::string::npos)
@@ -858,10 +868,7 @@ TEST(RedisClusterCoordinatorTest, ANewRunItsCopyMissedIsSweptIntoTheListing) {
   SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
   TestCluster* cluster = SharedCluster();
   gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", cluster->seed()}};
-  o.prefix = "sweep" + std::to_string(getpid());
-  o.clock_override = &clock;
+  RedisOptions o = ClusterOptions("sweep", clock);
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ClaimRequest req;
@@ -914,12 +921,8 @@ TEST(RedisClusterCoordinatorTest, ANewRunItsCopyMissedIsSweptIntoTheListing) {
 // and their records stay listed under their jobs.
 TEST(RedisClusterCoordinatorTest, TheAllJobsListingKeepsMaxRecordsTotal) {
   SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
-  TestCluster* cluster = SharedCluster();
   gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", cluster->seed()}};
-  o.prefix = "cap" + std::to_string(getpid());
-  o.clock_override = &clock;
+  RedisOptions o = ClusterOptions("cap", clock);
   o.max_records_total = 5;
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

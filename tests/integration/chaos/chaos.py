@@ -197,15 +197,8 @@ class Cluster:
             return True
         wait_for(ok, 60, "the cluster to be ok")
 
-        def synced():  # every replica in sync (a WAIT counts it only then)
-            n = 0
-            for p in self.cluster_ports:
-                r = subprocess.run(["redis-cli", "-p", str(p), "info", "replication"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                   timeout=5)
-                n += "master_link_status:up" in r.stdout
-            return n == 3
-        wait_for(synced, 60, "the replicas to sync")
+        wait_for(lambda: sum(self.replica_ready(p) for p in self.cluster_ports) == 3, 60,
+                 "the replicas to sync")
 
     def start_cluster_node(self, port):
         """One cluster-enabled redis-server on `port` (its data and nodes.conf kept across a
@@ -216,11 +209,21 @@ class Cluster:
         proc = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
              "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-             "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "always",
+             "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "everysec",
              "--save", "", "--protected-mode", "no"],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         return proc
+
+    def replica_ready(self, port):
+        """The node on `port` is a replica in sync with its primary and done with the load and
+        the AOF rewrite that follow a full sync (until then its acknowledgements, which WAIT
+        counts, can lag by seconds)."""
+        r = subprocess.run(["redis-cli", "-p", str(port), "info", "all"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, timeout=5)
+        return all(x in r.stdout for x in ("role:slave", "master_link_status:up", "loading:0",
+                                           "aof_rewrite_in_progress:0",
+                                           "aof_rewrite_scheduled:0"))
 
     def cluster_owner(self, key):
         """Port of the primary that an alive node's CLUSTER NODES gives the slot of `key`, or
@@ -633,6 +636,18 @@ def check_catchup(c, res, down, up):
     return res
 
 
+def after_outage(c, seconds, down, up):
+    """Declares the outage window down..up, runs `seconds` more, and checks (check_catchup);
+    `recovered_s` = up to the first run of a fire after it."""
+    c.windows.append((down, up))
+    c.figures["outage_ms"] = up - down
+    time.sleep(seconds)
+    ran_after = [r for r in c.starts("tick") if checker.parse_rfc3339_ms(r["scheduled"]) >= up]
+    c.figures["recovered_s"] = round((min(r["started"] for r in ran_after) - up) / 1000, 2) \
+        if ran_after else None
+    return check_catchup(c, c.check(), down, up)
+
+
 def f3_redis_kill9(c, seconds):
     """kill -9 redis-server, restart it 3 s later on the same AOF data."""
     start_three(c)
@@ -641,14 +656,7 @@ def f3_redis_kill9(c, seconds):
     c.kill_redis()
     time.sleep(3)
     c.start_redis()
-    up = now_ms()
-    c.windows.append((down, up))
-    c.figures["outage_ms"] = up - down
-    time.sleep(seconds)
-    ran_after = [r for r in c.starts("tick") if checker.parse_rfc3339_ms(r["scheduled"]) >= up]
-    c.figures["recovered_s"] = round((min(r["started"] for r in ran_after) - up) / 1000, 2) \
-        if ran_after else None
-    return check_catchup(c, c.check(), down, up)
+    return after_outage(c, seconds, down, now_ms())
 
 
 def key_group(job):
@@ -680,22 +688,9 @@ def c1_primary_kill9(c, seconds):
     wait_for(lambda: c.cluster_owner(key) not in (None, port), 30, "a replica to be promoted")
     promoted = now_ms()
     c.cluster_procs[i] = c.start_cluster_node(port)
-
-    def synced():
-        r = subprocess.run(["redis-cli", "-p", str(port), "info", "replication"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=5)
-        return "role:slave" in r.stdout and "master_link_status:up" in r.stdout
-    wait_for(synced, 60, "the killed primary to rejoin as a replica")
-    up = now_ms()
-    c.windows.append((down, up))
+    wait_for(lambda: c.replica_ready(port), 60, "the killed primary to rejoin as a replica")
     c.figures["promoted_s"] = round((promoted - down) / 1000, 2)
-    c.figures["outage_ms"] = up - down
-    time.sleep(seconds)
-    ran_after = [r for r in c.starts("tick") if checker.parse_rfc3339_ms(r["scheduled"]) >= up]
-    c.figures["recovered_s"] = round((min(r["started"] for r in ran_after) - up) / 1000, 2) \
-        if ran_after else None
-    return check_catchup(c, c.check(), down, up)
+    return after_outage(c, seconds, down, now_ms())
 
 
 def f6_redis_paused(c, seconds):
