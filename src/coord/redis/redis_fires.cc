@@ -109,10 +109,12 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
   // of each and keeps the oldest `page` of them all, in the order one index would list them
   // (lease end, then member "<job> <ms>:<shard>"). It also sweeps each group's runs_new of
   // members a failed copy left (RedisStore::CopyNewRuns).
+  Result<Instant> now = store_.Now();
+  if (!now.ok()) return now.status();
   for (int group = 0; group < redis::kKeyGroups; ++group) {
     GNOMON_RETURN_IF_ERROR(ListExpiredIn(
         redis::GroupBase(store_.options().prefix + ":" + store_.options().ns, group), *page, out));
-    GNOMON_RETURN_IF_ERROR(store_.CopyNewRuns(group, kSweepAge));
+    GNOMON_RETURN_IF_ERROR(store_.CopyNewRuns(group, *now - kSweepAge + Duration(1)));
   }
   auto member = [](const ExpiredFire& e) {
     return e.fire.job_id + " " + Ms(e.fire.scheduled_at) + ":" + std::to_string(e.fire.shard);

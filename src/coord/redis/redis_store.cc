@@ -269,15 +269,10 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
   return out;
 }
 
-Status RedisStore::CopyNewRuns(int group, Duration min_age) {
+Status RedisStore::CopyNewRuns(int group, std::optional<Instant> came_before) {
   GNOMON_CHECK(cluster_ != nullptr);
   const std::string key = redis::GroupBase(base_, group) + ":runs_new";
-  std::string max = "+inf";
-  if (min_age > Duration(0)) {
-    Result<Instant> now = Now();
-    if (!now.ok()) return now.status();
-    max = Ms(*now - min_age);
-  }
+  const std::string max = came_before ? "(" + Ms(*came_before) : "+inf";
   // Bounded: at most 1,024 members per call (a sweep comes back for the rest).
   Result<RedisReply> members =
       Command(key, {"ZRANGEBYSCORE", key, "-inf", max, "LIMIT", "0", "1024"});

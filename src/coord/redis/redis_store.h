@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,9 +82,9 @@ class RedisStore {
   // Under a Cluster: moves the history members waiting in `group`'s runs_new into the all-jobs
   // listing (ZADD there, then ZREM from runs_new), and bounds the listing to
   // max_records_total members (the oldest leave it; their records stay under their jobs, each
-  // within its job's cap). Members that came less than `min_age` ago stay (a sweep leaves
-  // those to the call that made them).
-  Status CopyNewRuns(int group, Duration min_age = Duration(0));
+  // within its job's cap). With `came_before`, only the members that came before it (server
+  // clock): a sweep leaves the newer ones to the call that made them.
+  Status CopyNewRuns(int group, std::optional<Instant> came_before = std::nullopt);
   // The settings of every connection (a subscriber connection is made from them).
   const RedisConnectionConfig& config() const { return config_; }
   // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
