@@ -55,19 +55,23 @@ bool IntAt(const RedisReply& r, size_t i, int64_t& out) {
   return i < r.elements.size() && ParseInt(r.elements[i].str, out);
 }
 
-Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fields) {
-  // member: "<inv ms> <job> <shard> <inv attempt>"
-  size_t a = member.find(' ');
-  size_t b = member.find(' ', a + 1);
-  size_t c = member.find(' ', b + 1);
+std::optional<MemberParts> ParseMember(std::string_view member) {
+  const size_t a = member.find(' ');
+  const size_t b = a == std::string_view::npos ? a : member.find(' ', a + 1);
+  const size_t c = b == std::string_view::npos ? b : member.find(' ', b + 1);
   int64_t inv_ms = 0, shard = 0, inv_att = 0;
-  if (a == std::string::npos || b == std::string::npos || c == std::string::npos ||
-      !ParseInt(std::string_view(member).substr(0, a), inv_ms) ||
-      !ParseInt(std::string_view(member).substr(b + 1, c - b - 1), shard) ||
-      !ParseInt(std::string_view(member).substr(c + 1), inv_att) ||
-      fields.type != RedisReply::Type::kArray) {
-    return Malformed("history listing");
+  if (c == std::string_view::npos || !ParseInt(member.substr(0, a), inv_ms) ||
+      !ParseInt(member.substr(b + 1, c - b - 1), shard) ||
+      !ParseInt(member.substr(c + 1), inv_att)) {
+    return std::nullopt;
   }
+  return MemberParts{std::string(member.substr(a + 1, b - a - 1)), kInvertBase - inv_ms, shard,
+                     kMaxAttempt - inv_att};
+}
+
+Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fields) {
+  const std::optional<MemberParts> m = ParseMember(member);
+  if (!m || fields.type != RedisReply::Type::kArray) return Malformed("history listing");
   std::map<std::string, const std::string*> f;
   for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
     f[fields.elements[i].str] = &fields.elements[i + 1].str;
@@ -87,9 +91,9 @@ Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fiel
   Result<RunOutcome> outcome = ParseRunOutcome(text("out"));
   if (!outcome.ok()) return Malformed("history record outcome");
   FireKey key;
-  key.job_id = member.substr(a + 1, b - a - 1);
-  key.scheduled_at = Instant::FromUnixMillis(kInvertBase - inv_ms);
-  key.shard = static_cast<int>(shard);
+  key.job_id = m->job;
+  key.scheduled_at = Instant::FromUnixMillis(m->scheduled_ms);
+  key.shard = static_cast<int>(m->shard);
   key.shard_count = static_cast<int>(sc);
   RunRecord r;
   r.run_id = key.RunId();
@@ -97,7 +101,7 @@ Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fiel
   r.scheduled_at = key.scheduled_at;
   r.shard = key.shard;
   r.shard_count = key.shard_count;
-  r.attempt = static_cast<int>(kMaxAttempt - inv_att);
+  r.attempt = static_cast<int>(m->attempt);
   r.fencing_token = tok;
   r.node_id = text("node");
   r.started_at = Instant::FromUnixMillis(st);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,15 @@ Status Malformed(const char* what);
 bool IsArray(const RedisReply& r, size_t min_size);
 const std::string& Word(const RedisReply& r);
 bool IntAt(const RedisReply& r, size_t i, int64_t& out);
+// The parts of a listing member "<9e15 - ms> <job> <shard> <2^31-1 - attempt>", or nullopt when
+// it is malformed.
+struct MemberParts {
+  std::string job;
+  int64_t scheduled_ms = 0;
+  int64_t shard = 0;
+  int64_t attempt = 0;
+};
+std::optional<MemberParts> ParseMember(std::string_view member);
 // The record stored under `member` (fields from HGETALL).
 Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fields);
 // Records from an "OK, member, fields, member, fields ..." reply.

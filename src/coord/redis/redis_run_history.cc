@@ -89,22 +89,12 @@ Result<RedisReply> RedisRunHistory::ListAllRuns(std::string start, const std::st
     if (batch->type != RedisReply::Type::kArray) return Malformed("list runs");
     if (batch->elements.empty()) break;
     for (const RedisReply& m : batch->elements) {
-      // "<inverted ms> <job> <shard> <inverted attempt>"
-      const std::string& member = m.str;
-      const size_t a = member.find(' ');
-      const size_t b = a == std::string::npos ? a : member.find(' ', a + 1);
-      const size_t c = b == std::string::npos ? b : member.find(' ', b + 1);
-      int64_t inv_ms = 0, shard = 0, inv_att = 0;
-      if (c == std::string::npos || !ParseInt(std::string_view(member).substr(0, a), inv_ms) ||
-          !ParseInt(std::string_view(member).substr(b + 1, c - b - 1), shard) ||
-          !ParseInt(std::string_view(member).substr(c + 1), inv_att)) {
-        return Malformed("history listing");
-      }
-      const int64_t ms = kInvertBase - inv_ms;
-      if (has_from && ms < from) return out;
-      const std::string job = member.substr(a + 1, b - a - 1);
-      const std::string key = store_.JobBase(job) + ":run:" + std::to_string(ms) + ":" +
-                              std::to_string(shard) + ":" + std::to_string(kMaxAttempt - inv_att);
+      const std::optional<MemberParts> parts = ParseMember(m.str);
+      if (!parts) return Malformed("history listing");
+      if (has_from && parts->scheduled_ms < from) return out;
+      const std::string key = store_.JobBase(parts->job) +
+                              ":run:" + std::to_string(parts->scheduled_ms) + ":" +
+                              std::to_string(parts->shard) + ":" + std::to_string(parts->attempt);
       Result<RedisReply> rec = store_.Command(key, {"HGETALL", key});
       if (!rec.ok()) return rec.status();
       if (rec->type != RedisReply::Type::kArray) return Malformed("history record");
