@@ -161,7 +161,16 @@ RedisClusterClient::RedisClusterClient(RedisConnectionConfig base,
   owner_.fill(-1);
 }
 
-RedisClusterClient::~RedisClusterClient() = default;
+RedisClusterClient::~RedisClusterClient() {
+  std::thread prober;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    prober = std::move(prober_);
+  }
+  probe_cv_.notify_all();
+  if (prober.joinable()) prober.join();
+}
 
 Result<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Connect(
     const RedisConnectionConfig& base, std::vector<std::pair<std::string, int>> seeds,
@@ -234,12 +243,17 @@ Status RedisClusterClient::Refresh() {
     last_refresh_ = SystemClock::Get().SteadyNow();
   }
   // The primaries of the current map first (any of them knows the whole map), then the seeds.
+  // A primary held down is left out: it would only hold the caller for io_timeout.
   std::vector<std::pair<std::string, int>> candidates;
   {
     MutexLock lock(mu_);
     for (const Node& n : nodes_) candidates.emplace_back(n.host, n.port);
+    candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
+    std::erase_if(candidates, [&](const std::pair<std::string, int>& c) {
+      mu_.AssertHeld();
+      return down_.contains(Address(c.first, c.second));
+    });
   }
-  candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
   std::set<std::pair<std::string, int>> tried;
   Status last = UnavailableError("redis cluster: no node to read the slot map from");
   for (const auto& [host, port] : candidates) {
@@ -272,6 +286,58 @@ std::vector<std::string> RedisClusterClient::Primaries() const {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+bool RedisClusterClient::IsDown(const std::string& address) const {
+  MutexLock lock(mu_);
+  return down_.contains(address);
+}
+
+void RedisClusterClient::MarkDown(const std::string& host, int port, const std::string& why) {
+  {
+    MutexLock lock(mu_);
+    stale_ = true;  // perhaps failed over: the next call reads the map first
+    down_.insert_or_assign(Address(host, port), Down{host, port, why});
+    if (!prober_.joinable() && !stopping_) prober_ = std::thread([this] { ProbeLoop(); });
+  }
+  probe_cv_.notify_all();
+}
+
+void RedisClusterClient::ProbeLoop() {
+  MutexLock lock(mu_);
+  while (!stopping_) {
+    if (down_.empty()) {
+      probe_cv_.wait(lock.native());
+      continue;
+    }
+    std::vector<Down> down;
+    for (const auto& [address, d] : down_) down.push_back(d);
+    lock.Unlock();
+    bool still_down = false;
+    for (const Down& d : down) {
+      RedisConnectionConfig config = base_;
+      config.host = d.host;
+      config.port = d.port;
+      Result<std::unique_ptr<RedisConnection>> conn = RedisConnection::Connect(config);
+      Result<RedisReply> pong = conn.ok() ? (*conn)->Command({"PING"}) : conn.status();
+      if (pong.ok() && !pong->is_error()) {
+        MutexLock up(mu_);
+        down_.erase(Address(d.host, d.port));
+        stale_ = true;  // its slots may have moved meanwhile
+      } else {
+        still_down = true;
+      }
+    }
+    // A failover gives a down primary's slots to its replica: the map says so.
+    if (still_down) (void)Refresh();
+    lock.Lock();
+    if (still_down) {
+      probe_cv_.wait_for(lock.native(), kProbeGap, [&] {
+        mu_.AssertHeld();
+        return stopping_;
+      });
+    }
+  }
 }
 
 Result<RedisReply> RedisClusterClient::Command(int slot, const std::vector<std::string>& argv) {
@@ -326,13 +392,18 @@ Result<RedisReply> RedisClusterClient::Route(
   const Duration deadline = SystemClock::Get().SteadyNow() + base_.io_timeout;
   bool asking = false;
   for (int redirects = 0; redirects <= kMaxRedirects;) {
+    {
+      MutexLock lock(mu_);
+      auto down = down_.find(Address(host, port));
+      if (down != down_.end()) {
+        return UnavailableError("redis cluster " + down->first +
+                                ": held down until it answers a probe (" + down->second.why + ")");
+      }
+    }
     Result<RedisConnectionPool*> pool = PoolOf(host, port);
     Result<RedisReply> r = pool.ok() ? send(**pool, asking) : Result<RedisReply>(pool.status());
     if (!r.ok()) {
-      if (r.status().code() == StatusCode::kUnavailable) {
-        MutexLock lock(mu_);
-        stale_ = true;  // perhaps failed over: the next call reads the map first
-      }
+      if (r.status().code() == StatusCode::kUnavailable) MarkDown(host, port, r.status().message());
       return r;
     }
     if (!r->is_error()) return r;

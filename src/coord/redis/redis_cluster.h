@@ -1,7 +1,7 @@
 // Redis Cluster routing (internal): hash slots, the slot map read from the cluster, and a client
 // that sends each command to the primary owning its slot and follows the cluster's redirects.
-// docs/redis-cluster.md is the design this serves. No coordinator uses it yet:
-// `redis+cluster://` is not accepted.
+// docs/redis-cluster.md is the design this serves; RedisStore sends every call of a
+// `redis+cluster://` coordinator through it.
 //
 // Routing. The slot map comes from `CLUSTER SHARDS` (Redis 7): the online primary of each shard
 // and its slot ranges. A command goes to its slot's primary, over a connection pool of that
@@ -17,12 +17,24 @@
 // At most kMaxRedirects redirects per command. A connection failure is Unavailable, and the
 // next call reads the map again first (a failover moves the slots to a promoted replica).
 //
-// Thread safety: every method is safe to call from many threads at once. mu_ guards the map and
-// the pools' index; no I/O happens under it. The pools live as long as the client.
+// A primary held down. A call that fails to reach a primary (no connection, or no answer within
+// io_timeout: a crashed, paused or cut-off server) marks it down: from then on a call routed to
+// it answers Unavailable at once, without I/O, so that one unreachable primary costs the callers
+// of the others nothing (RedisStore::EvalBatch sends each primary's part on its own thread). A
+// prober thread of the client tries it at once and then every kProbeGap (a fresh connection and
+// PING, so a dropped connection is down for one round trip only), and reads the map again
+// meanwhile (from the primaries that are up, then the seeds): the primary is up again when it
+// answers, and its slots go to its promoted replica when the cluster fails it over. The map is
+// never read from a primary held down.
+//
+// Thread safety: every method is safe to call from many threads at once. mu_ guards the map,
+// the pools' index and the down set; no I/O happens under it. The pools live as long as the
+// client; the prober stops in the destructor.
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_CLUSTER_H_
 #define GNOMON_SRC_COORD_REDIS_REDIS_CLUSTER_H_
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -72,6 +85,7 @@ class RedisClusterClient {
   static constexpr int kMaxRedirects = 5;
   static constexpr Duration kMinRefreshGap = std::chrono::milliseconds(100);
   static constexpr Duration kTryAgainGap = std::chrono::milliseconds(10);
+  static constexpr Duration kProbeGap = std::chrono::milliseconds(250);
 
   // Reads the slot map from the first of `seeds` that answers. `base`: the settings of every
   // connection (host and port are replaced per node; sentinels must be empty). `pool_size`
@@ -104,6 +118,9 @@ class RedisClusterClient {
   std::string OwnerOf(int slot) const;
   // "host:port" of every primary in the current map, sorted.
   std::vector<std::string> Primaries() const;
+  // Whether calls to the primary at "host:port" answer Unavailable at once (held down: its last
+  // call failed and no probe has reached it since).
+  bool IsDown(const std::string& address) const;
 
  private:
   struct Node {
@@ -124,6 +141,10 @@ class RedisClusterClient {
   Status RefreshFrom(const std::string& host, int port);
   // Refresh(), unless one ran less than kMinRefreshGap ago.
   void RefreshSoon();
+  // Holds `address` down (see the header comment) and wakes the prober.
+  void MarkDown(const std::string& host, int port, const std::string& why);
+  // The prober thread: probes the primaries held down until the destructor stops it.
+  void ProbeLoop();
 
   const RedisConnectionConfig base_;
   const std::vector<std::pair<std::string, int>> seeds_;
@@ -135,6 +156,15 @@ class RedisClusterClient {
   std::map<std::string, std::unique_ptr<RedisConnectionPool>> pools_ GNOMON_GUARDED_BY(mu_);
   Duration last_refresh_ GNOMON_GUARDED_BY(mu_){0};  // SteadyNow() of the last Refresh
   bool stale_ GNOMON_GUARDED_BY(mu_) = false;        // a call failed: read the map before the next
+  struct Down {
+    std::string host;
+    int port = 0;
+    std::string why;  // the failure that held it down
+  };
+  std::map<std::string, Down> down_ GNOMON_GUARDED_BY(mu_);  // by "host:port"
+  bool stopping_ GNOMON_GUARDED_BY(mu_) = false;
+  std::condition_variable probe_cv_;  // wakes the prober: a primary went down, or stopping_
+  std::thread prober_ GNOMON_GUARDED_BY(mu_);  // started by the first MarkDown
 };
 
 }  // namespace gnomon::coord

@@ -723,6 +723,113 @@ TEST(RedisClusterFailoverTest, AKilledPrimarysSlotsAreReachedAtItsPromotedReplic
   EXPECT_EQ((*client)->Primaries().size(), 3u);
 }
 
+// One unreachable primary (a paused process: its port still accepts, nothing answers) holds
+// back only the key groups it owns. A claim batch over three jobs on three primaries grants the
+// two reachable ones and answers Unavailable for the third; the primary is then held down, so
+// the next call to it fails at once without waiting for io_timeout; the lost-run scan lists the
+// other primaries' expired leases instead of failing. Resumed, the primary (or, when the cluster
+// failed it over meanwhile, its promoted replica) takes claims again once the client's prober
+// reaches it.
+TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  TestCluster cluster;
+  const std::string error = cluster.Start();
+  ASSERT_EQ(error, "");
+  gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
+  RedisOptions o;
+  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
+  o.prefix = "down";
+  o.clock_override = &clock;
+  o.io_timeout = milliseconds(500);
+  Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Result<std::unique_ptr<RedisClusterClient>> client =
+      RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster.seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto primary_of_key = [&](const std::string& key) {
+    return cluster.PortOf((*client)->OwnerOf(ClusterKeySlot(key)));
+  };
+  auto primary_of = [&](const std::string& job) {
+    return primary_of_key(redis::GroupBase(o.prefix + ":default", redis::KeyGroup(job)));
+  };
+  // One job per primary; the stalled one's primary does not hold the shared slot.
+  const int shared = primary_of_key(o.prefix + ":default:{~shared}");
+  std::map<int, std::string> job_on;
+  for (int i = 0; job_on.size() < 3 && i < 1000; ++i) {
+    const std::string job = "job-" + std::to_string(i);
+    job_on.try_emplace(primary_of(job), job);
+  }
+  ASSERT_EQ(job_on.size(), 3u);
+  std::string stalled;
+  std::vector<std::string> others;
+  for (const auto& [port, job] : job_on) {
+    if (port != shared && stalled.empty()) {
+      stalled = job;
+    } else {
+      others.push_back(job);
+    }
+  }
+  auto request = [&](const std::string& job, Instant at) {
+    ClaimRequest req;
+    req.fire.job_id = job;
+    req.fire.scheduled_at = at;
+    req.node_id = "n1";
+    req.overlap = OverlapPolicy::kAllow;
+    req.lease_ttl = std::chrono::seconds(5);
+    return req;
+  };
+  // A fire of each job is claimed and its holder vanishes: its lease ends.
+  const Instant t0 = clock.Now();
+  for (const auto& [port, job] : job_on) {
+    Result<ClaimOutcome> held = (*c)->Claim(request(job, t0));
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    ASSERT_EQ(held->result, ClaimOutcome::Result::kClaimed);
+  }
+  clock.Advance(std::chrono::seconds(6));
+
+  cluster.SignalPort(primary_of(stalled), SIGSTOP);
+  const Instant t1 = clock.Now();
+  std::vector<Result<ClaimOutcome>> batch =
+      (*c)->ClaimMany({request(others[0], t1), request(stalled, t1), request(others[1], t1)});
+  const Result<ClaimOutcome> again = (*c)->Claim(request(stalled, t1 + std::chrono::seconds(1)));
+  Result<std::vector<ExpiredFire>> lost = (*c)->ListExpired(10);
+  cluster.SignalPort(primary_of(stalled), SIGCONT);
+
+  ASSERT_EQ(batch.size(), 3u);
+  for (size_t i : {0u, 2u}) {
+    ASSERT_TRUE(batch[i].ok()) << i << ": " << batch[i].status().ToString();
+    EXPECT_EQ(batch[i]->result, ClaimOutcome::Result::kClaimed) << i;
+  }
+  ASSERT_FALSE(batch[1].ok());
+  EXPECT_EQ(batch[1].status().code(), StatusCode::kUnavailable);
+  // Held down: answered without I/O.
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(again.status().message().find("held down until it answers a probe"), std::string::npos)
+      << again.status().ToString();
+  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  std::set<std::string> lost_jobs;
+  for (const ExpiredFire& e : *lost) lost_jobs.insert(e.fire.job_id);
+  EXPECT_EQ(lost_jobs, (std::set<std::string>{others[0], others[1]}));
+
+  // Back: a probe reaches it (or the promoted replica owns its slots), and it claims again (a
+  // later fire: the claim sent at t1 may have reached the paused server, which runs it when
+  // resumed).
+  clock.Advance(std::chrono::seconds(2));
+  Result<ClaimOutcome> back = UnavailableError("not tried");
+  for (int i = 0; i < 100 && !back.ok(); ++i) {
+    back = (*c)->Claim(request(stalled, clock.Now()));
+    if (!back.ok()) RealWait(milliseconds(100));
+  }
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->result, ClaimOutcome::Result::kClaimed);
+  lost = (*c)->ListExpired(10);
+  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  lost_jobs.clear();
+  for (const ExpiredFire& e : *lost) lost_jobs.insert(e.fire.job_id);
+  EXPECT_TRUE(lost_jobs.contains(stalled));
+}
+
 // --- The coordinator conformance suite over a real cluster ----------------------------------
 
 // The cluster the suite shares (each test uses its own key prefix), started on first use and

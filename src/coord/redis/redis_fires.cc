@@ -108,14 +108,22 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
   // Under a Cluster each key group has its own lease index: the scan takes the oldest `page`
   // of each and keeps the oldest `page` of them all, in the order one index would list them
   // (lease end, then member "<job> <ms>:<shard>"). It also sweeps each group's runs_new of
-  // members a failed copy left (RedisStore::CopyNewRuns).
-  Result<Instant> now = store_.Now();
-  if (!now.ok()) return now.status();
+  // members a failed copy left (RedisStore::CopyNewRuns). A group whose primary does not answer
+  // is passed over (the next pass scans it again), so that one unreachable primary does not
+  // hold back the recovery of the others' fires; only a pass that reaches no group fails.
+  Result<Instant> now = store_.Now();  // the shared slot's primary: without it, no sweep
+  Status failed;
+  int failures = 0;
   for (int group = 0; group < redis::kKeyGroups; ++group) {
-    GNOMON_RETURN_IF_ERROR(ListExpiredIn(
-        redis::GroupBase(store_.options().prefix + ":" + store_.options().ns, group), *page, out));
-    GNOMON_RETURN_IF_ERROR(store_.CopyNewRuns(group, *now - kSweepAge + Duration(1)));
+    const Status listed = ListExpiredIn(
+        redis::GroupBase(store_.options().prefix + ":" + store_.options().ns, group), *page, out);
+    if (!listed.ok()) {
+      if (failures++ == 0) failed = listed;
+      continue;
+    }
+    if (now.ok()) (void)store_.CopyNewRuns(group, *now - kSweepAge + Duration(1));
   }
+  if (failures == redis::kKeyGroups) return failed;
   auto member = [](const ExpiredFire& e) {
     return e.fire.job_id + " " + Ms(e.fire.scheduled_at) + ":" + std::to_string(e.fire.shard);
   };

@@ -1,7 +1,10 @@
 #include "src/coord/redis/redis_store.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <thread>
+#include <utility>
 
 #include "src/coord/redis/redis_codec.h"
 #include "src/coord/redis/redis_layout.h"
@@ -236,7 +239,9 @@ void RedisStore::AfterGroupScript(scripts::Id id, const std::string& index_base)
 
 Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart& send) {
   if (!cluster_) return send(items, shared_);
-  // One call per key group, in the order the groups first appear.
+  // One call per key group, in the order the groups first appear; the groups of each primary
+  // go one after another, and the primaries at once (one thread each but the first, which is
+  // the caller's), so that a slow or unreachable primary holds back its own items only.
   std::vector<int> order;
   std::map<int, std::vector<size_t>> by_group;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -245,27 +250,47 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
     if (added) order.push_back(group);
     it->second.push_back(i);
   }
+  std::vector<std::pair<std::string, std::vector<int>>> by_primary;
+  for (int group : order) {
+    const std::string owner = AddressOf(redis::GroupBase(base_, group));
+    auto it = std::find_if(by_primary.begin(), by_primary.end(),
+                           [&](const auto& p) { return p.first == owner; });
+    if (it == by_primary.end()) {
+      by_primary.emplace_back(owner, std::vector<int>{group});
+    } else {
+      it->second.push_back(group);
+    }
+  }
   RedisReply out;
   out.type = RedisReply::Type::kArray;
   out.elements.resize(items.size());
-  for (int group : order) {
-    const std::vector<size_t>& at = by_group[group];
-    BatchItems part;
-    for (size_t i : at) part.push_back(items[i]);
-    const std::string gb = redis::GroupBase(base_, group);
-    Result<RedisReply> r = send(part, gb);
-    for (size_t k = 0; k < at.size(); ++k) {
-      RedisReply& e = out.elements[at[k]];
-      if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {
-        e = std::move(r->elements[k]);
-        continue;
+  // Each group's items are elements of their own: the threads write disjoint elements.
+  auto send_groups = [&](const std::vector<int>& groups) {
+    for (int group : groups) {
+      const std::vector<size_t>& at = by_group.at(group);
+      BatchItems part;
+      for (size_t i : at) part.push_back(items[i]);
+      const std::string gb = redis::GroupBase(base_, group);
+      Result<RedisReply> r = send(part, gb);
+      for (size_t k = 0; k < at.size(); ++k) {
+        RedisReply& e = out.elements[at[k]];
+        if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {
+          e = std::move(r->elements[k]);
+          continue;
+        }
+        e.type = RedisReply::Type::kError;
+        e.str = !r.ok()         ? r.status().message()
+                : r->is_error() ? "redis " + AddressOf(gb) + ": " + r->str
+                                : "redis " + AddressOf(gb) + ": malformed reply to a batch";
       }
-      e.type = RedisReply::Type::kError;
-      e.str = !r.ok()         ? r.status().message()
-              : r->is_error() ? "redis " + AddressOf(gb) + ": " + r->str
-                              : "redis " + AddressOf(gb) + ": malformed reply to a batch";
     }
+  };
+  std::vector<std::thread> others;
+  for (size_t p = 1; p < by_primary.size(); ++p) {
+    others.emplace_back(send_groups, std::cref(by_primary[p].second));
   }
+  if (!by_primary.empty()) send_groups(by_primary.front().second);
+  for (std::thread& t : others) t.join();
   return out;
 }
 

@@ -71,8 +71,10 @@ class RedisStore {
   // A batch over `items` (each item's first argument is its job id): `send(part, index_base)`
   // sends one script call over `part` with KEYS[2] = `index_base`. On one primary one call with
   // every item and the shared base; under a Cluster one call per key group with the group's
-  // base, the replies put back in the items' order. Each element of the reply answers its item;
-  // an item whose group's call failed gets an error element with the failure's text (ErrorOf).
+  // base, the replies put back in the items' order; the primaries' calls go at once, `send` on
+  // a thread per primary (so it must be safe to call from many threads). Each element of the
+  // reply answers its item; an item whose group's call failed gets an error element with the
+  // failure's text (ErrorOf).
   using BatchItems = std::vector<const std::vector<std::string>*>;
   using SendPart =
       std::function<Result<RedisReply>(const BatchItems& part, const std::string& index_base)>;
