@@ -113,6 +113,14 @@ class ClaimStore {
   // Claim for each, in fewer round trips where the backend can (Redis: one script call per
   // chunk). The default calls Claim for each.
   virtual std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs);
+  // The part of the backend that answers `job_id`'s claims. The scheduler sends one ClaimMany
+  // per part, each from a thread of its own, so that a slow or unreachable part holds back only
+  // its own jobs' fires. The default, "", is one part for every job; RedisCoordinator over a
+  // Cluster answers the address of the primary owning the job's key group.
+  virtual std::string ClaimRoute(const std::string& job_id) const {
+    (void)job_id;
+    return "";
+  }
 
   // Extends the lease to backend Now() + ttl. LeaseLost when fenced off (see the file comment).
   // On success, `claim.lease_expires_at` is updated.

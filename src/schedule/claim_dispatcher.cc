@@ -1,6 +1,11 @@
 // ClaimDispatcher: claim batches, takeovers, claim answers and the start of claimed fires.
 #include "src/schedule/claim_dispatcher.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "src/schedule/lease_keeper.h"
 #include "src/schedule/run_driver.h"
 #include "src/schedule/timer_loop.h"
@@ -20,12 +25,24 @@ void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_a
   }
 }
 
+// One claim call per part of the backend (ClaimStore::ClaimRoute), each a task of its own: a
+// part that does not answer holds back only its own jobs' fires.
 void ClaimDispatcher::FlushClaimBatchLocked() {
   if (claim_batch_.empty()) return;
-  ctx_.pool().Submit(
-      [this, batch = std::move(claim_batch_)]() mutable { ClaimBatch(std::move(batch)); },
-      kClaimLane);
+  std::vector<std::pair<std::string, std::vector<std::pair<SpecPtr, FireKey>>>> parts;
+  for (auto& fire : claim_batch_) {
+    std::string route = ctx_.coord().ClaimRoute(fire.first->id);
+    auto it = std::find_if(parts.begin(), parts.end(),
+                           [&](const auto& part) { return part.first == route; });
+    if (it == parts.end()) it = parts.insert(parts.end(), {std::move(route), {}});
+    it->second.push_back(std::move(fire));
+  }
   claim_batch_.clear();
+  for (auto& part : parts) {
+    ctx_.pool().Submit(
+        [this, batch = std::move(part.second)]() mutable { ClaimBatch(std::move(batch)); },
+        kClaimLane);
+  }
 }
 
 std::optional<Instant> ClaimDispatcher::NextStartLocked() const {

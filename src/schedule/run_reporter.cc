@@ -40,29 +40,34 @@ void RunReporter::EndReported(FinishedAttempt& a, const Status& reported) {
 }
 
 void RunReporter::Queue(std::shared_ptr<FinishedAttempt> done) {
+  std::string route = ctx_.coord().ClaimRoute(done->fire.job_id);
   {
     MutexLock lock(reports_mu_);
-    reports_.push_back(std::move(done));
-    if (report_drain_queued_) return;
-    report_drain_queued_ = true;
+    ReportQueue& q = reports_[route];
+    q.reports.push_back(std::move(done));
+    if (q.drain_queued) return;
+    q.drain_queued = true;
   }
   // A drain dropped by a stopped pool would strand the queue: this caller drains instead.
-  if (!ctx_.pool().Submit([this] { DrainReports(); }, kRunLane, /*kept=*/true)) DrainReports();
+  if (!ctx_.pool().Submit([this, route] { DrainReports(route); }, kRunLane, /*kept=*/true)) {
+    DrainReports(route);
+  }
 }
 
-void RunReporter::DrainReports() {
+void RunReporter::DrainReports(const std::string& route) {
   while (true) {
     std::vector<std::shared_ptr<FinishedAttempt>> batch;
     {
       MutexLock lock(reports_mu_);
-      if (reports_.empty()) {
-        report_drain_queued_ = false;
+      std::deque<std::shared_ptr<FinishedAttempt>>& q = reports_[route].reports;
+      if (q.empty()) {
+        reports_.erase(route);
         return;
       }
-      const size_t n = std::min(reports_.size(), kReportBatch);
-      batch.assign(std::make_move_iterator(reports_.begin()),
-                   std::make_move_iterator(reports_.begin() + static_cast<ptrdiff_t>(n)));
-      reports_.erase(reports_.begin(), reports_.begin() + static_cast<ptrdiff_t>(n));
+      const size_t n = std::min(q.size(), kReportBatch);
+      batch.assign(std::make_move_iterator(q.begin()),
+                   std::make_move_iterator(q.begin() + static_cast<ptrdiff_t>(n)));
+      q.erase(q.begin(), q.begin() + static_cast<ptrdiff_t>(n));
     }
     std::vector<ReportRequest> reqs;
     reqs.reserve(batch.size());

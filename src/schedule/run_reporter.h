@@ -19,6 +19,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -70,7 +71,8 @@ class RunReporter {
               RunOutcome final_outcome);
 
  private:
-  void DrainReports() GNOMON_EXCLUDES(reports_mu_);
+  // Sends the final reports queued for `route` (ClaimStore::ClaimRoute) until none are left.
+  void DrainReports(const std::string& route) GNOMON_EXCLUDES(reports_mu_);
   // Once its final report is answered: announces the run's end and ends it.
   void EndReported(FinishedAttempt& a, const Status& reported);
   // max_consecutive_failures: pauses the job cluster-wide when its failures reached it.
@@ -83,10 +85,14 @@ class RunReporter {
   LeaseKeeper& lease_;
   EndedHook on_ended_;
   Mutex reports_mu_;
-  // Final reports waiting to be sent; a drain task is queued or running while
-  // report_drain_queued_.
-  std::deque<std::shared_ptr<FinishedAttempt>> reports_ GNOMON_GUARDED_BY(reports_mu_);
-  bool report_drain_queued_ GNOMON_GUARDED_BY(reports_mu_) = false;
+  // Final reports waiting to be sent, by the part of the backend that takes them (one drain
+  // per part, so that a part that does not answer holds back only its own reports); a drain
+  // task of the part is queued or running while `drain_queued`.
+  struct ReportQueue {
+    std::deque<std::shared_ptr<FinishedAttempt>> reports;
+    bool drain_queued = false;
+  };
+  std::map<std::string, ReportQueue> reports_ GNOMON_GUARDED_BY(reports_mu_);
 };
 
 }  // namespace gnomon::internal

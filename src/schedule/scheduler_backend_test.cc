@@ -1,5 +1,6 @@
 // Scheduler against a misbehaving backend (ForwardingCoordinator), driven by FakeClock:
-// retention, shared pause state, hanging renewals, failed skip records, outages, failed reports.
+// retention, shared pause state, hanging renewals, a hanging part of the backend, failed skip
+// records, outages, failed reports.
 #include "gnomon/scheduler.h"
 #include "src/schedule/scheduler_test_util.h"
 
@@ -263,6 +264,50 @@ TEST(SchedulerHousekeepingTest, AStuckPassDoesNotStopTheHeartbeat) {
   ASSERT_TRUE(live.ok());
   ASSERT_EQ(live->size(), 1u) << "the node left the live set";
   EXPECT_EQ((*live)[0].node_id, "a");
+  n.scheduler->Stop();
+}
+
+// One part of the backend (ClaimStore::ClaimRoute: a Redis Cluster primary) stops answering:
+// the claims of job "stuck-claim" and the reports of job "stuck-report" hang there until
+// released. The other parts' claims and reports are sent apart, so job "ok" on a part of its own
+// is claimed, run and recorded meanwhile.
+class HangingPart : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  std::string ClaimRoute(const std::string& job_id) const override { return "part-" + job_id; }
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    if (req.fire.job_id == "stuck-claim") claims.Pass();
+    return ForwardingCoordinator::Claim(req);
+  }
+  Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override {
+    if (claim.fire.job_id == "stuck-report") reports.Pass();
+    return ForwardingCoordinator::Report(claim, record, final);
+  }
+  Gate claims;
+  Gate reports;
+};
+
+TEST(SchedulerRouteTest, APartThatHangsHoldsBackOnlyItsOwnJobsFires) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  HangingPart coord(backend);
+  RecordingExecutor exec;
+  Node n("a", coord, exec, clock, {});
+  for (const char* id : {"stuck-claim", "stuck-report", "ok"}) {
+    ASSERT_TRUE(n.scheduler->AddJob(Job(id, "0 * * * * *")).ok());
+  }
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock, kStart + seconds(60));
+  const bool claim_held = coord.claims.AwaitCall();
+  const bool report_held = coord.reports.AwaitCall();
+  const std::string ok_run = "ok@" + std::to_string((kStart + seconds(60)).unix_millis());
+  const bool ok_recorded = n.observer.AwaitRun(Kind::kRunFinished, ok_run);
+  coord.claims.Open();
+  coord.reports.Open();
+  EXPECT_TRUE(claim_held);
+  EXPECT_TRUE(report_held);
+  EXPECT_TRUE(ok_recorded) << "job ok waited for another part's claim or report";
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 3));
   n.scheduler->Stop();
 }
 

@@ -121,10 +121,27 @@ class TestCluster {
       const std::string dir = dir_ + "/" + std::to_string(port);
       std::filesystem::create_directories(dir);
       ports_.push_back(port);
-      pids_.push_back(Spawn({kRedisServer, "--port", std::to_string(port), "--bind", "127.0.0.1",
-                             "--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file",
-                             dir + "/nodes.conf", "--cluster-node-timeout", "1000", "--appendonly",
-                             "yes", "--save", "", "--protected-mode", "no"},
+      pids_.push_back(Spawn({kRedisServer,
+                             "--port",
+                             std::to_string(port),
+                             "--bind",
+                             "127.0.0.1",
+                             "--dir",
+                             dir,
+                             "--cluster-enabled",
+                             "yes",
+                             "--cluster-config-file",
+                             dir + "/nodes.conf",
+                             "--cluster-node-timeout",
+                             "1000",
+                             "--cluster-require-full-coverage",
+                             "no",
+                             "--appendonly",
+                             "yes",
+                             "--save",
+                             "",
+                             "--protected-mode",
+                             "no"},
                             dir + "/redis.log"));
       if (pids_.back() < 0) return "cannot start " + std::string(kRedisServer);
     }

@@ -65,6 +65,10 @@ std::vector<Result<ClaimOutcome>> RedisCoordinator::ClaimMany(
     const std::vector<ClaimRequest>& reqs) {
   return claims_->ClaimMany(reqs);
 }
+std::string RedisCoordinator::ClaimRoute(const std::string& job_id) const {
+  if (!store_->cluster()) return "";
+  return store_->AddressOf(store_->IndexBase(job_id));
+}
 Status RedisCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
   return claims_->Renew(claim, ttl);
 }

@@ -111,13 +111,16 @@ class Cluster:
         return path
 
     # ------------------------------------------------------------------------------- jobs --
-    def write_jobs(self, long_job=None):
-        """Job "tick" every second; optionally job "long" = dict(schedule, sleep, on_lost)."""
+    def write_jobs(self, long_job=None, more_ticks=()):
+        """Job "tick" every second, and the same for each id of `more_ticks`; optionally job
+        "long" = dict(schedule, sleep, on_lost)."""
         start = _record("start", self.out)
-        text = ('[[job]]\nid = "tick"\nschedule = "* * * * * *"\nmisfire = "once"\n'
-                'catchup_window = "1h"\nenv = { CHAOS_DIR = "%s" }\ncommand = \'\'\'%s\'\'\'\n'
-                % (self.dir, start))
-        self.on_lost["tick"] = "fail"
+        text = ""
+        for job in ("tick",) + tuple(more_ticks):
+            text += ('[[job]]\nid = "%s"\nschedule = "* * * * * *"\nmisfire = "once"\n'
+                     'catchup_window = "1h"\nenv = { CHAOS_DIR = "%s" }\n'
+                     'command = \'\'\'%s\'\'\'\n\n' % (job, self.dir, start))
+            self.on_lost[job] = "fail"
         if long_job:
             cmd = "%s; sleep %s; %s" % (start, long_job["sleep"], _record("end", self.out))
             text += ('\n[[job]]\nid = "long"\nschedule = "%s"\non_lost = "%s"\n'
@@ -209,6 +212,7 @@ class Cluster:
         proc = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
              "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+             "--cluster-require-full-coverage", "no",
              "--cluster-node-timeout", "1000", "--appendonly", "yes", "--appendfsync", "everysec",
              "--save", "", "--protected-mode", "no"],
             stdout=log, stderr=subprocess.STDOUT)
@@ -693,6 +697,73 @@ def c1_primary_kill9(c, seconds):
     return after_outage(c, seconds, down, now_ms())
 
 
+def c2_primary_paused(c, seconds):
+    """Cluster: SIGSTOP for 6 s a primary that holds the key groups of some every-second jobs
+    (not the shared slot's primary). The other primaries' jobs keep firing on time: every fire
+    of theirs in the pause runs once and starts within 1 s of its instant (their claims and
+    reports go apart from the stopped primary's, and once a call to it timed out the client
+    holds it down: calls to it fail at once). The stopped primary's jobs miss fires until the
+    cluster promotes its replica or the pause ends (misfire = once); no fire runs twice."""
+    if c.backend != "redis-cluster":
+        raise Skip("a Redis Cluster scenario (--backend redis-cluster)")
+    c.start_redis()
+    shared = c.cluster_owner("gnomon:default:{~shared}")
+    owner = {}  # job -> port of the primary holding its key group
+    by_port = {}
+    for i in range(200):
+        job = "tick" if i == 0 else "tick-%d" % i
+        port = c.cluster_owner("gnomon:default:{g%d}" % key_group(job))
+        owner[job] = port
+        by_port.setdefault(port, []).append(job)
+        if len(by_port) == 3 and all(len(j) >= 2 for j in by_port.values()):
+            break
+    stopped = next(p for p in sorted(by_port) if p != shared)
+    jobs = [j for js in by_port.values() for j in js]
+    c.write_jobs(more_ticks=[j for j in jobs if j != "tick"])
+    for n in ("n1", "n2", "n3"):
+        c.start_node(n)
+    c.wait_ticks(3)
+    time.sleep(seconds / 2)
+    i = c.cluster_ports.index(stopped)
+    down = now_ms()
+    c.cluster_procs[i].send_signal(signal.SIGSTOP)
+    time.sleep(6)
+    c.cluster_procs[i].send_signal(signal.SIGCONT)
+    key = "gnomon:default:{g%d}" % key_group(by_port[stopped][0])
+
+    def serving():
+        o = c.cluster_owner(key)
+        return o is not None and (o == stopped or c.replica_ready(stopped))
+    wait_for(serving, 60, "the stopped primary's slots to be served again")
+    up = now_ms()
+    c.windows.append((down, up))
+    c.figures["failed_over"] = c.cluster_owner(key) != stopped
+    time.sleep(seconds)
+    res = c.check(every_second=tuple(jobs))
+    # The other primaries' jobs: each fire of the pause ran, on time.
+    ran = {}
+    for r in c.starts():
+        if r["attempt"] == 1 and owner.get(r["job"]) not in (None, stopped):
+            ran[(r["job"], checker.parse_rfc3339_ms(r["scheduled"]))] = r["started"]
+    worst = 0
+    for job in jobs:
+        if owner[job] == stopped:
+            continue
+        for at in range((down // 1000 + 1) * 1000, up, 1000):
+            if (job, at) not in ran:
+                res["violations"].append("%s@%d (another primary's job) did not run during the "
+                                         "pause" % (job, at))
+                continue
+            late = ran[(job, at)] - at
+            worst = max(worst, late)
+            if late > 1000:
+                res["violations"].append("%s@%d (another primary's job) started %d ms late "
+                                         "during the pause" % (job, at, late))
+    res["others_max_late_ms"] = worst
+    res["jobs_stopped_primary"] = len(by_port[stopped])
+    return res
+
+
 def f6_redis_paused(c, seconds):
     """The backend hangs for everyone (SIGSTOP redis-server 6 s): misfire = once after recovery."""
     start_three(c)
@@ -908,13 +979,14 @@ def f4_redis_no_persistence(c, seconds):
 
 # The scenarios the etcd issue asks for (F4 and F8 are about Redis persistence and a Redis link).
 ETCD_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "F3", "F6", "F9-fast", "F9-slow", "F5"}
-# Faults of the gnomon nodes, and C1 (a killed primary); resharding and a paused primary are
-# not scenarios yet (docs/redis-cluster.md "Tests").
-CLUSTER_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "C1"}
+# Faults of the gnomon nodes, C1 (a killed primary) and C2 (a paused primary); resharding is
+# not a scenario yet (docs/redis-cluster.md "Tests").
+CLUSTER_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "C1", "C2"}
 
 SCENARIOS = [
     ("F14", f14_rolling_sigterm),
     ("C1", c1_primary_kill9),
+    ("C2", c2_primary_paused),
     ("F1-fail", f1_fail),
     ("F1-rerun", f1_rerun),
     ("F2", f2_sigstop),
