@@ -135,6 +135,52 @@ class Redis:
         self.log.close()
 
 
+class RedisCluster:
+    """`primaries` cluster-enabled redis-servers (each as Redis above: appendonly yes,
+    appendfsync everysec), no replicas, formed with `redis-cli --cluster create` (slots split
+    evenly), `cluster-require-full-coverage no`. `url` is redis+cluster:// with every node."""
+
+    def __init__(self, workdir, primaries=3, extra_args=()):
+        self.nodes = []
+        for i in range(primaries):
+            d = os.path.join(workdir, "node%d" % i)
+            os.makedirs(d)
+            self.nodes.append(Redis(d, ["--cluster-enabled", "yes", "--cluster-config-file",
+                                        os.path.join(d, "nodes.conf"), "--cluster-node-timeout",
+                                        "5000", "--cluster-require-full-coverage", "no",
+                                        *extra_args]))
+        addresses = ["127.0.0.1:%d" % n.port for n in self.nodes]
+        r = subprocess.run(["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas",
+                            "0", "--cluster-yes"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        if r.returncode != 0:
+            self.stop()
+            raise RuntimeError("redis-cli --cluster create: " + r.stdout[-2000:])
+        wait_for(lambda: all("cluster_state:ok" in n.cli("cluster", "info", check=False)
+                             for n in self.nodes), 30, "the cluster to be ok")
+        self.url = "redis+cluster://" + ",".join(addresses)
+
+    def cpu(self):
+        """CPU seconds used so far by each primary."""
+        return [n.cpu() for n in self.nodes]
+
+    def command_stats(self):
+        """{command: (calls, usec)} summed over the primaries."""
+        out = {}
+        for n in self.nodes:
+            for c, (calls, usec) in n.command_stats().items():
+                a, b = out.get(c, (0, 0))
+                out[c] = (a + calls, b + usec)
+        return out
+
+    def memory(self):
+        return " + ".join(n.info("memory").get("used_memory_human", "?") for n in self.nodes)
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()
+
+
 class Etcd:
     def __init__(self, workdir):
         client, peer = free_port(), free_port()

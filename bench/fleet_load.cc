@@ -9,9 +9,9 @@
 //                        [--kinds 10s,1m,5m,1h,1d] [--measure-at UNIX_S] [--drain 10]
 //   fleet_load output   --backend URL --op pair|1k|64k [--count 2000] [--tag run1]
 //
-// Backend URLs: redis://host:port[/db] or rediss://host:port[/db][?tls_ca=...] (the server must
-// run with appendonly yes: Open refuses otherwise), etcd://host:port[,host:port...][/prefix],
-// sqlite:///absolute/path.
+// Backend URLs: those of `gnomon serve --backend` (src/server/backend.h): redis://host:port[/db],
+// rediss://..., redis+cluster://h1:p1[,h2:p2...] (every Redis primary must run with appendonly
+// yes: Open refuses otherwise), etcd://host:port[,host:port...][/prefix], sqlite:///abs/path.
 //
 // claims: each of --threads threads opens its OWN coordinator (the Redis coordinator serialises
 // its calls on one connection, and SQLite on one connection per coordinator, so one per thread
@@ -58,15 +58,14 @@
 
 #include "gnomon/coordinator.h"
 #include "gnomon/cron.h"
-#include "gnomon/etcd_coordinator.h"
 #include "gnomon/in_process_executor.h"
 #include "gnomon/job.h"
 #include "gnomon/redis_coordinator.h"
 #include "gnomon/scheduler.h"
-#include "gnomon/sqlite_coordinator.h"
 #include "gnomon/status.h"
 #include "gnomon/time.h"
 #include "src/coord/redis/redis_scripts.h"
+#include "src/server/backend.h"
 
 namespace {
 
@@ -101,38 +100,12 @@ double CpuSeconds() {
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
+// The backend of `url`, opened as `gnomon serve` opens it (src/server/backend.h).
 Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& url) {
-  constexpr std::string_view kSqlite = "sqlite://";
-  if (url.starts_with("redis://") || url.starts_with("rediss://")) {
-    Result<gnomon::RedisOptions> options = gnomon::ParseRedisUrl(url);
-    if (!options.ok()) return options.status();
-    auto redis = gnomon::RedisCoordinator::Open(*options);
-    if (!redis.ok()) return redis.status();
-    return std::unique_ptr<Coordinator>(std::move(*redis));
-  }
-  if (url.starts_with("etcd://")) {
-    // Parsed into a named object first: GCC 12 at -O3 reports a false -Wmaybe-uninitialized for
-    // the TLS strings of a Result<EtcdOptions> temporary.
-    gnomon::EtcdOptions etcd_options;
-    if (Result<gnomon::EtcdOptions> parsed = gnomon::ParseEtcdUrl(url); parsed.ok()) {
-      etcd_options = std::move(*parsed);
-    } else {
-      return parsed.status();
-    }
-    auto etcd = gnomon::EtcdCoordinator::Open(etcd_options);
-    if (!etcd.ok()) return etcd.status();
-    return std::unique_ptr<Coordinator>(std::move(*etcd));
-  }
-  if (url.starts_with(kSqlite)) {
-    auto sqlite =
-        gnomon::SqliteCoordinator::Open(url.substr(kSqlite.size()), gnomon::SystemClock::Get());
-    if (!sqlite.ok()) return sqlite.status();
-    return std::unique_ptr<Coordinator>(std::move(*sqlite));
-  }
-  return gnomon::InvalidArgumentError(
-      "--backend: expected redis://, rediss://, etcd:// or sqlite:///path, "
-      "got \"" +
-      url + "\"");
+  Result<gnomon::server::OpenedBackend> opened =
+      gnomon::server::OpenBackend(url, /*allow_unsafe=*/false);
+  if (!opened.ok()) return opened.status();
+  return std::move(opened->coordinator);
 }
 
 // Waits `d` of monotonic time on the system clock (the Clock owns waiting: docs/architecture.md

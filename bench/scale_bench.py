@@ -1,22 +1,28 @@
 #!/usr/bin/env python3
-"""make bench-scale: many jobs with mixed schedules over three gnomon nodes and one Redis.
+"""make bench-scale: many jobs with mixed schedules over three gnomon nodes and one Redis, or a
+Redis Cluster.
 
     python3 bench/scale_bench.py BUILD_DIR        (env: SCALE_JOBS, SCALE_PER_SECOND,
                                                    SCALE_KINDS, SCALE_SECONDS, SCALE_WARMUP,
                                                    SCALE_WORKERS, SCALE_DRAIN,
-                                                   SCALE_REDIS_ARGS: more redis-server flags)
+                                                   SCALE_REDIS_ARGS: more redis-server flags,
+                                                   SCALE_SETUPS: single,cluster (default
+                                                   single), SCALE_PRIMARIES: 3)
 
-Starts redis-server as bench/backend_bench.py does (appendonly yes, appendfsync everysec), with
-its data on /dev/shm when present, then three `fleet_load scale` processes (bench/fleet_load.cc)
+For each setup of SCALE_SETUPS, one after another: "single" starts redis-server as
+bench/backend_bench.py does (appendonly yes, appendfsync everysec), "cluster" SCALE_PRIMARIES such
+servers formed into a Redis Cluster without replicas (backend_bench.RedisCluster), data on
+/dev/shm when present; then three `fleet_load scale` processes (bench/fleet_load.cc)
 with the same SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
 SCALE_KINDS (default "10s,1m,5m,1h,1d": every 10 s, every minute, every 5 minutes, hourly and
 daily). Every node measures the same window of SCALE_SECONDS after a warm-up: the fires the job
 set schedules in it (counted from the schedules), the ones it ran by the window's end plus
 SCALE_DRAIN seconds (default 10; a fire still waiting then counts as not run), their lateness
 (start minus scheduled instant, a reservoir of samples), its claim attempts, CPU and resident
-memory. Prints a markdown table and a RESULT json line. Fires cannot run twice (each run is a
-claimed fire: the backend refuses a second claim), so the runs summed over the nodes against the
-scheduled count is the share of the window's fires that ran.
+memory. Prints, per setup, markdown tables and a RESULT json line (and with two setups a table of
+both side by side). Fires cannot run twice (each run is a claimed fire: the backend refuses a
+second claim), so the runs summed over the nodes against the scheduled count is the share of the
+window's fires that ran.
 """
 import json
 import os
@@ -27,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend_bench import Redis  # noqa: E402  (the same redis-server set-up as make bench)
+from backend_bench import Redis, RedisCluster  # noqa: E402  (make bench's redis-server set-up)
 
 
 PERIOD_S = {"10s": 10, "1m": 60, "5m": 300, "1h": 3600, "1d": 86400}
@@ -42,28 +48,21 @@ def expected_rate(jobs, per_second, kinds):
                             for i, k in enumerate(kinds))
 
 
-def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
-    tool = os.path.join(build, "bench", "fleet_load")
-    if not os.access(tool, os.X_OK):
-        sys.exit("scale_bench: %s not built (cmake --build %s --target fleet_load)" % (tool, build))
-    if not shutil.which("redis-server"):
-        print("scale_bench: SKIP: redis-server is not installed")
-        return 0
-    jobs = int(os.environ.get("SCALE_JOBS", "1000000"))
-    per_second = int(os.environ.get("SCALE_PER_SECOND", "0"))
-    kinds = os.environ.get("SCALE_KINDS", "10s,1m,5m,1h,1d").split(",")
-    if any(k not in PERIOD_S for k in kinds):
-        sys.exit("scale_bench: SCALE_KINDS: a comma list of %s" % " ".join(PERIOD_S))
-    seconds = float(os.environ.get("SCALE_SECONDS", "30"))
-    # Every node measures the same window, after loading its jobs and a warm-up in which
-    # ownership settles (each node has read the others' heartbeats).
-    warmup = float(os.environ.get("SCALE_WARMUP", str(20 + jobs / 50000)))
-    workers = os.environ.get("SCALE_WORKERS", "16")
-    drain = float(os.environ.get("SCALE_DRAIN", "10"))
+def run_setup(setup, tool, params):
+    """Runs the benchmark once against `setup` ("single": one redis-server; "cluster": a Redis
+    Cluster of SCALE_PRIMARIES primaries), prints its tables and returns its RESULT dict."""
+    jobs, per_second, kinds = params["jobs"], params["per_second"], params["kinds"]
+    seconds, warmup, workers, drain = (params["seconds"], params["warmup"], params["workers"],
+                                       params["drain"])
     root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     tmp = tempfile.mkdtemp(prefix="gnomon-scale-", dir=root)
-    redis = Redis(tmp, os.environ.get("SCALE_REDIS_ARGS", "").split())
+    extra = os.environ.get("SCALE_REDIS_ARGS", "").split()
+    if setup == "cluster":
+        redis = RedisCluster(tmp, int(os.environ.get("SCALE_PRIMARIES", "3")), extra)
+        cpus = redis.cpu
+    else:
+        redis = Redis(tmp, extra)
+        cpus = lambda: [redis.cpu()]  # noqa: E731
     try:
         t0 = time.time()
         measure_at = t0 + warmup
@@ -76,11 +75,11 @@ def main():
                                    "--node", "n%d" % i],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for i in (1, 2, 3)]
-        # Redis's CPU and commands over the same window, read beside the nodes.
+        # Redis's CPU (per primary) and commands over the same window, read beside the nodes.
         redis_at = []
         for at in (measure_at, measure_at + seconds):
             time.sleep(max(0.0, at - time.time()))
-            redis_at.append((redis.cpu(), redis.command_stats()))
+            redis_at.append((cpus(), redis.command_stats()))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -88,7 +87,8 @@ def main():
             if p.returncode != 0 or not line:
                 sys.exit("scale_bench: a node failed:\n" + out[-2000:])
             results.append(json.loads(line[-1]))
-        redis_mem = redis.info("memory").get("used_memory_human", "?")
+        redis_mem = (redis.memory() if setup == "cluster"
+                     else redis.info("memory").get("used_memory_human", "?"))
     finally:
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -101,12 +101,15 @@ def main():
         sys.exit("scale_bench: the nodes counted different schedules: %s" %
                  [r["scheduled"] for r in results])
     ran = sum(r["window_runs"] for r in results)
-    redis_cores = (redis_at[1][0] - redis_at[0][0]) / seconds
+    primary_cores = [(b - a) / seconds for a, b in zip(redis_at[0][0], redis_at[1][0])]
+    redis_cores = sum(primary_cores)
     per_command = {c: (calls - redis_at[0][1].get(c, (0, 0))[0],
                        usec - redis_at[0][1].get(c, (0, 0))[1])
                    for c, (calls, usec) in redis_at[1][1].items()}
-    print("\n### bench-scale: %d jobs (%d every second, the rest every %s), 3 nodes, one Redis, "
-          "%.0f s measured" % (jobs, per_second, " / ".join(kinds), seconds))
+    where = ("one Redis" if setup == "single"
+             else "a Redis Cluster of %d primaries" % len(primary_cores))
+    print("\n### bench-scale: %d jobs (%d every second, the rest every %s), 3 nodes, %s, "
+          "%.0f s measured" % (jobs, per_second, " / ".join(kinds), where, seconds))
     print("load average at the end: %s" % open("/proc/loadavg").read().split()[0])
     print("\n| node | window fires run | fires run/s | claims/fire | lateness p50 | p99 | max | "
           "CPU (cores) | RSS after load | RSS at end | job load time |")
@@ -119,23 +122,72 @@ def main():
                             r["rss_mib"], r["load_s"]))
     print("\nfleet: %d of the window's %d scheduled fires ran within %.0f s after it (%.2f%%); "
           "%.0f fires/s run (the mix averages %.0f/s), %.2f claim attempts per fire; Redis: %.2f cores "
-          "(%.1f us per fire run), memory %s; wall %.0f s" % (
+          "(%s per primary; %.1f us per fire run), memory %s; wall %.0f s" % (
               ran, scheduled, drain, 100.0 * ran / scheduled if scheduled else 0, rate, want,
-              claims / max(1, runs), redis_cores, 1e6 * redis_cores / rate if rate else 0,
-              redis_mem, time.time() - t0))
-    print("\nRedis commands in the window, per fire run (INFO commandstats; the scripts' own "
-          "commands are counted in their rows and in evalsha):\n")
+              claims / max(1, runs), redis_cores, " / ".join("%.2f" % c for c in primary_cores),
+              1e6 * redis_cores / rate if rate else 0, redis_mem, time.time() - t0))
+    print("\nRedis commands in the window, per fire run (INFO commandstats, summed over the "
+          "primaries; the scripts' own commands are counted in their rows and in evalsha):\n")
     print("| command | calls per fire | us per fire |")
     print("|---|---:|---:|")
     for c, (calls, usec) in sorted(per_command.items(), key=lambda kv: -kv[1][1])[:16]:
         if calls:
             print("| %s | %.2f | %.1f |" % (c, calls / (rate * seconds), usec / (rate * seconds)))
-    print("RESULT " + json.dumps({"jobs": jobs, "per_second": per_second, "kinds": kinds,
-                                  "scheduled": scheduled, "ran": ran, "drain_s": drain,
-                                  "redis_cores": redis_cores,
-                                  "rate": rate,
-                                  "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
-                                  "nodes": results, "redis_memory": redis_mem}))
+    result = {"setup": setup, "jobs": jobs, "per_second": per_second, "kinds": kinds,
+              "scheduled": scheduled, "ran": ran, "drain_s": drain,
+              "redis_cores": redis_cores, "primary_cores": primary_cores,
+              "rate": rate, "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
+              "nodes": results, "redis_memory": redis_mem}
+    print("RESULT " + json.dumps(result))
+    return result
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
+    tool = os.path.join(build, "bench", "fleet_load")
+    if not os.access(tool, os.X_OK):
+        sys.exit("scale_bench: %s not built (cmake --build %s --target fleet_load)" % (tool, build))
+    if not shutil.which("redis-server"):
+        print("scale_bench: SKIP: redis-server is not installed")
+        return 0
+    setups = os.environ.get("SCALE_SETUPS", "single").split(",")
+    if any(s not in ("single", "cluster") for s in setups):
+        sys.exit("scale_bench: SCALE_SETUPS: a comma list of single, cluster")
+    if "cluster" in setups and not shutil.which("redis-cli"):
+        sys.exit("scale_bench: a cluster needs redis-cli")
+    jobs = int(os.environ.get("SCALE_JOBS", "1000000"))
+    kinds = os.environ.get("SCALE_KINDS", "10s,1m,5m,1h,1d").split(",")
+    if any(k not in PERIOD_S for k in kinds):
+        sys.exit("scale_bench: SCALE_KINDS: a comma list of %s" % " ".join(PERIOD_S))
+    params = {
+        "jobs": jobs,
+        "per_second": int(os.environ.get("SCALE_PER_SECOND", "0")),
+        "kinds": kinds,
+        "seconds": float(os.environ.get("SCALE_SECONDS", "30")),
+        # Every node measures the same window, after loading its jobs and a warm-up in which
+        # ownership settles (each node has read the others' heartbeats).
+        "warmup": float(os.environ.get("SCALE_WARMUP", str(20 + jobs / 50000))),
+        "workers": os.environ.get("SCALE_WORKERS", "16"),
+        "drain": float(os.environ.get("SCALE_DRAIN", "10")),
+    }
+    done = [run_setup(setup, tool, params) for setup in setups]
+    if len(done) > 1:
+        print("\n### bench-scale: the setups side by side (same job set, one after another)\n")
+        print("| setup | fires of the window run | fires run/s | worst-node p50 / p99 | "
+              "Redis cores (per primary) | Redis us per fire run | node CPU | node RSS at end |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in done:
+            nodes = r["nodes"]
+            print("| %s | %.2f %% (%d of %d) | %.0f | %.0f ms / %.0f ms | %.2f (%s) | %.1f | "
+                  "%.2f-%.2f cores | %.0f-%.0f MiB |" % (
+                      r["setup"], 100.0 * r["ran"] / max(1, r["scheduled"]), r["ran"],
+                      r["scheduled"], r["rate"], max(n["p50_ms"] for n in nodes),
+                      max(n["p99_ms"] for n in nodes), r["redis_cores"],
+                      " / ".join("%.2f" % c for c in r["primary_cores"]),
+                      1e6 * r["redis_cores"] / r["rate"] if r["rate"] else 0,
+                      min(n["cpu_s"] for n in nodes) / params["seconds"],
+                      max(n["cpu_s"] for n in nodes) / params["seconds"],
+                      min(n["rss_mib"] for n in nodes), max(n["rss_mib"] for n in nodes)))
     return 0
 
 

@@ -53,7 +53,7 @@ struct BackendUrl {
 
 // Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
 // `redis+sentinel://[user:pass@]h1:p,h2:p/master`, `redis+cluster://[user:pass@]h1:p[,h2:p]`
-// (no path; no wait_replicas yet), the same over TLS as `rediss://`, `rediss+sentinel://` and
+// (no path), the same over TLS as `rediss://`, `rediss+sentinel://` and
 // `rediss+cluster://` (each with optional `?tls_...=...&...` parameters and `wait_replicas=N`,
 // which start at the first '?' after the user-info) and `etcd://[user:pass@]h1:2379[,h2:2379]`.
 // Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones;
