@@ -79,8 +79,8 @@ def proc_cpu_s(pid):
 
 # ------------------------------------------------------------------------------- servers --
 class Redis:
-    def __init__(self, workdir, extra_args=()):
-        self.port = free_port()
+    def __init__(self, workdir, extra_args=(), port=None):
+        self.port = port or free_port()
         self.dir = os.path.join(workdir, "redis")
         os.makedirs(self.dir)
         self.log = open(os.path.join(workdir, "redis.log"), "w")
@@ -145,10 +145,13 @@ class RedisCluster:
         for i in range(primaries):
             d = os.path.join(workdir, "node%d" % i)
             os.makedirs(d)
+            port = free_port()
+            while port > 55535:  # its cluster bus listens on port + 10000
+                port = free_port()
             self.nodes.append(Redis(d, ["--cluster-enabled", "yes", "--cluster-config-file",
                                         os.path.join(d, "nodes.conf"), "--cluster-node-timeout",
                                         "5000", "--cluster-require-full-coverage", "no",
-                                        *extra_args]))
+                                        *extra_args], port))
         addresses = ["127.0.0.1:%d" % n.port for n in self.nodes]
         r = subprocess.run(["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas",
                             "0", "--cluster-yes"], stdout=subprocess.PIPE,

@@ -34,13 +34,16 @@ def free_port():
 
 def start_etcd(workdir, name="etcd0"):
     """A single-member etcd (Debian's /usr/bin/etcd) on free loopback ports, its data in `workdir`
-    (or /dev/shm when present: fsync-bound etcd is slow on some disks). Returns (process, url).
-    The caller kills the process."""
+    (or /dev/shm when present: fsync-bound etcd is slow on some disks; removed when this Python
+    process exits). Returns (process, url). The caller kills the process."""
+    import atexit
+    import shutil
     import subprocess
     import urllib.request
     client, peer = free_port(), free_port()
     data_root = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
     data = os.path.join(data_root, "gnomon-etcd-%d-%d" % (os.getpid(), client))
+    atexit.register(shutil.rmtree, data, True)
     log = open(os.path.join(workdir, name + ".log"), "w")
     peer_url = "http://127.0.0.1:%d" % peer
     client_url = "http://127.0.0.1:%d" % client

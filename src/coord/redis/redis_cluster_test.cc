@@ -740,6 +740,16 @@ TEST(RedisClusterFailoverTest, AKilledPrimarysSlotsAreReachedAtItsPromotedReplic
   EXPECT_EQ((*client)->Primaries().size(), 3u);
 }
 
+// A claim of `job`'s fire at `at` by node "n1", overlap allowed.
+ClaimRequest RequestFor(const std::string& job, Instant at) {
+  ClaimRequest req;
+  req.fire.job_id = job;
+  req.fire.scheduled_at = at;
+  req.node_id = "n1";
+  req.overlap = OverlapPolicy::kAllow;
+  return req;
+}
+
 // One unreachable primary (a paused process: its port still accepts, nothing answers) holds
 // back only the key groups it owns. A claim batch over three jobs on three primaries grants the
 // two reachable ones and answers Unavailable for the third; the primary is then held down, so
@@ -787,11 +797,7 @@ TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
     }
   }
   auto request = [&](const std::string& job, Instant at) {
-    ClaimRequest req;
-    req.fire.job_id = job;
-    req.fire.scheduled_at = at;
-    req.node_id = "n1";
-    req.overlap = OverlapPolicy::kAllow;
+    ClaimRequest req = RequestFor(job, at);
     req.lease_ttl = std::chrono::seconds(5);
     return req;
   };
@@ -941,12 +947,7 @@ TEST(RedisClusterCoordinatorTest, ClaimsWaitForTheReplicasOfTheirPrimary) {
     if (primary_of(job) != primary_of(stalled)) other = job;
   }
   auto claim = [&](const std::string& job, Instant at) {
-    ClaimRequest req;
-    req.fire.job_id = job;
-    req.fire.scheduled_at = at;
-    req.node_id = "n1";
-    req.overlap = OverlapPolicy::kAllow;
-    return (*c)->ClaimMany({req}).front();
+    return (*c)->ClaimMany({RequestFor(job, at)}).front();
   };
   const Instant t0 = clock.Now();
   Result<ClaimOutcome> both_up = claim(stalled, t0);
@@ -995,12 +996,7 @@ TEST(RedisClusterCoordinatorTest, ANewRunItsCopyMissedIsSweptIntoTheListing) {
   RedisOptions o = ClusterOptions("sweep", clock);
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ClaimRequest req;
-  req.fire.job_id = "nightly";
-  req.fire.scheduled_at = clock.Now();
-  req.node_id = "n1";
-  req.overlap = OverlapPolicy::kAllow;
-  Result<ClaimOutcome> claimed = (*c)->Claim(req);
+  Result<ClaimOutcome> claimed = (*c)->Claim(RequestFor("nightly", clock.Now()));
   ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
   ASSERT_EQ(claimed->result, ClaimOutcome::Result::kClaimed);
   RunQuery all;
@@ -1052,11 +1048,7 @@ TEST(RedisClusterCoordinatorTest, TheAllJobsListingKeepsMaxRecordsTotal) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const Instant t0 = clock.Now();
   for (int i = 0; i < 8; ++i) {
-    ClaimRequest req;
-    req.fire.job_id = "job-" + std::to_string(i);
-    req.fire.scheduled_at = t0 + std::chrono::seconds(i);
-    req.node_id = "n1";
-    req.overlap = OverlapPolicy::kAllow;
+    ClaimRequest req = RequestFor("job-" + std::to_string(i), t0 + std::chrono::seconds(i));
     req.skew_tolerance = std::chrono::seconds(10);
     Result<ClaimOutcome> claimed = (*c)->Claim(req);
     ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
