@@ -45,7 +45,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from harness import free_port, read_records, wait_for  # noqa: E402
+from harness import free_cluster_port, free_port, read_records, wait_for  # noqa: E402
 
 LEASE_TTL_S = 3.0
 RENEW_S = LEASE_TTL_S / 3
@@ -129,6 +129,13 @@ class Redis:
         i = self.info("cpu")
         return float(i["used_cpu_user"]) + float(i["used_cpu_sys"])
 
+    def cpus(self):
+        """CPU seconds used so far, per primary (one), as RedisCluster.cpus."""
+        return [self.cpu()]
+
+    def memory(self):
+        return self.info("memory").get("used_memory_human", "?")
+
     def stop(self):
         self.proc.kill()
         self.proc.wait()
@@ -145,13 +152,10 @@ class RedisCluster:
         for i in range(primaries):
             d = os.path.join(workdir, "node%d" % i)
             os.makedirs(d)
-            port = free_port()
-            while port > 55535:  # its cluster bus listens on port + 10000
-                port = free_port()
             self.nodes.append(Redis(d, ["--cluster-enabled", "yes", "--cluster-config-file",
                                         os.path.join(d, "nodes.conf"), "--cluster-node-timeout",
                                         "5000", "--cluster-require-full-coverage", "no",
-                                        *extra_args], port))
+                                        *extra_args], free_cluster_port()))
         addresses = ["127.0.0.1:%d" % n.port for n in self.nodes]
         r = subprocess.run(["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas",
                             "0", "--cluster-yes"], stdout=subprocess.PIPE,
@@ -163,7 +167,7 @@ class RedisCluster:
                              for n in self.nodes), 30, "the cluster to be ok")
         self.url = "redis+cluster://" + ",".join(addresses)
 
-    def cpu(self):
+    def cpus(self):
         """CPU seconds used so far by each primary."""
         return [n.cpu() for n in self.nodes]
 
@@ -177,7 +181,7 @@ class RedisCluster:
         return out
 
     def memory(self):
-        return " + ".join(n.info("memory").get("used_memory_human", "?") for n in self.nodes)
+        return " + ".join(n.memory() for n in self.nodes)
 
     def stop(self):
         for n in self.nodes:

@@ -57,12 +57,8 @@ def run_setup(setup, tool, params):
     root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     tmp = tempfile.mkdtemp(prefix="gnomon-scale-", dir=root)
     extra = os.environ.get("SCALE_REDIS_ARGS", "").split()
-    if setup == "cluster":
-        redis = RedisCluster(tmp, int(os.environ.get("SCALE_PRIMARIES", "3")), extra)
-        cpus = redis.cpu
-    else:
-        redis = Redis(tmp, extra)
-        cpus = lambda: [redis.cpu()]  # noqa: E731
+    redis = (RedisCluster(tmp, int(os.environ.get("SCALE_PRIMARIES", "3")), extra)
+             if setup == "cluster" else Redis(tmp, extra))
     try:
         t0 = time.time()
         measure_at = t0 + warmup
@@ -79,7 +75,7 @@ def run_setup(setup, tool, params):
         redis_at = []
         for at in (measure_at, measure_at + seconds):
             time.sleep(max(0.0, at - time.time()))
-            redis_at.append((cpus(), redis.command_stats()))
+            redis_at.append((redis.cpus(), redis.command_stats()))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -87,8 +83,7 @@ def run_setup(setup, tool, params):
             if p.returncode != 0 or not line:
                 sys.exit("scale_bench: a node failed:\n" + out[-2000:])
             results.append(json.loads(line[-1]))
-        redis_mem = (redis.memory() if setup == "cluster"
-                     else redis.info("memory").get("used_memory_human", "?"))
+        redis_mem = redis.memory()
     finally:
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)

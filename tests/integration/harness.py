@@ -32,6 +32,15 @@ def free_port():
     return port
 
 
+def free_cluster_port(taken=()):
+    """free_port() for a Redis Cluster node: its cluster bus listens on port + 10000, so the port
+    is at most 55535 (and not one of `taken`)."""
+    while True:
+        port = free_port()
+        if port <= 55535 and port not in taken:
+            return port
+
+
 def start_etcd(workdir, name="etcd0"):
     """A single-member etcd (Debian's /usr/bin/etcd) on free loopback ports, its data in `workdir`
     (or /dev/shm when present: fsync-bound etcd is slow on some disks; removed when this Python

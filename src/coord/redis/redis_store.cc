@@ -242,24 +242,18 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
   // One call per key group, in the order the groups first appear; the groups of each primary
   // go one after another, and the primaries at once (one thread each but the first, which is
   // the caller's), so that a slow or unreachable primary holds back its own items only.
-  std::vector<int> order;
-  std::map<int, std::vector<size_t>> by_group;
+  std::map<int, std::vector<size_t>> by_group;                       // group -> its items
+  std::vector<std::pair<std::string, std::vector<int>>> by_primary;  // owner -> its groups
   for (size_t i = 0; i < items.size(); ++i) {
     const int group = redis::KeyGroup(items[i]->front());
     auto [it, added] = by_group.try_emplace(group);
-    if (added) order.push_back(group);
     it->second.push_back(i);
-  }
-  std::vector<std::pair<std::string, std::vector<int>>> by_primary;
-  for (int group : order) {
-    const std::string owner = AddressOf(redis::GroupBase(base_, group));
-    auto it = std::find_if(by_primary.begin(), by_primary.end(),
-                           [&](const auto& p) { return p.first == owner; });
-    if (it == by_primary.end()) {
-      by_primary.emplace_back(owner, std::vector<int>{group});
-    } else {
-      it->second.push_back(group);
-    }
+    if (!added) continue;
+    std::string owner = AddressOf(redis::GroupBase(base_, group));
+    auto p = std::find_if(by_primary.begin(), by_primary.end(),
+                          [&](const auto& known) { return known.first == owner; });
+    if (p == by_primary.end()) p = by_primary.insert(by_primary.end(), {std::move(owner), {}});
+    p->second.push_back(group);
   }
   RedisReply out;
   out.type = RedisReply::Type::kArray;

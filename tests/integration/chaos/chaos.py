@@ -35,7 +35,7 @@ sys.path.insert(0, HERE)
 import checker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(HERE))
-from harness import free_port, read_records, wait_for  # noqa: E402,F401
+from harness import free_cluster_port, free_port, read_records, wait_for  # noqa: E402,F401
 
 
 SOURCE = os.environ.get("GNOMON_SOURCE_DIR",
@@ -174,9 +174,7 @@ class Cluster:
         """Six cluster-enabled servers (ports whose bus port, +10000, is free too), formed into
         three primaries with one replica each; waits until every node reports cluster_state:ok."""
         while len(self.cluster_ports) < 6:
-            p = free_port()
-            if p + 10000 <= 65535 and p not in self.cluster_ports:
-                self.cluster_ports.append(p)
+            self.cluster_ports.append(free_cluster_port(self.cluster_ports))
         for p in self.cluster_ports:
             self.cluster_procs.append(self.start_cluster_node(p))
 
@@ -663,12 +661,13 @@ def f3_redis_kill9(c, seconds):
     return after_outage(c, seconds, down, now_ms())
 
 
-def key_group(job):
-    """The job's Redis key group (coord::redis::KeyGroup): the low 10 bits of 64-bit FNV-1a."""
+def group_base(job):
+    """The key base of the job's Redis key group (coord::redis::KeyGroup: the low 10 bits of
+    64-bit FNV-1a), under the default prefix and namespace."""
     h = 0xcbf29ce484222325
     for b in job.encode():
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h % 1024
+    return "gnomon:default:{g%d}" % (h % 1024)
 
 
 def c1_primary_kill9(c, seconds):
@@ -681,7 +680,7 @@ def c1_primary_kill9(c, seconds):
     c.url_query = "?wait_replicas=1"
     start_three(c)
     time.sleep(seconds / 2)
-    key = "gnomon:default:{g%d}" % key_group("tick")
+    key = group_base("tick")
     port = c.cluster_owner(key)
     if port is None:
         raise RuntimeError("no primary holds %s" % key)
@@ -712,7 +711,7 @@ def c2_primary_paused(c, seconds):
     by_port = {}
     for i in range(200):
         job = "tick" if i == 0 else "tick-%d" % i
-        port = c.cluster_owner("gnomon:default:{g%d}" % key_group(job))
+        port = c.cluster_owner(group_base(job))
         owner[job] = port
         by_port.setdefault(port, []).append(job)
         if len(by_port) == 3 and all(len(j) >= 2 for j in by_port.values()):
@@ -729,7 +728,7 @@ def c2_primary_paused(c, seconds):
     c.cluster_procs[i].send_signal(signal.SIGSTOP)
     time.sleep(6)
     c.cluster_procs[i].send_signal(signal.SIGCONT)
-    key = "gnomon:default:{g%d}" % key_group(by_port[stopped][0])
+    key = group_base(by_port[stopped][0])
 
     def serving():
         o = c.cluster_owner(key)
