@@ -5,11 +5,10 @@ examples/embed on one backend run each fire once: on a SQLite file, on redis-ser
 import os
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 
-from harness import free_port, start_etcd, start_redis
+from harness import free_port, start_etcd, start_redis, temp_dir
 
 SOURCE = os.environ.get("GNOMON_SOURCE_DIR", ".")
 BUILD = os.environ.get("GNOMON_BUILD_DIR", "build/dev")
@@ -26,7 +25,7 @@ def run(cmd, **kw):
 class Embed(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gnomon-embed-")
+        cls.dir = temp_dir("gnomon-embed-")
         cls.prefix = os.path.join(cls.dir, "prefix")
         run(["cmake", "--install", BUILD, "--prefix", cls.prefix])
         cls.flags = ""

@@ -41,6 +41,19 @@ def free_cluster_port(taken=()):
             return port
 
 
+def temp_dir(prefix):
+    """A new directory under the temp root for one test's files, removed when this Python process
+    exits (GNOMON_KEEP_TEST_DIRS=1 keeps it for a look after a failure): a test run must not leave
+    servers' data and build trees behind on the machine that runs it."""
+    import atexit
+    import shutil
+    import tempfile
+    path = tempfile.mkdtemp(prefix=prefix)
+    if os.environ.get("GNOMON_KEEP_TEST_DIRS") != "1":
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def start_etcd(workdir, name="etcd0"):
     """A single-member etcd (Debian's /usr/bin/etcd) on free loopback ports, its data in `workdir`
     (or /dev/shm when present: fsync-bound etcd is slow on some disks; removed when this Python

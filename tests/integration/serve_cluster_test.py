@@ -12,12 +12,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 
-from harness import free_port, read_records, start_etcd, start_redis, wait_for
+from harness import free_port, read_records, start_etcd, start_redis, temp_dir, wait_for
 
 GNOMON = os.environ.get("GNOMON_BIN", "build/dev/apps/gnomon/gnomon")
 
@@ -88,7 +87,7 @@ def check_each_fire_once(test, records, log_dir=None):
 
 class ServeCluster(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="gnomon-serve-")
+        self.dir = temp_dir("gnomon-serve-")
         self.db = os.path.join(self.dir, "gnomon.db")
         self.out = os.path.join(self.dir, "runs.jsonl")
         self.procs = []
@@ -363,7 +362,7 @@ class RedisServeCluster(unittest.TestCase):
     def setUp(self):
         if not os.path.exists("/usr/bin/redis-server"):
             self.skipTest("redis-server is not installed")
-        self.dir = tempfile.mkdtemp(prefix="gnomon-redis-")
+        self.dir = temp_dir("gnomon-redis-")
         self.out = os.path.join(self.dir, "runs.jsonl")
         self.procs = []
 
@@ -537,7 +536,7 @@ class EtcdServeCluster(unittest.TestCase):
     def setUp(self):
         if not os.path.exists("/usr/bin/etcd"):
             self.skipTest("etcd is not installed")
-        self.dir = tempfile.mkdtemp(prefix="gnomon-etcd-")
+        self.dir = temp_dir("gnomon-etcd-")
         self.out = os.path.join(self.dir, "runs.jsonl")
         self.procs = []
         etcd, self.backend = start_etcd(self.dir)
@@ -578,7 +577,7 @@ class MembershipChanges(unittest.TestCase):
     def setUp(self):
         if not os.path.exists("/usr/bin/redis-server"):
             self.skipTest("redis-server is not installed")
-        self.dir = tempfile.mkdtemp(prefix="gnomon-members-")
+        self.dir = temp_dir("gnomon-members-")
         self.out = os.path.join(self.dir, "runs.jsonl")
         redis, self.port = start_redis(self.dir)
         self.procs = [redis]
@@ -664,7 +663,7 @@ class QueueMode(unittest.TestCase):
     def setUp(self):
         if not os.path.exists("/usr/bin/redis-server"):
             self.skipTest("redis-server is not installed")
-        self.dir = tempfile.mkdtemp(prefix="gnomon-queue-")
+        self.dir = temp_dir("gnomon-queue-")
         self.out = os.path.join(self.dir, "runs.jsonl")
         redis, self.port = start_redis(self.dir)
         self.procs = [redis]
@@ -760,7 +759,7 @@ class AlertsAndTracing(unittest.TestCase):
     def setUp(self):
         import http.server
         import threading
-        self.dir = tempfile.mkdtemp(prefix="gnomon-alerts-")
+        self.dir = temp_dir("gnomon-alerts-")
         self.received = []
         received = self.received
 
@@ -831,7 +830,7 @@ class ServeHttpApi(unittest.TestCase):
     another node too (dynamic jobs are stored in the backend), trigger, runs, metrics."""
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="gnomon-http-")
+        self.dir = temp_dir("gnomon-http-")
         self.db = os.path.join(self.dir, "gnomon.db")
         self.procs = []
 
