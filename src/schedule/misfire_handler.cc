@@ -44,11 +44,26 @@ void MisfireHandler::RunCatchUp(const SpecPtr& spec, const std::vector<Instant>&
 // The latest fire this node failed to claim may have been claimed on time by a peer after all
 // (within `window` of its instant: a takeover, or the backend came back for the peer first); then
 // it was not missed and the next older one is the latest missed. A fire already recorded late
-// (another node's catch-up of this batch) ends the search: the batch is handled.
+// (another node's catch-up of this batch) ends the search: the batch is handled. A peer's claim
+// counts only once it is settled: a first attempt still running may be withdrawn while its
+// unrenewed lease lasts (wait_replicas: too few replicas acknowledged its batch, so its run never
+// started), and a fire passed over for it would then be neither run nor recorded. Until its run
+// has ended or it is a lease_ttl (plus `window` for clock skew) old, the batch is decided again
+// on a later pass.
 void MisfireHandler::SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant> batch,
                                        Duration window) {
   ctx_.pool().Submit(
       [this, spec, batch = std::move(batch), window] {
+        // The batch up to batch[last] goes back to the job's failed claims, for a later pass.
+        auto decide_later = [&](size_t last) {
+          MutexLock lock(table_.mu());
+          if (JobEntry* e = table_.FindLocked(spec->id)) {
+            std::set<Instant>& failed = e->Waiting().failed;
+            for (size_t k = 0; k <= last && failed.size() < kMaxMisfires; ++k) {
+              failed.insert(batch[k]);
+            }
+          }
+        };
         std::optional<Instant> latest;
         size_t i = batch.size();
         while (i > 0) {
@@ -56,21 +71,20 @@ void MisfireHandler::SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant>
           Result<std::vector<RunRecord>> rec =
               ctx_.coord().GetRun(FireKey{spec->id, f, 0, spec->shards}.RunId());
           if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) {
-            // The backend cannot tell: decide again on a later pass.
-            MutexLock lock(table_.mu());
-            if (JobEntry* e = table_.FindLocked(spec->id)) {
-              std::set<Instant>& failed = e->Waiting().failed;
-              for (size_t k = 0; k <= i && failed.size() < kMaxMisfires; ++k) {
-                failed.insert(batch[k]);
-              }
-            }
+            decide_later(i);  // the backend cannot tell
             return;
           }
           if (!rec.ok() || rec->empty()) {
             latest = f;
             break;
           }
-          if (rec->front().started_at - DueAt(*spec, f) > window) break;  // recorded late: handled
+          const RunRecord& newest = rec->front();
+          if (newest.started_at - DueAt(*spec, f) > window) break;  // recorded late: handled
+          if (newest.outcome == RunOutcome::kRunning && newest.attempt == 1 &&
+              ctx_.Now() - newest.started_at < ctx_.options().lease_ttl + window) {
+            decide_later(i);  // claimed on time, but not settled yet
+            return;
+          }
         }
         SubmitSkipRecords(spec, std::vector<Instant>(batch.begin(), batch.begin() + i));
         if (latest) RunCatchUp(spec, {*latest});

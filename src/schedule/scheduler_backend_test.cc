@@ -409,6 +409,116 @@ TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) 
   }
 }
 
+// A peer's claim of one fire (job "t") that its node may still withdraw, as a claim whose batch
+// too few replicas acknowledged (wait_replicas) is withdrawn: while `pending`, the fire reads as
+// claimed on time by "b" and running; withdrawn, it reads as never claimed.
+class PendingPeerClaim : public Outage {
+ public:
+  PendingPeerClaim(Coordinator& target, Instant fire) : Outage(target), fire_(fire) {}
+  Result<std::vector<RunRecord>> GetRun(const std::string& run_id) override {
+    if (!pending || run_id != FireKey{"t", fire_, 0, 1}.RunId()) return Outage::GetRun(run_id);
+    RunRecord r;
+    r.run_id = run_id;
+    r.job_id = "t";
+    r.scheduled_at = fire_;
+    r.fencing_token = 7;
+    r.node_id = "b";
+    r.started_at = fire_;
+    return std::vector<RunRecord>{r};
+  }
+  std::atomic<bool> pending{true};
+
+ private:
+  const Instant fire_;
+};
+
+// misfire = once after an outage whose latest fire (:30) a peer claimed on time, but that claim
+// is withdrawn later (chaos C1 under wait_replicas): the owner waits for the claim to settle
+// rather than take :30 as run, and once it is withdrawn runs :30 as the outage's catch-up.
+TEST(SchedulerMisfireTest, APeersClaimThatIsWithdrawnLeavesTheFireToTheCatchUp) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  PendingPeerClaim coord(backend, kStart + seconds(30));
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  step_to(kStart + seconds(10));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  coord.down = true;  // :20 and :30 cannot be claimed; a peer's claim of :30 is pending
+  step_to(kStart + seconds(37));
+  coord.down = false;
+  step_to(kStart + seconds(40));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :40 on time
+  step_to(kStart + seconds(52));       // passes at :45 and :50 see the peer's claim pending
+  ASSERT_TRUE(exec.AwaitFinished(3));  // :50 on time
+  EXPECT_EQ(exec.attempts().size(), 3u) << "no catch-up while the peer's claim may stand";
+  EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0) << "the batch is not decided yet";
+  coord.pending = false;          // withdrawn
+  step_to(kStart + seconds(56));  // the pass at :55
+  ASSERT_TRUE(exec.AwaitFinished(4));
+  ASSERT_TRUE(a.observer.Await(Kind::kSkipped, 1, "misfire"));
+  a.scheduler->Stop();
+  const auto attempts = exec.attempts();
+  ASSERT_EQ(attempts.size(), 4u);
+  EXPECT_EQ(attempts[3].scheduled_at, kStart + seconds(30)) << "the withdrawn fire, as catch-up";
+  const auto history = History(backend, "t");
+  ASSERT_EQ(history.size(), 5u) << "every fire has one record (:10 to :50)";
+  for (const RunRecord& r : history) {
+    EXPECT_EQ(r.outcome == RunOutcome::kSkipped, r.scheduled_at == kStart + seconds(20))
+        << r.run_id;
+  }
+}
+
+// The same peer's claim that stays (its run goes on): once it is lease_ttl old it can no longer
+// be withdrawn, so :30 counts as claimed on time and the next older fire, :20, is the outage's
+// latest missed one: it runs as the catch-up, and :30 does not run again.
+TEST(SchedulerMisfireTest, APeersClaimThatOutlivesItsLeaseCountsAsOnTime) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  PendingPeerClaim coord(backend, kStart + seconds(30));
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  opts.lease_ttl = seconds(20);
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  auto ran = [&](Instant fire) {
+    int n = 0;
+    for (const auto& at : exec.attempts()) n += at.scheduled_at == fire;
+    return n;
+  };
+  step_to(kStart + seconds(10));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  coord.down = true;
+  step_to(kStart + seconds(37));
+  coord.down = false;
+  step_to(kStart + seconds(47));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :40 on time
+  EXPECT_EQ(ran(kStart + seconds(20)), 0) << "no catch-up while the peer's claim may stand";
+  step_to(kStart + seconds(56));       // the pass at :55, 25 s after the claim (lease_ttl + window)
+  ASSERT_TRUE(exec.AwaitFinished(4));  // :50 on time, and the catch-up
+  a.scheduler->Stop();
+  EXPECT_EQ(ran(kStart + seconds(20)), 1) << "the latest fire missed";
+  EXPECT_EQ(ran(kStart + seconds(30)), 0) << "the peer's fire ran again";
+  EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0);
+}
+
 // A fire whose claim failed is retried on time only while no newer fire of the job was handed
 // out: retried after the newer one's claim, it would run on time with a higher fencing token than
 // a newer fire (chaos F3@etcd). It is a misfire instead: misfire = once runs it as a catch-up.
