@@ -167,6 +167,13 @@ std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const Fir
       }
     }
   }
+  if (out.ok() && !catch_up && table_.RetriesAwaited()) {
+    const ClaimOutcome::Result r = out->result;
+    if (r != ClaimOutcome::Result::kBusy && r != ClaimOutcome::Result::kTooEarly) {
+      MutexLock lock(table_.mu());
+      table_.SettleRetryLocked(fire, r == ClaimOutcome::Result::kAlreadyClaimed);
+    }
+  }
   if (!out.ok()) {
     emit(SchedulerEvent::Kind::kError, "claim: " + out.status().ToString());
     MutexLock lock(table_.mu());

@@ -35,13 +35,22 @@ Instant JobTable::FirstCursor(const JobSpec& job, Instant now) const {
 
 void JobTable::RetainLocked(const std::set<std::string>& ids) {
   for (auto it = jobs_.begin(); it != jobs_.end();) {
-    it = ids.count(it->first) ? std::next(it) : jobs_.erase(it);
+    if (ids.count(it->first)) {
+      ++it;
+    } else {
+      DropBacklogLocked(it->second);
+      it = jobs_.erase(it);
+    }
   }
 }
 
 bool JobTable::Remove(const std::string& id) {
   MutexLock lock(mu_);
-  return jobs_.erase(id) > 0;
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return false;
+  DropBacklogLocked(it->second);
+  jobs_.erase(it);
+  return true;
 }
 
 JobEntry* JobTable::FindLocked(const std::string& id) {
@@ -94,6 +103,29 @@ void JobTable::KeepFailedLocked(const FireKey& fire) {
   if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
     it->second.Waiting().failed.insert(fire.scheduled_at);
   }
+}
+
+void JobTable::NoteRetryLocked(JobEntry& e, Instant fire) {
+  if (e.Waiting().retried.insert(fire).second) retries_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void JobTable::DropBacklogLocked(JobEntry& e) {
+  if (!e.backlog) return;
+  retries_.fetch_sub(static_cast<int64_t>(e.backlog->retried.size()), std::memory_order_relaxed);
+  e.backlog.reset();
+}
+
+void JobTable::SettleRetryLocked(const FireKey& fire, bool elsewhere) {
+  auto it = jobs_.find(fire.job_id);
+  if (it == jobs_.end() || !it->second.backlog) return;
+  JobEntry::Backlog& b = *it->second.backlog;
+  if (!b.retried.contains(fire.scheduled_at)) return;
+  if (elsewhere) {
+    if (b.failed.size() < kMaxMisfires) b.failed.insert(fire.scheduled_at);
+    return;
+  }
+  b.retried.erase(fire.scheduled_at);
+  retries_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void JobTable::SetLiveNodes(std::vector<std::string> ids) {

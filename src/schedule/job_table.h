@@ -19,6 +19,7 @@
 #define GNOMON_SRC_SCHEDULE_JOB_TABLE_H_
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,7 @@ struct JobEntry {
   // have none).
   struct Backlog {
     std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
+    std::set<Instant> retried;     // failed fires claimed again on time (once), until settled
     std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
     std::set<Instant> unrecorded_excluded;  // the same, of excluded instants (record_excluded)
   };
@@ -108,6 +110,17 @@ class JobTable {
   // A fire that was not claimed on time (a backend error, a late takeover or claim batch): kept
   // in its job's failed claims, which housekeeping hands to the misfire policy.
   void KeepFailedLocked(const FireKey& fire) GNOMON_REQUIRES(mu_);
+  // Retries of failed claims (MisfireHandler::RetryFailedClaimsLocked), each fire once: the
+  // fire is in its job's Backlog::retried until the backlog is dropped. RetriesAwaited() tells,
+  // without the lock, whether any may be (so that the claim path takes the lock only then).
+  void NoteRetryLocked(JobEntry& e, Instant fire) GNOMON_REQUIRES(mu_);
+  void DropBacklogLocked(JobEntry& e) GNOMON_REQUIRES(mu_);
+  bool RetriesAwaited() const { return retries_.load(std::memory_order_relaxed) > 0; }
+  // The answer to this node's claim of `fire`, if that was a retry: recorded here (claimed,
+  // skipped for overlap or pause) settles it; claimed elsewhere puts it back in the failed
+  // claims, since that claim may still be withdrawn (a peer's whose batch too few replicas
+  // acknowledged, wait_replicas): the misfire policy reads its record once it is settled.
+  void SettleRetryLocked(const FireKey& fire, bool elsewhere) GNOMON_REQUIRES(mu_);
 
   // The live set (housekeeping), and its largest size of the last minute.
   void SetLiveNodes(std::vector<std::string> ids) GNOMON_EXCLUDES(mu_);
@@ -158,6 +171,7 @@ class JobTable {
   std::array<NextMemo, 2> next_memo_ GNOMON_GUARDED_BY(mu_);
   size_t next_memo_victim_ GNOMON_GUARDED_BY(mu_) = 0;
   std::vector<std::string> live_nodes_ GNOMON_GUARDED_BY(mu_);  // with a live heartbeat
+  std::atomic<int64_t> retries_{0};                  // entries of the Backlog::retried sets
   size_t live_peak_ GNOMON_GUARDED_BY(mu_) = 1;      // the largest live set of the last minute
   Duration live_peak_at_ GNOMON_GUARDED_BY(mu_){0};  // steady time of that peak
   uint32_t state_seq_ GNOMON_GUARDED_BY(mu_) = 0;    // the last job-state sequence number given

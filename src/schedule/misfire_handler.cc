@@ -195,40 +195,58 @@ void MisfireHandler::RetryFailedClaimsLocked() {
       SubmitSkipRecords(e.spec, std::vector<Instant>(excluded.begin(), excluded.end()), "excluded");
       excluded.clear();
     }
-    if (failed.empty()) {
-      e.backlog.reset();
+    // A retry's answer settles it (JobTable::SettleRetryLocked, or a failure puts the fire back
+    // in `failed`); one not answered within claim_grace + lease_ttl is taken as settled.
+    std::set<Instant>& retried = e.backlog->retried;
+    const Duration grace = ctx_.options().claim_grace;
+    std::vector<Instant> unanswered;
+    for (Instant f : retried) {
+      if (!failed.contains(f) && now - DueAt(*e.spec, f) >= grace + ctx_.options().lease_ttl) {
+        unanswered.push_back(f);
+      }
+    }
+    for (Instant f : unanswered) table_.SettleRetryLocked(FireKey{id, f, 0, 1}, false);
+    if (failed.empty() && retried.empty()) {
+      table_.DropBacklogLocked(e);
       continue;
     }
     // The misfire decision for a job's failed claims is its owner's alone (nodes come back from
     // an outage at different moments, each with its own failed set: one decider keeps "once"
     // once). The others keep theirs for when they become the owner.
     if (table_.RankLocked(id, 0) != 0) continue;
-    // A failed fire still inside claim_grace is not a misfire yet: it is claimed again, as on
-    // time, unless a newer fire of the job was handed out already (claimed ahead, or the job
+    // A failed fire still inside claim_grace is not a misfire yet: it is claimed again, once, as
+    // on time, unless a newer fire of the job was handed out already (claimed ahead, or the job
     // fires more often than claim_grace): an on-time claim now would give the older fire a
     // higher fencing token than the newer one, so it is a misfire. The others form the outage's
-    // batch, decided per `misfire` once it is closed: while the fire after the batch's latest is
-    // still inside its claim window (a peer or a later pass may claim it, or it fails too and
-    // becomes the batch's latest), which fire is "the latest missed" is not known yet.
+    // batch, decided per `misfire` once it is closed. It is open while the fire after the batch's
+    // latest is still inside its claim window (a peer or a later pass may claim it, or it fails
+    // too and becomes the batch's latest), and while a newer fire's retry is not settled: the
+    // outage goes on (claims that fail now and then, as while a promoted primary's replicas are
+    // missing under wait_replicas), and if that retry fails too, that fire is the batch's
+    // latest. Until then which fire is "the latest missed" is not known.
     const Duration window = table_.TakeoverWindowLocked();
     std::vector<Instant> missed;
     std::vector<Instant> on_time;
     for (Instant f : failed) {
       const std::optional<Instant> newer = table_.NextLocked(e, f);
       const bool overtaken = newer && *newer <= e.cursor;
-      (now - DueAt(*e.spec, f) < ctx_.options().claim_grace && !overtaken ? on_time : missed)
+      (now - DueAt(*e.spec, f) < grace && !overtaken && !retried.contains(f) ? on_time : missed)
           .push_back(f);
     }
-    if (!missed.empty()) {
-      const std::optional<Instant> after = table_.NextLocked(e, missed.back());
-      if (after && DueAt(*e.spec, *after) <= now && now < DueAt(*e.spec, *after) + window &&
-          !std::binary_search(on_time.begin(), on_time.end(), *after)) {
-        continue;  // all kept as failed, for a later pass
-      }
+    for (Instant f : on_time) {
+      failed.erase(f);  // back in it if the retry fails or finds the fire claimed elsewhere
+      table_.NoteRetryLocked(e, f);
+      dispatch_.SubmitShards(e.spec, f);
     }
-    e.backlog.reset();
+    const bool unsettled =
+        std::any_of(retried.begin(), retried.end(), [&](Instant f) { return !failed.contains(f); });
+    if (missed.empty() || unsettled) continue;  // kept, for a later pass
+    const std::optional<Instant> after = table_.NextLocked(e, missed.back());
+    if (after && DueAt(*e.spec, *after) <= now && now < DueAt(*e.spec, *after) + window) {
+      continue;  // kept, for a later pass
+    }
+    table_.DropBacklogLocked(e);
     ApplyLocked(e, missed, now);
-    for (Instant f : on_time) dispatch_.SubmitShards(e.spec, f);
   }
 }
 
