@@ -519,6 +519,63 @@ TEST(SchedulerMisfireTest, APeersClaimThatOutlivesItsLeaseCountsAsOnTime) {
   EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0);
 }
 
+// The owner's claim of :30 fails; its on-time retry finds :30 claimed by a peer whose claim is
+// withdrawn afterwards (under wait_replicas, too few replicas acknowledged it). The fire stays
+// with the owner's misfire policy, which runs it as a catch-up once the claim is gone, rather
+// than leaving it to a claim that never ran.
+class RetryMeetsPendingClaim : public PendingPeerClaim {
+ public:
+  using PendingPeerClaim::PendingPeerClaim;
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    if (req.fire.RunId() == FireKey{"t", kStart + seconds(30), 0, 1}.RunId()) {
+      if (claims_of_30++ == 0) return UnavailableError("backend down");
+      if (pending) return ClaimOutcome{};  // kAlreadyClaimed: the peer's claim
+    }
+    return PendingPeerClaim::Claim(req);
+  }
+  std::atomic<int> claims_of_30{0};
+};
+
+TEST(SchedulerMisfireTest, ARetryThatFindsAClaimLaterWithdrawnLeavesTheFireToTheCatchUp) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  RetryMeetsPendingClaim coord(backend, kStart + seconds(30));
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = milliseconds(250);
+  opts.claim_ahead = Duration::zero();
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) {
+    while (clock.Now() < t) {
+      clock.Advance(std::min<Duration>(milliseconds(250), t - clock.Now()));
+      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
+    }
+  };
+  const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
+  step_to(kStart + seconds(35));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
+  ASSERT_GE(coord.claims_of_30, 2) << "the failed claim of :30 was retried";
+  ASSERT_TRUE(a.observer.AwaitRun(Kind::kClaimLost, run30)) << "and found it claimed elsewhere";
+  EXPECT_EQ(exec.attempts().size(), 2u) << "no catch-up while the peer's claim may stand";
+  coord.pending = false;  // withdrawn
+  step_to(kStart + seconds(37));
+  ASSERT_TRUE(exec.AwaitFinished(3));
+  a.scheduler->Stop();
+  const auto attempts = exec.attempts();
+  ASSERT_EQ(attempts.size(), 3u);
+  EXPECT_EQ(attempts[2].run_id, run30) << "the withdrawn fire runs";
+  bool catch_up = false;
+  for (const SchedulerEvent& ev : a.observer.events()) {
+    catch_up |= ev.kind == Kind::kClaimed && ev.run_id == run30 && ev.catch_up;
+  }
+  EXPECT_TRUE(catch_up) << "as the outage's catch-up";
+  const auto history = History(backend, "t");
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history.back().run_id, run30);
+}
+
 // A fire whose claim failed is retried on time only while no newer fire of the job was handed
 // out: retried after the newer one's claim, it would run on time with a higher fencing token than
 // a newer fire (chaos F3@etcd). It is a misfire instead: misfire = once runs it as a catch-up.
