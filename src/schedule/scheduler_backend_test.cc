@@ -356,6 +356,14 @@ TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
   EXPECT_EQ(History(backend, "m").size(), 11u) << "every fire has its record";
 }
 
+// Moves `clock` to `t` in steps of `step`, letting n's engine react after each.
+void StepTo(FakeClock& clock, Node& n, Instant t, Duration step) {
+  while (clock.Now() < t) {
+    clock.Advance(std::min<Duration>(step, t - clock.Now()));
+    n.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // a bounded real wait
+  }
+}
+
 // The backend is unreachable for claims too (and skip records, as FailingSkips) while `down`.
 class Outage : public FailingSkips {
  public:
@@ -379,12 +387,7 @@ TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) 
   Node a("a", coord, exec, clock, opts);
   ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
   ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) {
-    while (clock.Now() < t) {
-      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
-      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
-    }
-  };
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
   step_to(kStart + seconds(10));
   ASSERT_TRUE(exec.AwaitFinished(1));
   coord.down = true;  // the fires at :20 and :30 cannot be claimed
@@ -445,12 +448,7 @@ TEST(SchedulerMisfireTest, APeersClaimThatIsWithdrawnLeavesTheFireToTheCatchUp) 
   Node a("a", coord, exec, clock, opts);
   ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
   ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) {
-    while (clock.Now() < t) {
-      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
-      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
-    }
-  };
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
   step_to(kStart + seconds(10));
   ASSERT_TRUE(exec.AwaitFinished(1));
   coord.down = true;  // :20 and :30 cannot be claimed; a peer's claim of :30 is pending
@@ -492,12 +490,7 @@ TEST(SchedulerMisfireTest, APeersClaimThatOutlivesItsLeaseCountsAsOnTime) {
   Node a("a", coord, exec, clock, opts);
   ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
   ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) {
-    while (clock.Now() < t) {
-      clock.Advance(std::min<Duration>(seconds(1), t - clock.Now()));
-      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
-    }
-  };
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
   auto ran = [&](Instant fire) {
     int n = 0;
     for (const auto& at : exec.attempts()) n += at.scheduled_at == fire;
@@ -547,12 +540,7 @@ TEST(SchedulerMisfireTest, ARetryThatFindsAClaimLaterWithdrawnLeavesTheFireToThe
   Node a("a", coord, exec, clock, opts);
   ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
   ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) {
-    while (clock.Now() < t) {
-      clock.Advance(std::min<Duration>(milliseconds(250), t - clock.Now()));
-      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
-    }
-  };
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, milliseconds(250)); };
   const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
   step_to(kStart + seconds(35));
   ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
@@ -595,12 +583,7 @@ TEST(SchedulerMisfireTest, AFailedFireOvertakenByANewerClaimIsAMisfireNotAnOnTim
   t.overlap = OverlapPolicy::kAllow;
   ASSERT_TRUE(a.scheduler->AddJob(t).ok());
   ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) {
-    while (clock.Now() < t) {
-      clock.Advance(std::min<Duration>(milliseconds(250), t - clock.Now()));
-      a.observer.Await(Kind::kClaimed, 1000, {}, milliseconds(20));  // lets the engine react
-    }
-  };
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, milliseconds(250)); };
   step_to(kStart + seconds(12) + milliseconds(500));
   ASSERT_GE(a.observer.Count(Kind::kClaimed), 1);
   coord.down = true;  // the fire at :13 cannot be claimed
