@@ -670,6 +670,21 @@ def group_base(job):
     return "gnomon:default:{g%d}" % (h % 1024)
 
 
+def kill_tick_primary(c):
+    """kill -9 the primary that holds tick's key group and wait until another primary holds the
+    group's slot. Returns (index, port, kill time, promotion time) (ms)."""
+    key = group_base("tick")
+    port = c.cluster_owner(key)
+    if port is None:
+        raise RuntimeError("no primary holds %s" % key)
+    i = c.cluster_ports.index(port)
+    down = now_ms()
+    c.cluster_procs[i].kill()
+    c.cluster_procs[i].wait()
+    wait_for(lambda: c.cluster_owner(key) not in (None, port), 30, "a replica to be promoted")
+    return i, port, down, now_ms()
+
+
 def c1_primary_kill9(c, seconds):
     """Cluster: kill -9 the primary that holds tick's key group, with wait_replicas=1. Its replica
     is promoted (cluster-node-timeout 1 s); the killed node is restarted and rejoins as the new
@@ -680,16 +695,7 @@ def c1_primary_kill9(c, seconds):
     c.url_query = "?wait_replicas=1"
     start_three(c)
     time.sleep(seconds / 2)
-    key = group_base("tick")
-    port = c.cluster_owner(key)
-    if port is None:
-        raise RuntimeError("no primary holds %s" % key)
-    i = c.cluster_ports.index(port)
-    down = now_ms()
-    c.cluster_procs[i].kill()
-    c.cluster_procs[i].wait()
-    wait_for(lambda: c.cluster_owner(key) not in (None, port), 30, "a replica to be promoted")
-    promoted = now_ms()
+    i, port, down, promoted = kill_tick_primary(c)
     c.cluster_procs[i] = c.start_cluster_node(port)
     wait_for(lambda: c.replica_ready(port), 60, "the killed primary to rejoin as a replica")
     c.figures["promoted_s"] = round((promoted - down) / 1000, 2)
@@ -708,16 +714,7 @@ def c3_primary_failover(c, seconds):
         raise Skip("a Redis Cluster scenario (--backend redis-cluster)")
     start_three(c)
     time.sleep(seconds / 2)
-    key = group_base("tick")
-    port = c.cluster_owner(key)
-    if port is None:
-        raise RuntimeError("no primary holds %s" % key)
-    i = c.cluster_ports.index(port)
-    down = now_ms()
-    c.cluster_procs[i].kill()
-    c.cluster_procs[i].wait()
-    wait_for(lambda: c.cluster_owner(key) not in (None, port), 30, "a replica to be promoted")
-    promoted = now_ms()
+    _, _, down, promoted = kill_tick_primary(c)
 
     def first_start():
         started = [r["started"] for r in c.starts("tick") if r["started"] > down]
