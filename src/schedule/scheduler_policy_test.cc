@@ -391,12 +391,29 @@ class GatedReports : public testing::ForwardingCoordinator {
     gate.Pass();
     return ForwardingCoordinator::ReportMany(reqs);
   }
+  // The engine asks a job's route once per claim and once as it queues the job's final report
+  // (RunReporter::Queue).
+  std::string ClaimRoute(const std::string& job_id) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++routes;
+    }
+    routed.notify_all();
+    return ForwardingCoordinator::ClaimRoute(job_id);
+  }
+  // Waits (real time, up to 10 s) until the route was asked `n` times.
+  bool AwaitRoutes(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return routed.wait_for(lock, std::chrono::seconds(10), [&] { return routes >= n; });
+  }
   std::vector<size_t> Sizes() {
     std::lock_guard<std::mutex> lock(mu);
     return sizes;
   }
   Gate gate{/*first_only=*/true};
-  std::mutex mu;
+  mutable std::mutex mu;
+  mutable std::condition_variable routed;
+  mutable int routes = 0;
   std::vector<size_t> sizes;
 };
 
@@ -412,12 +429,13 @@ TEST_F(SchedulerTest, FinalReportsOfRunsThatEndTogetherGoInOneCall) {
   AdvanceTo(clock_, kStart + seconds(60));
   ASSERT_TRUE(gated.gate.AwaitCall());   // the first report call is out
   ASSERT_TRUE(exec_.AwaitFinished(10));  // every run has ended
+  ASSERT_TRUE(gated.AwaitRoutes(20));    // and its final report is queued
   gated.gate.Open();
   ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, 10));
   n.scheduler->Stop();
   // The first call carries the reports queued when the drain started (1 to 10); those of the
-  // runs that ended while it was out go in the next (one more, should the last of them be queued
-  // only just after the drain found the queue empty).
+  // runs that ended while it was out go in the next (one more, should the last of them be pushed
+  // only just after the drain found the queue empty: its route is asked before the push).
   const std::vector<size_t> sizes = gated.Sizes();
   size_t total = 0, largest = 0;
   for (size_t k : sizes) {
