@@ -423,7 +423,9 @@ Result<RedisReply> RedisClusterClient::Route(
       Pause(kTryAgainGap);
       continue;
     }
-    if (r->str.starts_with("CLUSTERDOWN")) {
+    // A batch script (allow-cross-slot-keys) routed by one group's slot reached a key of a slot
+    // this primary does not serve: the map is out of date.
+    if (r->str.starts_with("CLUSTERDOWN") || r->is_non_local_key()) {
       MutexLock lock(mu_);
       stale_ = true;
       return UnavailableError("redis cluster " + Address(host, port) + ": " + r->str);

@@ -13,7 +13,10 @@
 //                             map is left as it is;
 //   TRYAGAIN                  a multi-key command whose keys are split by a migration: sent again
 //                             every kTryAgainGap until io_timeout, then Unavailable;
-//   CLUSTERDOWN               Unavailable.
+//   CLUSTERDOWN               Unavailable;
+//   "... non local key ..."   a batch script (allow-cross-slot-keys) met a key of a slot this
+//                             primary does not serve: Unavailable, and the next call reads the
+//                             map again first.
 // At most kMaxRedirects redirects per command. A connection failure is Unavailable, and the
 // next call reads the map again first (a failover moves the slots to a promoted replica).
 //

@@ -542,12 +542,13 @@ TEST_F(RedisClusterServerTest, ScriptsAreRoutedByTheirKeysSlot) {
   EXPECT_EQ(both->elements[1].str, "21");
 }
 
-// The scripts of a Cluster (Topology::kCluster) run in one slot each. The fire scripts run in
-// their key group's: a claim batch and a report batch of one group's jobs, the lease index and
-// the new history members in the group's own keys (the shared slot untouched), the lost-run
-// scan of that group, and a job of another group refused before anything is written. A script
-// of the shared slot runs there; a pause change from a group's slot leaves the jobs version to a
-// second call in the shared slot.
+// The scripts of a Cluster (Topology::kCluster) run on one primary each. The fire scripts run
+// on their key group's: a claim batch and a report batch of one group's jobs, the lease index
+// and the new history members in the group's own keys (the shared slot untouched), the lost-run
+// scan of that group; a batch of two groups of one primary in one call, each lease in its own
+// group's index; and a claim batch with a job of another primary refused before anything is
+// written. A script of the shared slot runs there; a pause change from a group's slot leaves
+// the jobs version to a second call in the shared slot.
 TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
   namespace scripts = redis_scripts;
   std::vector<std::string> sources;
@@ -665,16 +666,41 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":fire:" + fid, "open"})), "0");
     EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":run:" + fid + ":1", "out"})), "succeeded");
 
-    // A batch that starts with a job of another group is refused before anything is written.
+    // A batch of this group's job and a job of another group of the same primary: one call,
+    // each lease in its own group's index, the new history members in the routing group's.
+    int neighbour = -1;
+    for (const auto& [g, its_jobs] : by_group) {
+      const std::string other_base = redis::GroupBase(base, g);
+      if (g != group && client->OwnerOf(ClusterKeySlot(other_base)) == primary) {
+        neighbour = g;
+        break;
+      }
+    }
+    ASSERT_NE(neighbour, -1);
+    const std::string neighbour_gb = redis::GroupBase(base, neighbour);
+    std::vector<std::string> pair = claims({by_group[neighbour][0], jobs[0]});
+    pair[5 + 1] = pair[5 + 11 + 1] = std::to_string(t + 250);  // a new instant for both
+    Result<RedisReply> both = client->Eval(slot, scripts::kClaimMany, {gb, gb}, pair);
+    ASSERT_TRUE(both.ok()) << both.status().ToString();
+    ASSERT_EQ(both->elements.size(), 2u);
+    for (const RedisReply& c : both->elements) EXPECT_EQ(c.elements.at(0).str, "CLAIMED");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "1");
+    const int neighbour_slot = ClusterKeySlot(neighbour_gb);
+    EXPECT_EQ(Text(client->Command(neighbour_slot, {"ZCARD", neighbour_gb + ":leases"})), "1");
+    EXPECT_EQ(Text(client->Command(neighbour_slot, {"EXISTS", neighbour_gb + ":runs_new"})), "0");
+
+    // A claim batch with a job of another primary, after jobs of this one, is refused before
+    // anything is written: Unavailable, as a slot the map places wrongly is.
     const int other = group_of_primary.begin()->second == group
                           ? std::next(group_of_primary.begin())->second
                           : group_of_primary.begin()->second;
     const std::string stranger = by_group[other][0];
-    std::vector<std::string> mixed = claims({stranger, jobs[0]});
+    std::vector<std::string> mixed = claims({jobs[0], stranger});
     mixed[5 + 1] = mixed[5 + 11 + 1] = std::to_string(t + 500);  // a new instant for both
     Result<RedisReply> refused = client->Eval(slot, scripts::kClaimMany, {gb, gb}, mixed);
     ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.status().message().find("is not in key group " + gb), std::string::npos)
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+    EXPECT_NE(refused.status().message().find("non local key"), std::string::npos)
         << refused.status().ToString();
     const std::string new_fid = std::to_string(t + 500) + ":0";
     EXPECT_EQ(Text(client->Command(slot, {"EXISTS", jb + ":fire:" + new_fid})), "0");
@@ -853,6 +879,106 @@ TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
   EXPECT_TRUE(lost_jobs.contains(stalled));
 }
 
+// A batch is one script call per primary, whatever the number of key groups its fires are in:
+// 128 claims (one call's worth) over more than 100 groups cost each primary one EVALSHA, and
+// each lease is indexed in its own group (the lost-run scan lists all 128). A group whose slot
+// moved to another primary since the client read the map fails its primary's call with nothing
+// written (Unavailable), and the next batch, routed by the map read again, claims both fires.
+TEST(RedisClusterFailoverTest, ABatchIsOneCallPerPrimaryAndAMovedGroupIsRoutedAgain) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  TestCluster cluster;
+  const std::string error = cluster.Start();
+  ASSERT_EQ(error, "");
+  gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
+  RedisOptions o;
+  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
+  o.prefix = "batch";
+  o.clock_override = &clock;
+  Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Result<std::unique_ptr<RedisClusterClient>> client =
+      RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster.seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto slot_of = [&](const std::string& job) {
+    return ClusterKeySlot(redis::GroupBase(o.prefix + ":default", redis::KeyGroup(job)));
+  };
+  auto primary_of = [&](const std::string& job) {
+    return cluster.PortOf((*client)->OwnerOf(slot_of(job)));
+  };
+  auto evalsha_calls = [&] {
+    std::map<int, int64_t> out;
+    for (int port : cluster.Primaries()) {
+      const std::string info = Text(cluster.Run(port, {"INFO", "commandstats"}));
+      const size_t at = info.find("cmdstat_evalsha:calls=");
+      out[port] = at == std::string::npos ? 0 : std::stoll(info.substr(at + 22));
+    }
+    return out;
+  };
+
+  const Instant t0 = clock.Now();
+  std::vector<ClaimRequest> reqs;
+  std::set<int> groups;
+  for (int i = 0; i < 128; ++i) {
+    const std::string job = "job-" + std::to_string(i);
+    reqs.push_back(RequestFor(job, t0));
+    groups.insert(redis::KeyGroup(job));
+  }
+  ASSERT_GT(groups.size(), 100u);
+  const std::map<int, int64_t> before = evalsha_calls();
+  ASSERT_EQ(before.size(), 3u);
+  const std::vector<Result<ClaimOutcome>> claimed = (*c)->ClaimMany(reqs);
+  const std::map<int, int64_t> after = evalsha_calls();
+  ASSERT_EQ(claimed.size(), reqs.size());
+  for (const Result<ClaimOutcome>& r : claimed) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->result, ClaimOutcome::Result::kClaimed);
+  }
+  for (const auto& [port, calls] : after) {
+    EXPECT_EQ(calls - before.at(port), 1) << "primary " << port;
+  }
+  clock.Advance(std::chrono::minutes(10));  // past every lease
+  Result<std::vector<ExpiredFire>> lost = (*c)->ListExpired(1000);
+  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  EXPECT_EQ(lost->size(), reqs.size());
+
+  // A job of a group no claim touched (its slot holds no key, so it can be given away) and a
+  // job of a used group of the same primary; the first moves to another primary.
+  std::string moved, stays;
+  for (int i = 0; moved.empty(); ++i) {
+    const std::string job = "x-" + std::to_string(i);
+    if (!groups.contains(redis::KeyGroup(job))) moved = job;
+  }
+  for (const ClaimRequest& req : reqs) {
+    if (primary_of(req.fire.job_id) == primary_of(moved)) stays = req.fire.job_id;
+  }
+  ASSERT_FALSE(stays.empty());
+  const int from = primary_of(moved);
+  ASSERT_TRUE(cluster.GiveSlot(slot_of(moved), from, cluster.OtherPrimary(from)));
+  const Instant t1 = clock.Now();
+  const std::vector<Result<ClaimOutcome>> stale =
+      (*c)->ClaimMany({RequestFor(stays, t1), RequestFor(moved, t1)});
+  ASSERT_EQ(stale.size(), 2u);
+  for (const Result<ClaimOutcome>& r : stale) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("non local key"), std::string::npos)
+        << r.status().ToString();
+  }
+  FireKey untouched;
+  untouched.job_id = stays;
+  untouched.scheduled_at = t1;
+  Result<std::vector<bool>> recorded = (*c)->FiresRecorded({untouched});
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_FALSE(recorded->front()) << "a claim of the failed call was written";
+  RealWait(RedisClusterClient::kMinRefreshGap);  // the map is read at most that often
+  const std::vector<Result<ClaimOutcome>> routed =
+      (*c)->ClaimMany({RequestFor(stays, t1), RequestFor(moved, t1)});
+  for (const Result<ClaimOutcome>& r : routed) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->result, ClaimOutcome::Result::kClaimed);
+  }
+}
+
 // --- The coordinator conformance suite over a real cluster ----------------------------------
 
 // The cluster the suite shares (each test uses its own key prefix), started on first use and
@@ -919,7 +1045,7 @@ TEST(RedisClusterCoordinatorTest, OptionsAClusterCannotHonourAreRefused) {
   EXPECT_EQ(RedisCoordinator::MigrateKeyGroups(o).status().code(), StatusCode::kInvalidArgument);
 }
 
-// wait_replicas under a Cluster: each group's claim call waits for the replicas of its own
+// wait_replicas under a Cluster: each primary's claim call waits for the replicas of that
 // primary. With the replica of one primary stopped, a claim of a group there answers
 // Unavailable and is taken back (the fire reads as never claimed), an answer that grants nothing
 // (already claimed) stands, and a claim of a group on another primary goes through.

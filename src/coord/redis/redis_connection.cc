@@ -348,6 +348,8 @@ Result<RedisReply> RedisConnection::EvalLocked(int id, const std::vector<std::st
       for (const char* redirect : {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"}) {
         if (r->str.starts_with(redirect)) return r;
       }
+      // A cross-slot script that met a slot its server does not serve: the routing client's.
+      if (r->is_non_local_key()) return r;
     }
     if (r->str.starts_with("NOSCRIPT") && tries == 0) {
       // The server forgot the script (restart, SCRIPT FLUSH, failover): load it and retry.

@@ -68,6 +68,11 @@ struct RedisReply {
   std::vector<RedisReply> elements;  // kArray
 
   bool is_error() const { return type == Type::kError; }
+  // A Cluster's answer to a script (allow-cross-slot-keys) that met a key of a slot its server
+  // does not serve: the caller's slot map is out of date.
+  bool is_non_local_key() const {
+    return is_error() && str.find("attempted to access a non local key") != std::string::npos;
+  }
 };
 
 class RedisConnection {

@@ -108,6 +108,10 @@ end
     {"jb_of", R"lua(
 local function jb_of(job) return NB .. ':{g' .. group_of(job) .. '}:job:' .. job end
 )lua"},
+    {"check_local", R"lua(
+-- On one primary every key is local.
+local function check_local(A, from, n, stride) end
+)lua"},
     {"member", R"lua(
 local function member(job, ms, shard, att)
   return format('%016d %s %010d %010d', 9000000000000000 - ms, job, shard, 2147483647 - att)
@@ -329,9 +333,11 @@ end
 };
 
 // The definitions that differ under a Redis Cluster (redis_scripts::Topology::kCluster), by
-// name. A key group's script there touches its group's slot only: GB (KEYS[2]) is the group's
-// base "<prefix>:<ns>:{g<group>}", and the two indexes the single primary keeps in the shared
-// slot are the group's own (docs/redis-cluster.md).
+// name. A fire script there is sent to one primary with the jobs of any of that primary's key
+// groups (the scripts declare allow-cross-slot-keys): GB (KEYS[2]) is the base
+// "<prefix>:<ns>:{g<group>}" of one of those groups, which routes the call; the lease index the
+// single primary keeps in the shared slot is each job's group's own, and the new history members
+// go to GB's runs_new (docs/redis-cluster.md).
 constexpr ScriptHelper kClusterHelpers[] = {
     {"GB", R"lua(
 -- The base of the keys the script may touch: a key group's "<prefix>:<ns>:{g<group>}", or the
@@ -352,20 +358,38 @@ local function bump_jobs_version()
   return v
 end
 )lua"},
-    {"jb_of", R"lua(
--- A job of another key group is refused before any of its keys is touched.
-local function jb_of(job)
-  local gb = NB .. ':{g' .. group_of(job) .. '}'
-  if gb ~= GB then error('job ' .. job .. ' is not in key group ' .. GB) end
-  return gb .. ':job:' .. job
+    {"check_local", R"lua(
+-- A batch of A[from], A[from + stride], ... (n jobs) reads one key of each of their groups
+-- before it writes anything: a group whose slot this primary does not serve (moved, or being
+-- migrated) fails the call there, with nothing written. The slots cannot move while a script
+-- runs.
+local function check_local(A, from, n, stride)
+  local seen = {}
+  for k = 0, n - 1 do
+    local g = group_of(A[from + k * stride])
+    if not seen[g] then
+      seen[g] = true
+      redis.call('EXISTS', NB .. ':{g' .. g .. '}:leases')
+    end
+  end
 end
 )lua"},
     {"flush_global", R"lua(
--- Applies GPEND to the group's own indexes: the lease index GB:leases, and GB:runs_new, the
--- history members not yet copied to the all-jobs listing, scored by when they came. The listing
--- and its cap are in the shared slot; the copy step applies them.
+-- Applies GPEND: each lease to its job's group's index ("<job> <fire>" members), and the new
+-- history members to GB:runs_new, scored by when they came (the copy step moves them to the
+-- all-jobs listing in the shared slot, and applies its cap there).
 local function flush_global()
-  apply_pend(GPEND.leases, GB .. ':leases')
+  local by_group = {}
+  for m, v in pairs(GPEND.leases) do
+    local g = group_of(string.match(m, '^(%S+) '))
+    local pend = by_group[g]
+    if not pend then
+      pend = {}
+      by_group[g] = pend
+    end
+    pend[m] = v
+  end
+  for g, pend in pairs(by_group) do apply_pend(pend, NB .. ':{g' .. g .. '}:leases') end
   apply_pend(GPEND.runs, GB .. ':runs_new', NOW_S)
   GPEND.leases, GPEND.runs = {}, {}
 end

@@ -117,6 +117,7 @@ return out
 constexpr const char* kClaimManyBody = R"lua(
 -- ARGV[5..]: n claims...
 local out = {}
+check_local(ARGV, 6, ARGV[5] + 0, 11)
 for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 11) end
 return out
 )lua";
@@ -557,8 +558,9 @@ return reply
 
 // The definitions `body` needs, then `body` (run as script_body when it defers writes). Under a
 // Cluster the source starts with "#!lua": the server then refuses a key outside the slot of the
-// script's first key (a script without it may touch any key of its node).
-std::string WithHelpers(std::string body, Topology topology) {
+// script's first key (a script without it may touch any key of its node), or, with
+// `cross_slot`, a key of a slot its node does not serve.
+std::string WithHelpers(std::string body, Topology topology, bool cross_slot) {
   const std::vector<ScriptHelper> helpers = HelpersOf(topology);
   std::vector<bool> needed = Needed(helpers, body);
   for (size_t i = 0; i < helpers.size(); ++i) {
@@ -568,7 +570,10 @@ std::string WithHelpers(std::string body, Topology topology) {
       break;
     }
   }
-  std::string out = topology == Topology::kCluster ? "#!lua\n" : "";
+  std::string out;
+  if (topology == Topology::kCluster) {
+    out = cross_slot ? "#!lua flags=allow-cross-slot-keys\n" : "#!lua\n";
+  }
   for (size_t i = 0; i < helpers.size(); ++i) {
     if (needed[i]) out += helpers[i].code;
   }
@@ -650,7 +655,13 @@ static_assert(std::size(kArgNames) == kCount);
 
 std::string Source(Id id, Topology topology) {
   GNOMON_CHECK(id >= 0 && id < kCount && kScripts[id].id == id);
-  return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body, topology);
+  return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body, topology,
+                     CrossSlot(id));
+}
+
+bool CrossSlot(Id id) {
+  return id == kClaimMany || id == kReportMany || id == kGetJobStates || id == kFiresRecorded ||
+         id == kUnclaim;
 }
 
 bool ListsRecords(Id id) {

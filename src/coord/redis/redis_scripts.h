@@ -52,13 +52,17 @@ enum Id {
 
 // Where the scripts run.
 //   kSingle   one primary (with replicas or Sentinel): the calling convention above.
-//   kCluster  a Redis Cluster. A script touches the keys of one hash slot only, and its source
-//             starts with "#!lua", so the server refuses any other. A key group's script (the
-//             fire scripts) has KEYS[2] = the group's base "<prefix>:<ns>:{g<group>}" and
-//             KEYS[1] = a job's base in that group (or the group's base); every fire of a batch
-//             must be of that group (another is refused before any of its keys is touched). The
-//             lease index and the new history members are the group's own (GB:leases,
-//             GB:runs_new) and the all-jobs listing is not touched. A script of the shared slot
+//   kCluster  a Redis Cluster. A script's source starts with "#!lua", so the server refuses a
+//             key outside the slot of its KEYS, but for the batch scripts (CrossSlot: their
+//             source starts "#!lua flags=allow-cross-slot-keys"), which may touch every slot of
+//             the primary they run on and no other. A key group's script (the fire scripts) has
+//             KEYS[2] = the group's base "<prefix>:<ns>:{g<group>}" and KEYS[1] = a job's base in
+//             that group (or the group's base); a batch script's KEYS[2] is the base of any group
+//             of its primary, and its fires may be of any group of that primary (a claim batch
+//             reads one key of each group before it writes, so a group served elsewhere fails
+//             the call with nothing written). A lease is indexed in its job's group (GB:leases
+//             of that group), new history members go to the runs_new of KEYS[2]'s group, and
+//             the all-jobs listing is not touched. A script of the shared slot
 //             has KEYS[1] = KEYS[2] = the shared base; it publishes with SPUBLISH. A pause-state
 //             change cannot bump the jobs version from a key group's slot: kSetPaused and
 //             kCancelFire leave it, and their caller runs kBumpJobsVersion in the shared slot
@@ -68,6 +72,10 @@ enum class Topology { kSingle, kCluster };
 // True for the scripts that can list new history records: under a Cluster they leave them in
 // the key group's runs_new, which RedisStore then copies into the all-jobs listing.
 bool ListsRecords(Id id);
+
+// True for the batch scripts (RedisStore::EvalBatch, and kUnclaim on a batch's part): under a
+// Cluster one call carries the fires of every key group of one primary.
+bool CrossSlot(Id id);
 
 // The full source (shared prelude + body) of script `id`.
 std::string Source(Id id, Topology topology = Topology::kSingle);

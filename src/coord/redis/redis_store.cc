@@ -239,51 +239,53 @@ void RedisStore::AfterGroupScript(scripts::Id id, const std::string& index_base)
 
 Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart& send) {
   if (!cluster_) return send(items, shared_);
-  // One call per key group, in the order the groups first appear; the groups of each primary
-  // go one after another, and the primaries at once (one thread each but the first, which is
-  // the caller's), so that a slow or unreachable primary holds back its own items only.
-  std::map<int, std::vector<size_t>> by_group;                       // group -> its items
-  std::vector<std::pair<std::string, std::vector<int>>> by_primary;  // owner -> its groups
+  // One call per primary, with the items of every key group it serves (the batch scripts are
+  // CrossSlot), routed by the base of its first item's group; the primaries at once (one thread
+  // each but the first, which is the caller's), so that a slow or unreachable primary holds back
+  // its own items only.
+  struct Part {
+    std::string owner;
+    std::string base;  // the group base the call is routed by
+    std::vector<size_t> at;
+  };
+  std::vector<Part> parts;
+  std::map<int, size_t> part_of_group;
   for (size_t i = 0; i < items.size(); ++i) {
     const int group = redis::KeyGroup(items[i]->front());
-    auto [it, added] = by_group.try_emplace(group);
-    it->second.push_back(i);
-    if (!added) continue;
-    std::string owner = AddressOf(redis::GroupBase(base_, group));
-    auto p = std::find_if(by_primary.begin(), by_primary.end(),
-                          [&](const auto& known) { return known.first == owner; });
-    if (p == by_primary.end()) p = by_primary.insert(by_primary.end(), {std::move(owner), {}});
-    p->second.push_back(group);
+    auto [known, added] = part_of_group.try_emplace(group, 0);
+    if (added) {
+      std::string base = redis::GroupBase(base_, group);
+      std::string owner = AddressOf(base);
+      auto p = std::find_if(parts.begin(), parts.end(),
+                            [&](const Part& part) { return part.owner == owner; });
+      if (p == parts.end()) p = parts.insert(parts.end(), Part{std::move(owner), base, {}});
+      known->second = static_cast<size_t>(p - parts.begin());
+    }
+    parts[known->second].at.push_back(i);
   }
   RedisReply out;
   out.type = RedisReply::Type::kArray;
   out.elements.resize(items.size());
-  // Each group's items are elements of their own: the threads write disjoint elements.
-  auto send_groups = [&](const std::vector<int>& groups) {
-    for (int group : groups) {
-      const std::vector<size_t>& at = by_group.at(group);
-      BatchItems part;
-      for (size_t i : at) part.push_back(items[i]);
-      const std::string gb = redis::GroupBase(base_, group);
-      Result<RedisReply> r = send(part, gb);
-      for (size_t k = 0; k < at.size(); ++k) {
-        RedisReply& e = out.elements[at[k]];
-        if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {
-          e = std::move(r->elements[k]);
-          continue;
-        }
-        e.type = RedisReply::Type::kError;
-        e.str = !r.ok()         ? r.status().message()
-                : r->is_error() ? "redis " + AddressOf(gb) + ": " + r->str
-                                : "redis " + AddressOf(gb) + ": malformed reply to a batch";
+  // Each part's items are elements of their own: the threads write disjoint elements.
+  auto send_part = [&](const Part& p) {
+    BatchItems part;
+    for (size_t i : p.at) part.push_back(items[i]);
+    Result<RedisReply> r = send(part, p.base);
+    for (size_t k = 0; k < p.at.size(); ++k) {
+      RedisReply& e = out.elements[p.at[k]];
+      if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == p.at.size()) {
+        e = std::move(r->elements[k]);
+        continue;
       }
+      e.type = RedisReply::Type::kError;
+      e.str = !r.ok()         ? r.status().message()
+              : r->is_error() ? "redis " + AddressOf(p.base) + ": " + r->str
+                              : "redis " + AddressOf(p.base) + ": malformed reply to a batch";
     }
   };
   std::vector<std::thread> others;
-  for (size_t p = 1; p < by_primary.size(); ++p) {
-    others.emplace_back(send_groups, std::cref(by_primary[p].second));
-  }
-  if (!by_primary.empty()) send_groups(by_primary.front().second);
+  for (size_t p = 1; p < parts.size(); ++p) others.emplace_back(send_part, std::cref(parts[p]));
+  if (!parts.empty()) send_part(parts.front());
   for (std::thread& t : others) t.join();
   return out;
 }

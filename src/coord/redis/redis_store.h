@@ -7,9 +7,9 @@
 // shared(); the key layout is in gnomon/redis_coordinator.h.
 //
 // Under a Cluster (docs/redis-cluster.md) a script runs in one slot: a job's scripts in its key
-// group's (IndexBase), a batch split into one call per group (EvalBatch), the shared keys in
-// the shared slot. A group script that lists new history records leaves them in the group's
-// runs_new; Eval copies them into the all-jobs listing right after (CopyNewRuns).
+// group's (IndexBase), a batch split into one call per primary (EvalBatch), the shared keys in
+// the shared slot. A script that lists new history records leaves them in the runs_new of its
+// KEYS[2]'s group; Eval copies them into the all-jobs listing right after (CopyNewRuns).
 //
 // Thread safety: safe to use from many threads at once (the pool and the routing client are
 // thread-safe; the clock offset is atomic). Outlives the role classes that refer to it
@@ -70,11 +70,11 @@ class RedisStore {
                               const std::vector<std::string>& then, RedisReply& then_reply);
   // A batch over `items` (each item's first argument is its job id): `send(part, index_base)`
   // sends one script call over `part` with KEYS[2] = `index_base`. On one primary one call with
-  // every item and the shared base; under a Cluster one call per key group with the group's
-  // base, the replies put back in the items' order; the primaries' calls go at once, `send` on
-  // a thread per primary (so it must be safe to call from many threads). Each element of the
-  // reply answers its item; an item whose group's call failed gets an error element with the
-  // failure's text (ErrorOf).
+  // every item and the shared base; under a Cluster one call per primary (the script must be
+  // redis_scripts::CrossSlot) with the base of one of its items' groups, the replies put back in
+  // the items' order; the primaries' calls go at once, `send` on a thread per primary (so it
+  // must be safe to call from many threads). Each element of the reply answers its item; an
+  // item whose primary's call failed gets an error element with the failure's text (ErrorOf).
   using BatchItems = std::vector<const std::vector<std::string>*>;
   using SendPart =
       std::function<Result<RedisReply>(const BatchItems& part, const std::string& index_base)>;
