@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gnomon/redis_coordinator.h"
@@ -29,6 +30,7 @@
 #include "src/coord/redis/redis_store.h"
 #include "src/testing/free_port.h"
 #include "src/testing/real_wait.h"
+#include "src/testing/test_certificates.h"
 
 extern char** environ;
 
@@ -100,12 +102,22 @@ std::string Text(const Result<RedisReply>& r) {
 }
 
 // Six cluster-enabled servers in one temporary folder, formed into 3 primaries + 3 replicas.
+// With `certs`, every node serves TLS only, to clients and to the other nodes (--port 0,
+// --tls-port, --tls-cluster yes, --tls-replication yes), with server.crt of `certs`.
 class TestCluster {
  public:
-  TestCluster() {
+  explicit TestCluster(const testing::TestCertificates* certs = nullptr) : certs_(certs) {
     std::string pattern = std::filesystem::temp_directory_path() / "gnomon-cluster-XXXXXX";
     GNOMON_CHECK(mkdtemp(pattern.data()) != nullptr);
     dir_ = pattern;
+    if (certs_ != nullptr) {
+      TlsOptions tls;
+      tls.enabled = true;
+      tls.ca_file = certs_->ca();
+      Result<std::shared_ptr<const RedisTlsContext>> context = RedisTlsContext::Create(tls);
+      GNOMON_CHECK(context.ok());
+      tls_ = *context;
+    }
   }
   ~TestCluster() {
     for (size_t i = 0; i < pids_.size(); ++i) Kill(i);
@@ -121,28 +133,35 @@ class TestCluster {
       const std::string dir = dir_ + "/" + std::to_string(port);
       std::filesystem::create_directories(dir);
       ports_.push_back(port);
-      pids_.push_back(Spawn({kRedisServer,
-                             "--port",
-                             std::to_string(port),
-                             "--bind",
-                             "127.0.0.1",
-                             "--dir",
-                             dir,
-                             "--cluster-enabled",
-                             "yes",
-                             "--cluster-config-file",
-                             dir + "/nodes.conf",
-                             "--cluster-node-timeout",
-                             "1000",
-                             "--cluster-require-full-coverage",
-                             "no",
-                             "--appendonly",
-                             "yes",
-                             "--save",
-                             "",
-                             "--protected-mode",
-                             "no"},
-                            dir + "/redis.log"));
+      std::vector<std::string> args = {kRedisServer,
+                                       "--bind",
+                                       "127.0.0.1",
+                                       "--dir",
+                                       dir,
+                                       "--cluster-enabled",
+                                       "yes",
+                                       "--cluster-config-file",
+                                       dir + "/nodes.conf",
+                                       "--cluster-node-timeout",
+                                       "1000",
+                                       "--cluster-require-full-coverage",
+                                       "no",
+                                       "--appendonly",
+                                       "yes",
+                                       "--save",
+                                       "",
+                                       "--protected-mode",
+                                       "no"};
+      if (certs_ == nullptr) {
+        args.insert(args.end(), {"--port", std::to_string(port)});
+      } else {
+        args.insert(args.end(),
+                    {"--port", "0", "--tls-port", std::to_string(port), "--tls-cluster", "yes",
+                     "--tls-replication", "yes", "--tls-cert-file", certs_->File("server.crt"),
+                     "--tls-key-file", certs_->File("server.key"), "--tls-ca-cert-file",
+                     certs_->ca(), "--tls-auth-clients", "no"});
+      }
+      pids_.push_back(Spawn(std::move(args), dir + "/redis.log"));
       if (pids_.back() < 0) return "cannot start " + std::string(kRedisServer);
     }
     for (int port : ports_) {
@@ -153,6 +172,7 @@ class TestCluster {
     std::vector<std::string> create = {kRedisCli, "--cluster", "create"};
     for (int port : ports_) create.push_back("127.0.0.1:" + std::to_string(port));
     for (const char* a : {"--cluster-replicas", "1", "--cluster-yes"}) create.push_back(a);
+    if (certs_ != nullptr) create.insert(create.end(), {"--tls", "--cacert", certs_->ca()});
     const pid_t cli = Spawn(create, dir_ + "/create.log");
     int status = 0;
     if (cli < 0 || waitpid(cli, &status, 0) != cli || !WIFEXITED(status) ||
@@ -194,7 +214,9 @@ class TestCluster {
 
   // One command on one node (a fresh connection).
   Result<RedisReply> Run(int port, const std::vector<std::string>& argv) {
-    Result<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(ConfigFor(port));
+    RedisConnectionConfig config = ConfigFor(port);
+    config.tls = tls_;
+    Result<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(config);
     if (!c.ok()) return c.status();
     return (*c)->Command(argv);
   }
@@ -297,6 +319,8 @@ class TestCluster {
     return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
   }
 
+  const testing::TestCertificates* certs_;
+  std::shared_ptr<const RedisTlsContext> tls_;  // with certs_: trusting their CA
   std::string dir_;
   std::vector<int> ports_;
   std::vector<pid_t> pids_;
@@ -979,6 +1003,91 @@ TEST(RedisClusterFailoverTest, ABatchIsOneCallPerPrimaryAndAMovedGroupIsRoutedAg
   }
 }
 
+// rediss+cluster://: a cluster whose nodes serve TLS only, to clients and between themselves.
+// The slot map names their TLS ports; a claim batch and a report batch over jobs of all three
+// primaries, a definition (the shared slot) and the history go over TLS, each primary's
+// certificate checked against the address the map names. With another CA, Open fails naming
+// the seed.
+TEST(RedisClusterTlsTest, AClusterServingTlsOnlyIsUsedOverRediss) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  if (!testing::HaveOpenssl()) GTEST_SKIP() << "openssl is not installed";
+  testing::TestCertificates certs;
+  ASSERT_TRUE(certs.ok()) << certs.Log();
+  TestCluster cluster(&certs);
+  const std::string error = cluster.Start();
+  ASSERT_EQ(error, "");
+  const std::string seed = "127.0.0.1:" + std::to_string(cluster.seed());
+  gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
+  // What rediss+cluster://<seed>?tls_ca=<ca> gives (src/server/backend.cc).
+  RedisOptions o;
+  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
+  o.tls.enabled = true;
+  o.tls.ca_file = certs.ca();
+  o.prefix = "tls";
+  o.clock_override = &clock;
+  Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+
+  Result<std::unique_ptr<RedisClusterClient>> client = RedisClusterClient::Connect(
+      [&] {
+        RedisConnectionConfig config = ConfigFor(0);
+        config.tls = RedisTlsContext::Create(o.tls).value();
+        return config;
+      }(),
+      {{"127.0.0.1", cluster.seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::vector<ClaimRequest> reqs;
+  std::set<std::string> primaries;
+  for (int i = 0; i < 30; ++i) {
+    const std::string job = "job-" + std::to_string(i);
+    reqs.push_back(RequestFor(job, clock.Now()));
+    primaries.insert((*client)->OwnerOf(
+        ClusterKeySlot(redis::GroupBase(o.prefix + ":default", redis::KeyGroup(job)))));
+  }
+  ASSERT_EQ(primaries.size(), 3u);
+  const std::vector<Result<ClaimOutcome>> claimed = (*c)->ClaimMany(reqs);
+  std::vector<RunRecord> records;
+  for (const Result<ClaimOutcome>& r : claimed) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->result, ClaimOutcome::Result::kClaimed);
+    ASSERT_TRUE(r->claim.has_value());
+    const Claim& claim = *r->claim;
+    RunRecord rec;
+    rec.run_id = claim.fire.RunId();
+    rec.job_id = claim.fire.job_id;
+    rec.scheduled_at = claim.fire.scheduled_at;
+    rec.attempt = claim.attempt;
+    rec.fencing_token = claim.fencing_token;
+    rec.node_id = claim.node_id;
+    rec.started_at = clock.Now();
+    rec.finished_at = clock.Now();
+    rec.outcome = RunOutcome::kSucceeded;
+    records.push_back(rec);
+  }
+  std::vector<ReportRequest> reports;
+  for (size_t i = 0; i < claimed.size(); ++i) {
+    reports.push_back({&*claimed[i]->claim, &records[i], /*final=*/true});
+  }
+  for (const Status& s : (*c)->ReportMany(reports)) EXPECT_TRUE(s.ok()) << s.ToString();
+  Result<int64_t> put = (*c)->PutJob("nightly", "{}", 0);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  Result<StoredJob> got = (*c)->GetJob("nightly");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->definition, "{}");
+  RunQuery all;
+  all.limit = 100;
+  Result<RunPage> page = (*c)->ListRuns(all);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->runs.size(), reqs.size());
+  for (const RunRecord& r : page->runs) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.run_id;
+
+  o.tls.ca_file = certs.other_ca();
+  Result<std::unique_ptr<RedisCoordinator>> untrusted = RedisCoordinator::Open(o);
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_NE(untrusted.status().message().find(seed), std::string::npos)
+      << untrusted.status().ToString();
+}
+
 // --- The coordinator conformance suite over a real cluster ----------------------------------
 
 // The cluster the suite shares (each test uses its own key prefix), started on first use and
@@ -1109,6 +1218,47 @@ TEST(RedisClusterCoordinatorTest, ClaimsWaitForTheReplicasOfTheirPrimary) {
   Result<ClaimOutcome> retried = claim(stalled, clock.Now());
   ASSERT_TRUE(retried.ok()) << retried.status().ToString();
   EXPECT_EQ(retried->result, ClaimOutcome::Result::kClaimed);
+}
+
+// Under a Cluster a waiter in WaitJobsChange listens on the shared slot's primary (SSUBSCRIBE to
+// the sharded events channel, which the scripts SPUBLISH to): that primary counts one subscriber
+// of the channel while it waits, and a definition put through another coordinator wakes it with
+// the new version.
+TEST(RedisClusterCoordinatorTest, AWaiterHearsChangesOnTheShardedChannel) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  TestCluster* cluster = SharedCluster();
+  gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
+  RedisOptions o = ClusterOptions("events", clock);
+  Result<std::unique_ptr<RedisCoordinator>> waiter = RedisCoordinator::Open(o);
+  ASSERT_TRUE(waiter.ok()) << waiter.status().ToString();
+  Result<std::unique_ptr<RedisCoordinator>> writer = RedisCoordinator::Open(o);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  Result<std::unique_ptr<RedisClusterClient>> client =
+      RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster->seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::string shared = o.prefix + ":default:{~shared}";
+  auto subscribers = [&] {
+    Result<RedisReply> r =
+        (*client)->Command(ClusterKeySlot(shared), {"PUBSUB", "SHARDNUMSUB", shared + ":events"});
+    return r.ok() && r->elements.size() == 2 ? r->elements[1].integer : -1;
+  };
+  Result<int64_t> before = (*waiter)->JobsVersion();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ(subscribers(), 0);
+
+  Result<int64_t> woke = UnavailableError("not woken");
+  std::thread wait([&] { woke = (*waiter)->WaitJobsChange(*before, std::chrono::seconds(60)); });
+  bool listening = false;
+  for (int i = 0; i < 500 && !listening; ++i) {
+    listening = subscribers() == 1;
+    if (!listening) RealWait(milliseconds(20));
+  }
+  Result<int64_t> put = (*writer)->PutJob("nightly", "{}", 0);
+  wait.join();
+  ASSERT_TRUE(listening) << "no SSUBSCRIBE on the shared slot's primary";
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ASSERT_TRUE(woke.ok()) << woke.status().ToString();
+  EXPECT_EQ(*woke, *put);
 }
 
 // Under a Cluster a new record reaches the all-jobs listing through its group's runs_new: the

@@ -371,14 +371,18 @@ Result<RedisReply> RedisConnection::EvalLocked(int id, const std::vector<std::st
 
 namespace gnomon::coord {
 
-Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration timeout) {
+Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration timeout,
+                                          bool sharded) {
   std::lock_guard<std::mutex> lock(mu_);
+  const std::string_view subscribe = sharded ? "ssubscribe" : "subscribe";
+  const std::string_view message = sharded ? "smessage" : "message";
   if (!subscribed_) {
-    Result<RedisReply> r = CommandLocked({"SUBSCRIBE", channel});
+    Result<RedisReply> r = CommandLocked({sharded ? "SSUBSCRIBE" : "SUBSCRIBE", channel});
     if (!r.ok()) return r.status();
     if (r->type != RedisReply::Type::kArray || r->elements.empty() ||
-        r->elements[0].str != "subscribe") {
-      return FailLocked("SUBSCRIBE " + channel + " was refused");
+        r->elements[0].str != subscribe) {
+      return FailLocked(std::string(subscribe) + " " + channel + " was refused" +
+                        (r->is_error() ? ": " + r->str : ""));
     }
     subscribed_ = true;
   }
@@ -393,9 +397,14 @@ Result<bool> RedisConnection::WaitMessage(const std::string& channel, Duration t
     }
     if (raw != nullptr) {
       ReplyPtr reply(static_cast<redisReply*>(raw));
-      if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
-          std::string_view(reply->element[0]->str, reply->element[0]->len) == "message") {
-        got = true;
+      const bool push = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+                        reply->element[0]->str != nullptr;
+      const std::string_view kind =
+          push ? std::string_view(reply->element[0]->str, reply->element[0]->len) : "";
+      if (kind == message) got = true;
+      // The server dropped the sharded subscription: the channel's slot moved elsewhere.
+      if (sharded && kind == "sunsubscribe") {
+        return FailLocked("the server ended the subscription to " + channel + " (its slot moved)");
       }
       continue;
     }

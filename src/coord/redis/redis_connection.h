@@ -118,8 +118,11 @@ class RedisConnection {
   // Returns true when at least one message arrived (all pending ones are consumed), false on
   // timeout. Messages published while no call is waiting stay buffered for the next call.
   // Unavailable on connection errors (the next call reconnects and resubscribes; the caller
-  // must then re-read the state it watches, as messages may have been missed).
-  Result<bool> WaitMessage(const std::string& channel, Duration timeout);
+  // must then re-read the state it watches, as messages may have been missed). `sharded`: a
+  // Redis Cluster's sharded channel (SSUBSCRIBE, SPUBLISH), served by the primary of its slot
+  // only; the server's SUNSUBSCRIBE (the slot moved) is Unavailable as well, and so is a refused
+  // SSUBSCRIBE (MOVED: this server does not serve the slot).
+  Result<bool> WaitMessage(const std::string& channel, Duration timeout, bool sharded = false);
 
   // "host:port", for messages.
   const std::string& address() const { return address_; }

@@ -107,29 +107,43 @@ Result<int64_t> RedisDefinitions::JobsVersion() {
 }
 
 // The subscriber connection is made on first use and kept; while it cannot be had (server down,
-// backoff), this falls back to polling, so a waiter never misses a change for long.
+// backoff), this falls back to polling, so a waiter never misses a change for long. Under a
+// Cluster the events go on a sharded channel (SPUBLISH), which only the primary of its slot (the
+// shared slot's) delivers: the subscriber connects there (SSUBSCRIBE), and is made anew, at the
+// slot's owner then, after any failure (a failover, or the slot moved: SUNSUBSCRIBE).
 Result<int64_t> RedisDefinitions::WaitJobsChange(int64_t since, Duration timeout,
                                                  const PollFn& poll) {
-  // Under a Cluster the events are published on a sharded channel (SPUBLISH) that only its
-  // slot's primary delivers; the wait polls there.
-  if (store_.cluster()) return poll(since, timeout);
   std::lock_guard<std::mutex> lock(watch_mu_);
   const std::string channel = store_.shared() + ":events";
+  const bool sharded = store_.cluster();
   if (subscriber_ == nullptr) {
-    Result<std::unique_ptr<RedisConnection>> sub = RedisConnection::Connect(store_.config());
+    RedisConnectionConfig config = store_.config();
+    if (sharded) {
+      const std::string owner = store_.AddressOf(store_.shared());  // "host:port"
+      const size_t colon = owner.rfind(':');
+      int64_t port = 0;
+      if (colon == std::string::npos ||
+          !ParseInt(std::string_view(owner).substr(colon + 1), port) || port <= 0 || port > 65535) {
+        return poll(since, timeout);
+      }
+      config.host = owner.substr(0, colon);
+      config.port = static_cast<int>(port);
+    }
+    Result<std::unique_ptr<RedisConnection>> sub = RedisConnection::Connect(config);
     if (!sub.ok()) return poll(since, timeout);
     subscriber_ = std::move(*sub);
   }
+  auto wait = [&](Duration d) {
+    const bool ok = subscriber_->WaitMessage(channel, d, sharded).ok();
+    if (!ok && sharded) subscriber_.reset();
+    return ok;
+  };
   // Subscribed (and pending messages consumed) before the version is read: a change after the
   // read is then a message the wait below receives.
-  if (!subscriber_->WaitMessage(channel, Duration(0)).ok()) {
-    return poll(since, timeout);
-  }
+  if (!wait(Duration(0))) return poll(since, timeout);
   Result<int64_t> v = JobsVersion();
   if (!v.ok() || *v != since) return v;
-  if (!subscriber_->WaitMessage(channel, timeout).ok()) {
-    return poll(since, timeout);
-  }
+  if (!wait(timeout)) return poll(since, timeout);
   return JobsVersion();
 }
 
