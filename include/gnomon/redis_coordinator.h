@@ -49,13 +49,15 @@
 // halfway) and go as one ZADD / ZREM per index, the last write of a member winning, so a claim or
 // report batch pays per index one command, not one per fire; the listing is then trimmed once per
 // script.
-// Under a Redis Cluster (RedisOptions::cluster_seeds) every script touches one slot: a job's
-// scripts its group's, whose own lease index B:{g<G>}:leases and B:{g<G>}:runs_new (new
-// listing members, copied into B:{~shared}:runs by the node right after, and swept by
-// ListExpired when a copy was missed) stand in for the shared ones; batches go one call per
-// group; a pause-state change bumps the jobs version in a second call; the listing keeps
-// max_records_total members without deleting the records it drops (each job's cap still holds).
-// docs/redis-cluster.md has the design and what is not done yet.
+// Under a Redis Cluster (RedisOptions::cluster_seeds) every script touches one slot, but a
+// batch, which touches the slots of one primary: a job's scripts its group's, whose own lease
+// index B:{g<G>}:leases and B:{g<G>}:runs_new (new listing members, copied into
+// B:{~shared}:runs by the node right after, and swept by ListExpired when a copy was missed)
+// stand in for the shared ones; batches go one call per primary, and first read each of their
+// groups' B:{g<G>}:probe (never written) so that a group not served there fails the call before
+// anything is written; a pause-state change bumps the jobs version in a second call; the
+// listing keeps max_records_total members without deleting the records it drops (each job's
+// cap still holds). docs/redis-cluster.md has the design and what is not done yet.
 //
 // Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total),
 // with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the

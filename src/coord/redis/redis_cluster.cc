@@ -347,22 +347,26 @@ Result<RedisReply> RedisClusterClient::Command(int slot, const std::vector<std::
 }
 
 Result<RedisReply> RedisClusterClient::Eval(int slot, int id, const std::vector<std::string>& keys,
-                                            const std::vector<std::string>& args) {
+                                            const std::vector<std::string>& args,
+                                            bool keys_declared) {
   RedisReply unused;
-  return EvalThen(slot, id, keys, args, {}, unused);
+  return EvalThen(slot, id, keys, args, {}, unused, keys_declared);
 }
 
 Result<RedisReply> RedisClusterClient::EvalThen(int slot, int id,
                                                 const std::vector<std::string>& keys,
                                                 const std::vector<std::string>& args,
                                                 const std::vector<std::string>& then,
-                                                RedisReply& then_reply) {
+                                                RedisReply& then_reply, bool keys_declared) {
   if (id < 0 || static_cast<size_t>(id) >= scripts_.size()) {
     return InvalidArgumentError("redis cluster: no script " + std::to_string(id));
   }
-  Result<RedisReply> r = Route(slot, [&](RedisConnectionPool& pool, bool asking) {
-    return pool.EvalRouted(id, keys, args, asking, then, &then_reply);
-  });
+  Result<RedisReply> r = Route(
+      slot,
+      [&](RedisConnectionPool& pool, bool asking) {
+        return pool.EvalRouted(id, keys, args, asking, then, &then_reply);
+      },
+      keys_declared);
   if (r.ok() && r->is_error()) {
     return InternalError("redis cluster: slot " + std::to_string(slot) +
                          ": script error: " + r->str);
@@ -371,7 +375,8 @@ Result<RedisReply> RedisClusterClient::EvalThen(int slot, int id,
 }
 
 Result<RedisReply> RedisClusterClient::Route(
-    int slot, const std::function<Result<RedisReply>(RedisConnectionPool&, bool)>& send) {
+    int slot, const std::function<Result<RedisReply>(RedisConnectionPool&, bool)>& send,
+    bool follow_ask) {
   if (slot < 0 || slot >= kClusterSlots) {
     return InvalidArgumentError("redis cluster: slot " + std::to_string(slot) + " out of range");
   }
@@ -408,6 +413,12 @@ Result<RedisReply> RedisClusterClient::Route(
     }
     if (!r->is_error()) return r;
     if (std::optional<ClusterRedirect> to = ParseClusterRedirect(r->str)) {
+      if (to->ask && !follow_ask) {
+        return UnavailableError("redis cluster " + Address(host, port) + ": slot " +
+                                std::to_string(slot) +
+                                " is being migrated, and the script's keys are not all declared "
+                                "(it is not run at the importing node)");
+      }
       ++redirects;
       host = to->host;
       port = to->port;

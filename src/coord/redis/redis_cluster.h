@@ -104,17 +104,21 @@ class RedisClusterClient {
 
   // Runs `argv` on the primary owning `slot` (0-16383), following redirects as described above.
   Result<RedisReply> Command(int slot, const std::vector<std::string>& argv);
-  // EVALSHA of script `id` on the primary owning `slot`, routed as Command. Every key the script
-  // touches must be in `keys` and in `slot`: the server decides redirects from them. A script
-  // error is Internal, as RedisConnection::Eval's.
+  // EVALSHA of script `id` on the primary owning `slot`, routed as Command. The server decides
+  // redirects from `keys` (in `slot`). With `keys_declared`, they are every key the script
+  // touches, and an ASK is followed. Without, the script builds keys of its own, which an
+  // importing node would read as absent while they are still at the source: an ASK answers
+  // Unavailable (the slot is being migrated) and the script runs nowhere. A script error is
+  // Internal, as RedisConnection::Eval's.
   Result<RedisReply> Eval(int slot, int id, const std::vector<std::string>& keys,
-                          const std::vector<std::string>& args);
+                          const std::vector<std::string>& args, bool keys_declared = true);
   // Eval, then `then` on the same connection right after a script answer that is not an error
   // (e.g. WAIT: it counts the replicas of that primary that have the script's writes); its reply
   // goes to `then_reply`. A failure of `then` is the call's.
   Result<RedisReply> EvalThen(int slot, int id, const std::vector<std::string>& keys,
                               const std::vector<std::string>& args,
-                              const std::vector<std::string>& then, RedisReply& then_reply);
+                              const std::vector<std::string>& then, RedisReply& then_reply,
+                              bool keys_declared = true);
   // Reads the slot map again now (from a primary of the current map, else a seed).
   Status Refresh();
   // "host:port" of the primary `slot` belongs to in the current map.
@@ -135,9 +139,10 @@ class RedisClusterClient {
   RedisClusterClient(RedisConnectionConfig base, std::vector<std::pair<std::string, int>> seeds,
                      int pool_size, std::vector<std::string> scripts);
   // Sends one call (`send`: on a node's pool, with ASKING first or not) to `slot`'s primary and
-  // follows the redirects.
+  // follows the redirects (an ASK only with `follow_ask`, else Unavailable).
   Result<RedisReply> Route(
-      int slot, const std::function<Result<RedisReply>(RedisConnectionPool&, bool)>& send);
+      int slot, const std::function<Result<RedisReply>(RedisConnectionPool&, bool)>& send,
+      bool follow_ask = true);
   // The pool of `host:port`, connected on first use.
   Result<RedisConnectionPool*> PoolOf(const std::string& host, int port);
   // Reads the map from `host:port` and installs it.

@@ -32,6 +32,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gnomon/status.h"
@@ -70,8 +71,9 @@ struct RedisReply {
   bool is_error() const { return type == Type::kError; }
   // A Cluster's answer to a script (allow-cross-slot-keys) that met a key of a slot its server
   // does not serve: the caller's slot map is out of date.
+  static constexpr std::string_view kNonLocalKey = "attempted to access a non local key";
   bool is_non_local_key() const {
-    return is_error() && str.find("attempted to access a non local key") != std::string::npos;
+    return is_error() && str.find(kNonLocalKey) != std::string::npos;
   }
 };
 

@@ -110,7 +110,7 @@ local function jb_of(job) return NB .. ':{g' .. group_of(job) .. '}:job:' .. job
 )lua"},
     {"check_local", R"lua(
 -- On one primary every key is local.
-local function check_local(A, from, n, stride) end
+local function check_local(job) end
 )lua"},
     {"member", R"lua(
 local function member(job, ms, shard, att)
@@ -359,18 +359,17 @@ local function bump_jobs_version()
 end
 )lua"},
     {"check_local", R"lua(
--- A batch of A[from], A[from + stride], ... (n jobs) reads one key of each of their groups
--- before it writes anything: a group whose slot this primary does not serve (moved, or being
--- migrated) fails the call there, with nothing written. The slots cannot move while a script
--- runs.
-local function check_local(A, from, n, stride)
-  local seen = {}
-  for k = 0, n - 1 do
-    local g = group_of(A[from + k * stride])
-    if not seen[g] then
-      seen[g] = true
-      redis.call('EXISTS', NB .. ':{g' .. g .. '}:leases')
-    end
+-- A batch calls this for each of its jobs before it writes anything: it reads, once per group,
+-- the group's key "probe", which is never written. The server refuses it when it does not serve
+-- the group's slot, and also while the slot is being migrated away (a key absent from a
+-- MIGRATING slot is redirected), so such a group fails the call there with nothing written.
+-- The slots cannot move while a script runs.
+local LOCAL = {}
+local function check_local(job)
+  local g = group_of(job)
+  if not LOCAL[g] then
+    LOCAL[g] = true
+    redis.call('EXISTS', NB .. ':{g' .. g .. '}:probe')
   end
 end
 )lua"},

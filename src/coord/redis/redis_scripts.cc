@@ -117,7 +117,7 @@ return out
 constexpr const char* kClaimManyBody = R"lua(
 -- ARGV[5..]: n claims...
 local out = {}
-check_local(ARGV, 6, ARGV[5] + 0, 11)
+for k = 0, ARGV[5] - 1 do check_local(ARGV[6 + k * 11]) end
 for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 11) end
 return out
 )lua";
@@ -191,6 +191,11 @@ constexpr const char* kReportManyBody = R"lua(
 -- ARGV[5..]: n reports...
 local out = {}
 local at = 6
+for k = 1, ARGV[5] + 0 do
+  check_local(ARGV[at + 1])
+  at = at + ARGV[at] + 1
+end
+at = 6
 for k = 1, ARGV[5] + 0 do
   local n = ARGV[at] + 0
   out[k] = report_one(ARGV, at + 1, at + n)

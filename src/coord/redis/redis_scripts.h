@@ -58,15 +58,15 @@ enum Id {
 //             the primary they run on and no other. A key group's script (the fire scripts) has
 //             KEYS[2] = the group's base "<prefix>:<ns>:{g<group>}" and KEYS[1] = a job's base in
 //             that group (or the group's base); a batch script's KEYS[2] is the base of any group
-//             of its primary, and its fires may be of any group of that primary (a claim batch
-//             reads one key of each group before it writes, so a group served elsewhere fails
-//             the call with nothing written). A lease is indexed in its job's group (GB:leases
-//             of that group), new history members go to the runs_new of KEYS[2]'s group, and
-//             the all-jobs listing is not touched. A script of the shared slot
-//             has KEYS[1] = KEYS[2] = the shared base; it publishes with SPUBLISH. A pause-state
-//             change cannot bump the jobs version from a key group's slot: kSetPaused and
-//             kCancelFire leave it, and their caller runs kBumpJobsVersion in the shared slot
-//             next (docs/redis-cluster.md "Shared keys").
+//             of its primary, and its fires may be of any group of that primary (a claim or
+//             report batch reads one key of each group before it writes, so a group served
+//             elsewhere fails the call with nothing written). A lease is indexed in its job's group
+//             (GB:leases of that group), new history members go to the runs_new of KEYS[2]'s group,
+//             and the all-jobs listing is not touched. A script of the shared slot has KEYS[1] =
+//             KEYS[2] = the shared base; it publishes with SPUBLISH. A pause-state change cannot
+//             bump the jobs version from a key group's slot: kSetPaused and kCancelFire leave it,
+//             and their caller runs kBumpJobsVersion in the shared slot next (docs/redis-cluster.md
+//             "Shared keys").
 enum class Topology { kSingle, kCluster };
 
 // True for the scripts that can list new history records: under a Cluster they leave them in

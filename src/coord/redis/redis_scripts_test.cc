@@ -112,9 +112,9 @@ TEST(RedisScriptsTest, BatchItemsAreReadAsDescribed) {
 }
 
 // Under a Cluster every script starts with "#!lua" (the server then refuses a key outside its
-// slot), but for the batch scripts, which may touch every slot of their primary (a claim batch
-// reads each group's lease index before it writes anything); each publishes on the sharded
-// channel, and a fire batch's history members stay in its primary.
+// slot), but for the batch scripts, which may touch every slot of their primary (a claim or
+// report batch reads each group's lease index before it writes anything); each publishes on the
+// sharded channel, and a fire batch's history members stay in its primary.
 TEST(RedisScriptsTest, ClusterScriptsKeepToOneSlot) {
   for (int i = 0; i < kCount; ++i) {
     const Id id = static_cast<Id>(i);
@@ -130,6 +130,8 @@ TEST(RedisScriptsTest, ClusterScriptsKeepToOneSlot) {
   EXPECT_TRUE(CrossSlot(kClaimMany) && CrossSlot(kReportMany) && !CrossSlot(kPutJob));
   const std::string claim = Source(kClaimMany, Topology::kCluster);
   EXPECT_LT(claim.find("check_local(ARGV"), claim.find("claim_one(ARGV"));
+  const std::string report = Source(kReportMany, Topology::kCluster);
+  EXPECT_LT(report.find("check_local(ARGV"), report.find("report_one(ARGV"));
   EXPECT_NE(claim.find("GB .. ':runs_new'"), std::string::npos);
   EXPECT_EQ(claim.find("GB .. ':runs')"), std::string::npos);
   EXPECT_EQ(claim.find("trim(GB"), std::string::npos);

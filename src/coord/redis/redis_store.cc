@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -205,7 +206,10 @@ Result<RedisReply> RedisStore::Eval(scripts::Id id, const std::vector<std::strin
                                     const std::vector<std::string>& args) {
   if (!cluster_) return conn_->Eval(id, keys, args);
   GNOMON_CHECK(keys.size() == 2);
-  Result<RedisReply> r = cluster_->Eval(ClusterKeySlot(keys[1]), id, keys, args);
+  // gnomon's scripts build their keys from KEYS[1..2] (bases, not keys): never run at an
+  // importing node, where keys still at the source would read as absent.
+  Result<RedisReply> r =
+      cluster_->Eval(ClusterKeySlot(keys[1]), id, keys, args, /*keys_declared=*/false);
   if (r.ok()) AfterGroupScript(id, keys[1]);
   return r;
 }
@@ -216,8 +220,8 @@ Result<RedisReply> RedisStore::EvalThen(scripts::Id id, const std::vector<std::s
                                         RedisReply& then_reply) {
   if (!cluster_) return conn_->EvalThen(id, keys, args, then, then_reply);
   GNOMON_CHECK(keys.size() == 2);
-  Result<RedisReply> r =
-      cluster_->EvalThen(ClusterKeySlot(keys[1]), id, keys, args, then, then_reply);
+  Result<RedisReply> r = cluster_->EvalThen(ClusterKeySlot(keys[1]), id, keys, args, then,
+                                            then_reply, /*keys_declared=*/false);
   if (r.ok()) AfterGroupScript(id, keys[1]);
   return r;
 }
@@ -245,8 +249,8 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
   // its own items only.
   struct Part {
     std::string owner;
-    std::string base;  // the group base the call is routed by
-    std::vector<size_t> at;
+    std::vector<int> groups;                // in the order they first appear
+    std::map<int, std::vector<size_t>> at;  // group -> its items
   };
   std::vector<Part> parts;
   std::map<int, size_t> part_of_group;
@@ -254,34 +258,51 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
     const int group = redis::KeyGroup(items[i]->front());
     auto [known, added] = part_of_group.try_emplace(group, 0);
     if (added) {
-      std::string base = redis::GroupBase(base_, group);
-      std::string owner = AddressOf(base);
+      std::string owner = AddressOf(redis::GroupBase(base_, group));
       auto p = std::find_if(parts.begin(), parts.end(),
                             [&](const Part& part) { return part.owner == owner; });
-      if (p == parts.end()) p = parts.insert(parts.end(), Part{std::move(owner), base, {}});
+      if (p == parts.end()) p = parts.insert(parts.end(), Part{std::move(owner), {}, {}});
+      p->groups.push_back(group);
       known->second = static_cast<size_t>(p - parts.begin());
     }
-    parts[known->second].at.push_back(i);
+    parts[known->second].at[group].push_back(i);
   }
   RedisReply out;
   out.type = RedisReply::Type::kArray;
   out.elements.resize(items.size());
-  // Each part's items are elements of their own: the threads write disjoint elements.
-  auto send_part = [&](const Part& p) {
+  // One call over the items of `groups` (of one part), routed by the first group's base;
+  // -> false when it failed because a group's slot is not served where the call went.
+  auto send_groups = [&](const Part& p, std::span<const int> groups) {
+    std::vector<size_t> at;
+    for (int group : groups) at.insert(at.end(), p.at.at(group).begin(), p.at.at(group).end());
     BatchItems part;
-    for (size_t i : p.at) part.push_back(items[i]);
-    Result<RedisReply> r = send(part, p.base);
-    for (size_t k = 0; k < p.at.size(); ++k) {
-      RedisReply& e = out.elements[p.at[k]];
-      if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == p.at.size()) {
+    for (size_t i : at) part.push_back(items[i]);
+    const std::string base = redis::GroupBase(base_, groups.front());
+    Result<RedisReply> r = send(part, base);
+    if (!r.ok() && groups.size() > 1 &&
+        r.status().message().find(RedisReply::kNonLocalKey) != std::string::npos) {
+      return false;
+    }
+    for (size_t k = 0; k < at.size(); ++k) {
+      RedisReply& e = out.elements[at[k]];
+      if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {
         e = std::move(r->elements[k]);
         continue;
       }
       e.type = RedisReply::Type::kError;
       e.str = !r.ok()         ? r.status().message()
-              : r->is_error() ? "redis " + AddressOf(p.base) + ": " + r->str
-                              : "redis " + AddressOf(p.base) + ": malformed reply to a batch";
+              : r->is_error() ? "redis " + AddressOf(base) + ": " + r->str
+                              : "redis " + AddressOf(base) + ": malformed reply to a batch";
     }
+    return true;
+  };
+  // Each part's items are elements of their own: the threads write disjoint elements. A call
+  // that met a group its primary does not serve wrote nothing (the scripts check every group
+  // first): the map is out of date, or a slot is being migrated, and the part goes again as one
+  // call per group, each routed (MOVED, ASK) by its own group's slot.
+  auto send_part = [&](const Part& p) {
+    if (send_groups(p, p.groups)) return;
+    for (const int& group : p.groups) (void)send_groups(p, std::span<const int>(&group, 1));
   };
   std::vector<std::thread> others;
   for (size_t p = 1; p < parts.size(); ++p) others.emplace_back(send_part, std::cref(parts[p]));
