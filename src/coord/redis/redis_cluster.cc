@@ -122,6 +122,18 @@ Result<std::vector<ClusterShard>> ParseClusterShards(const RedisReply& reply) {
   return out;
 }
 
+namespace {
+constexpr std::string_view kNotRunWhileMigrating =
+    " is being migrated, and the script's keys are not all declared (it is not run at the "
+    "importing node)";
+}  // namespace
+
+bool IsSlotNotServed(const Status& s) {
+  return s.code() == StatusCode::kUnavailable &&
+         (s.message().find(RedisReply::kNonLocalKey) != std::string::npos ||
+          s.message().find(kNotRunWhileMigrating) != std::string::npos);
+}
+
 std::optional<ClusterRedirect> ParseClusterRedirect(std::string_view error) {
   ClusterRedirect r;
   if (error.starts_with("MOVED ")) {
@@ -415,9 +427,7 @@ Result<RedisReply> RedisClusterClient::Route(
     if (std::optional<ClusterRedirect> to = ParseClusterRedirect(r->str)) {
       if (to->ask && !follow_ask) {
         return UnavailableError("redis cluster " + Address(host, port) + ": slot " +
-                                std::to_string(slot) +
-                                " is being migrated, and the script's keys are not all declared "
-                                "(it is not run at the importing node)");
+                                std::to_string(slot) + std::string(kNotRunWhileMigrating));
       }
       ++redirects;
       host = to->host;

@@ -58,6 +58,12 @@ namespace gnomon::coord {
 
 inline constexpr int kClusterSlots = 16384;
 
+// Whether `s` answers a call refused, with nothing of it run, because it touched a slot not
+// served where it went: a script that met a key of a slot its server does not serve (the map is
+// out of date), or a script without its keys declared that was answered ASK (the slot is being
+// migrated; RedisClusterClient::Eval). A call over fewer slots may succeed.
+bool IsSlotNotServed(const Status& s);
+
 // The hash slot of `key`: CRC16 (XMODEM) of the key mod 16384, or of its hash tag: the text
 // between the first '{' and the first '}' after it, when that text is not empty.
 int ClusterKeySlot(std::string_view key);

@@ -279,10 +279,7 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
     for (size_t i : at) part.push_back(items[i]);
     const std::string base = redis::GroupBase(base_, groups.front());
     Result<RedisReply> r = send(part, base);
-    if (!r.ok() && groups.size() > 1 &&
-        r.status().message().find(RedisReply::kNonLocalKey) != std::string::npos) {
-      return false;
-    }
+    if (!r.ok() && groups.size() > 1 && IsSlotNotServed(r.status())) return false;
     for (size_t k = 0; k < at.size(); ++k) {
       RedisReply& e = out.elements[at[k]];
       if (r.ok() && r->type == RedisReply::Type::kArray && r->elements.size() == at.size()) {
@@ -298,8 +295,8 @@ Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart
   };
   // Each part's items are elements of their own: the threads write disjoint elements. A call
   // that met a group its primary does not serve wrote nothing (the scripts check every group
-  // first): the map is out of date, or a slot is being migrated, and the part goes again as one
-  // call per group, each routed (MOVED, ASK) by its own group's slot.
+  // first; IsSlotNotServed): the map is out of date, or a slot is being migrated, and the part
+  // goes again as one call per group, each routed by its own group's slot.
   auto send_part = [&](const Part& p) {
     if (send_groups(p, p.groups)) return;
     for (const int& group : p.groups) (void)send_groups(p, std::span<const int>(&group, 1));
