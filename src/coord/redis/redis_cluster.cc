@@ -276,6 +276,14 @@ Status RedisClusterClient::Refresh() {
   return last;
 }
 
+void RedisClusterClient::RefreshIfStale() {
+  {
+    MutexLock lock(mu_);
+    if (!stale_) return;
+  }
+  RefreshSoon();
+}
+
 void RedisClusterClient::RefreshSoon() {
   {
     MutexLock lock(mu_);

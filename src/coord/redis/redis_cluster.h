@@ -127,6 +127,9 @@ class RedisClusterClient {
                               bool keys_declared = true);
   // Reads the slot map again now (from a primary of the current map, else a seed).
   Status Refresh();
+  // Reads it again when a call found it out of date (at most once per kMinRefreshGap), as the
+  // next routed call would: for callers that plan calls by OwnerOf.
+  void RefreshIfStale();
   // "host:port" of the primary `slot` belongs to in the current map.
   std::string OwnerOf(int slot) const;
   // "host:port" of every primary in the current map, sorted.

@@ -1010,7 +1010,10 @@ TEST(RedisClusterFailoverTest, ABatchIsOneCallPerPrimaryAndFollowsItsGroupsSlots
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->result, ClaimOutcome::Result::kClaimed);
   }
-  for (const auto& [port, n] : now) EXPECT_LE(n - calls.at(port), 1) << "primary " << port;
+  for (const auto& [port, n] : now) {
+    EXPECT_LE(n - calls.at(port), 1)
+        << "primary " << port << " from " << from << " to " << cluster.OtherPrimary(from);
+  }
 
   // A group whose slot is being migrated away (MIGRATING at its primary, IMPORTING at another,
   // no key moved yet): its claims answer Unavailable and run nowhere, not at the importing node,

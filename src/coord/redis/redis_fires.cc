@@ -107,23 +107,25 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
   }
   // Under a Cluster each key group has its own lease index: the scan takes the oldest `page`
   // of each and keeps the oldest `page` of them all, in the order one index would list them
-  // (lease end, then member "<job> <ms>:<shard>"). It also sweeps each group's runs_new of
-  // members a failed copy left (RedisStore::CopyNewRuns). A group whose primary does not answer
-  // is passed over (the next pass scans it again), so that one unreachable primary does not
-  // hold back the recovery of the others' fires; only a pass that reaches no group fails.
+  // (lease end, then member "<job> <ms>:<shard>"), with one call per primary over its groups.
+  // It also sweeps each group's runs_new of members a failed copy left
+  // (RedisStore::SweepNewRuns, one more call per primary). A primary that does not answer is
+  // passed over (the next pass scans it again), so that one unreachable primary does not hold
+  // back the recovery of the others' fires; only a pass that reaches no primary fails.
   Result<Instant> now = store_.Now();  // the shared slot's primary: without it, no sweep
   Status failed;
-  int failures = 0;
-  for (int group = 0; group < redis::kKeyGroups; ++group) {
-    const Status listed = ListExpiredIn(
-        redis::GroupBase(store_.options().prefix + ":" + store_.options().ns, group), *page, out);
+  size_t failures = 0;
+  const std::vector<std::vector<int>> parts = store_.GroupsByPrimary();
+  const std::string base = store_.options().prefix + ":" + store_.options().ns;
+  for (const std::vector<int>& groups : parts) {
+    const Status listed = ListExpiredIn(redis::GroupBase(base, groups.front()), *page, out, groups);
     if (!listed.ok()) {
       if (failures++ == 0) failed = listed;
       continue;
     }
-    if (now.ok()) (void)store_.CopyNewRuns(group, *now - kSweepAge + Duration(1));
+    if (now.ok()) (void)store_.SweepNewRuns(groups, *now - kSweepAge + Duration(1));
   }
-  if (failures == redis::kKeyGroups) return failed;
+  if (failures == parts.size()) return failed;
   auto member = [](const ExpiredFire& e) {
     return e.fire.job_id + " " + Ms(e.fire.scheduled_at) + ":" + std::to_string(e.fire.shard);
   };
@@ -136,12 +138,11 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
 }
 
 Status RedisFires::ListExpiredIn(const std::string& index_base, int limit,
-                                 std::vector<ExpiredFire>& out) {
-  std::vector<std::string> args =
-      scripts::ArgList(scripts::ArgNames(scripts::kListExpired), store_.CommonArgs())
-          .Add("limit", std::to_string(limit))
-          .Take();
-  Result<RedisReply> r = store_.Eval(scripts::kListExpired, {index_base, index_base}, args);
+                                 std::vector<ExpiredFire>& out, const std::vector<int>& groups) {
+  scripts::ArgList args(scripts::ArgNames(scripts::kListExpired), store_.CommonArgs());
+  args.Add("limit", std::to_string(limit));
+  for (int group : groups) args.Add("groups...", std::to_string(group));
+  Result<RedisReply> r = store_.Eval(scripts::kListExpired, {index_base, index_base}, args.Take());
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 1) || Word(*r) != "OK" || (r->elements.size() - 1) % 8 != 0) {
     return Malformed("list expired");

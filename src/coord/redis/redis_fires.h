@@ -51,8 +51,11 @@ class RedisFires {
   // Under a Cluster, the second step of a pause-state change: the jobs version in the shared
   // slot (on one primary the script did it).
   Status BumpJobsVersion();
-  // Appends to `out` up to `limit` expired leases of the lease index under `index_base`.
-  Status ListExpiredIn(const std::string& index_base, int limit, std::vector<ExpiredFire>& out);
+  // Appends to `out` up to `limit` expired leases: of the lease index under `index_base`, or,
+  // with `groups` (all of one primary; index_base one of theirs), of those groups' indexes in
+  // one call.
+  Status ListExpiredIn(const std::string& index_base, int limit, std::vector<ExpiredFire>& out,
+                       const std::vector<int>& groups = {});
 
   // A runs_new member older than this was left by a copy that failed (RedisStore::CopyNewRuns):
   // ListExpired's sweep copies it.

@@ -204,24 +204,53 @@ end
 return out
 )lua";
 
-// KEYS[1] unused. ARGV[5]: limit.
-// -> OK, then per fire: job ms shard shard_count attempt token node lease
+// KEYS[1] unused. ARGV[5]: limit; ARGV[6..]: key groups (under a Cluster: the groups of the
+// primary it runs on), else the lease index GB:leases.
+// -> OK, then per fire: job ms shard shard_count attempt token node lease; the `limit` oldest
+// (lease end, then member "<job> <ms>:<shard>") of the oldest `limit` of each index.
 constexpr const char* kListExpiredBody = R"lua(
--- ARGV[5..]: limit
-local rows = redis.call('ZRANGEBYSCORE', GB .. ':leases', '-inf', NOW_S, 'LIMIT', '0', ARGV[5])
-local out = {'OK'}
-for _, m in ipairs(rows) do
-  local job, ms_s, shard_s = string.match(m, '^(%S+) (-?%d+):(%d+)$')
-  local fid = ms_s .. ':' .. shard_s
-  local f = redis.call('HMGET', jb_of(job) .. ':fire:' .. fid, 'att', 'tok', 'node', 'sc', 'open',
-                       'lease')
-  if f[1] and f[5] == '1' then
-    for _, v in ipairs({job, ms_s, shard_s, f[4], f[1], f[2], f[3], f[6]}) do
-      out[#out + 1] = v
+-- ARGV[5..]: limit groups...
+local limit = ARGV[5] + 0
+local found = {}
+local function scan(base)
+  local rows = redis.call('ZRANGEBYSCORE', base .. ':leases', '-inf', NOW_S, 'LIMIT', '0', ARGV[5])
+  for _, m in ipairs(rows) do
+    local job, ms_s, shard_s = string.match(m, '^(%S+) (-?%d+):(%d+)$')
+    local fid = ms_s .. ':' .. shard_s
+    local f = redis.call('HMGET', jb_of(job) .. ':fire:' .. fid, 'att', 'tok', 'node', 'sc',
+                         'open', 'lease')
+    if f[1] and f[5] == '1' then
+      found[#found + 1] = {f[6] + 0, m, {job, ms_s, shard_s, f[4], f[1], f[2], f[3], f[6]}}
+    else
+      g_lease(job, fid, false)
     end
-  else
-    g_lease(job, fid, false)
   end
+end
+if #ARGV < 6 then
+  scan(GB)
+else
+  for i = 6, #ARGV do scan(NB .. ':{g' .. ARGV[i] .. '}') end
+  table.sort(found, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+end
+local out = {'OK'}
+for i = 1, math.min(#found, limit) do
+  for _, v in ipairs(found[i][3]) do out[#out + 1] = v end
+end
+return out
+)lua";
+
+// KEYS[1] unused. ARGV[5]: before (ms); ARGV[6..]: key groups. -> per group, the members of its
+// runs_new that came before `before` (at most 1,024): what a copy into the all-jobs listing
+// missed (RedisStore::CopyNewRuns), for ListExpired's sweep. Cluster only.
+constexpr const char* kSweepNewRunsBody = R"lua(
+-- ARGV[5..]: before groups...
+local out = {}
+for i = 6, #ARGV do
+  out[#out + 1] = redis.call('ZRANGEBYSCORE', NB .. ':{g' .. ARGV[i] .. '}:runs_new', '-inf',
+                             '(' .. ARGV[5], 'LIMIT', '0', '1024')
 end
 return out
 )lua";
@@ -616,6 +645,7 @@ constexpr Script kScripts[] = {
     {kRerunFire, "", kRerunFireBody},
     {kUnclaim, "", kUnclaimBody},
     {kBumpJobsVersion, "", kBumpJobsVersionBody},
+    {kSweepNewRuns, "", kSweepNewRunsBody},
 };
 static_assert(std::size(kScripts) == kCount);
 
@@ -623,7 +653,7 @@ static_assert(std::size(kScripts) == kCount);
 constexpr std::string_view kRenewArgs[] = {"job", "ms", "shard", "token", "ttl_ms"};
 constexpr std::string_view kNextAttemptArgs[] = {"job", "ms", "shard", "token", "ttl_ms", "node"};
 constexpr std::string_view kReportManyArgs[] = {"n", "reports..."};
-constexpr std::string_view kListExpiredArgs[] = {"limit"};
+constexpr std::string_view kListExpiredArgs[] = {"limit", "groups..."};
 constexpr std::string_view kResolveLostArgs[] = {"job",    "ms",   "shard", "token",
                                                  "policy", "node", "ttl_ms"};
 constexpr std::string_view kRecordSkippedArgs[] = {"job",         "ms",   "shard",
@@ -646,13 +676,15 @@ constexpr std::string_view kCancelFireArgs[] = {"job", "ms", "shard", "reason"};
 constexpr std::string_view kRerunFireArgs[] = {"job", "ms", "shard", "ttl_ms", "node", "cause"};
 constexpr std::string_view kUnclaimArgs[] = {"fires..."};
 constexpr std::span<const std::string_view> kBumpJobsVersionArgs;
+constexpr std::string_view kSweepNewRunsArgs[] = {"before", "groups..."};
 constexpr std::span<const std::string_view> kArgNames[] = {
-    kRenewArgs,       kNextAttemptArgs,   kReportManyArgs,     kListExpiredArgs,
-    kResolveLostArgs, kRecordSkippedArgs, kSaveCheckpointArgs, kSaveLiveOutputArgs,
-    kSetPausedArgs,   kPruneArgs,         kListRunsArgs,       kGetRunArgs,
-    kHeartbeatArgs,   kListNodesArgs,     kPutJobArgs,         kDeleteJobArgs,
-    kAppendAuditArgs, kFiresRecordedArgs, kClaimManyArgs,      kGetJobStatesArgs,
-    kCancelFireArgs,  kRerunFireArgs,     kUnclaimArgs,        kBumpJobsVersionArgs,
+    kRenewArgs,        kNextAttemptArgs,   kReportManyArgs,     kListExpiredArgs,
+    kResolveLostArgs,  kRecordSkippedArgs, kSaveCheckpointArgs, kSaveLiveOutputArgs,
+    kSetPausedArgs,    kPruneArgs,         kListRunsArgs,       kGetRunArgs,
+    kHeartbeatArgs,    kListNodesArgs,     kPutJobArgs,         kDeleteJobArgs,
+    kAppendAuditArgs,  kFiresRecordedArgs, kClaimManyArgs,      kGetJobStatesArgs,
+    kCancelFireArgs,   kRerunFireArgs,     kUnclaimArgs,        kBumpJobsVersionArgs,
+    kSweepNewRunsArgs,
 };
 static_assert(std::size(kArgNames) == kCount);
 
@@ -666,7 +698,7 @@ std::string Source(Id id, Topology topology) {
 
 bool CrossSlot(Id id) {
   return id == kClaimMany || id == kReportMany || id == kGetJobStates || id == kFiresRecorded ||
-         id == kUnclaim;
+         id == kUnclaim || id == kListExpired || id == kSweepNewRuns;
 }
 
 bool ListsRecords(Id id) {

@@ -47,6 +47,7 @@ enum Id {
   kRerunFire,
   kUnclaim,
   kBumpJobsVersion,
+  kSweepNewRuns,
   kCount,
 };
 
@@ -73,8 +74,8 @@ enum class Topology { kSingle, kCluster };
 // the key group's runs_new, which RedisStore then copies into the all-jobs listing.
 bool ListsRecords(Id id);
 
-// True for the batch scripts (RedisStore::EvalBatch, and kUnclaim on a batch's part): under a
-// Cluster one call carries the fires of every key group of one primary.
+// True for the batch scripts (RedisStore::EvalBatch, and kUnclaim on a batch's part) and the
+// scans (kListExpired, kSweepNewRuns): under a Cluster one call covers key groups of one primary.
 bool CrossSlot(Id id);
 
 // The full source (shared prelude + body) of script `id`.

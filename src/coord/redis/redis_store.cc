@@ -243,6 +243,7 @@ void RedisStore::AfterGroupScript(scripts::Id id, const std::string& index_base)
 
 Result<RedisReply> RedisStore::EvalBatch(const BatchItems& items, const SendPart& send) {
   if (!cluster_) return send(items, shared_);
+  cluster_->RefreshIfStale();  // the parts are planned by the map
   // One call per primary, with the items of every key group it serves (the batch scripts are
   // CrossSlot), routed by the base of its first item's group; the primaries at once (one thread
   // each but the first, which is the caller's), so that a slow or unreachable primary holds back
@@ -316,11 +317,46 @@ Status RedisStore::CopyNewRuns(int group, std::optional<Instant> came_before) {
   Result<RedisReply> members =
       Command(key, {"ZRANGEBYSCORE", key, "-inf", max, "LIMIT", "0", "1024"});
   if (!members.ok()) return members.status();
-  if (members->type != RedisReply::Type::kArray) return Malformed("runs_new");
-  if (members->elements.empty()) return Status::Ok();
+  return MoveNewRuns(group, *members);
+}
+
+std::vector<std::vector<int>> RedisStore::GroupsByPrimary() const {
+  GNOMON_CHECK(cluster_ != nullptr);
+  cluster_->RefreshIfStale();
+  std::vector<std::vector<int>> out;
+  std::map<std::string, size_t> index;
+  for (int group = 0; group < redis::kKeyGroups; ++group) {
+    auto [it, added] = index.try_emplace(AddressOf(redis::GroupBase(base_, group)), out.size());
+    if (added) out.emplace_back();
+    out[it->second].push_back(group);
+  }
+  return out;
+}
+
+Status RedisStore::SweepNewRuns(const std::vector<int>& groups, Instant came_before) {
+  GNOMON_CHECK(cluster_ != nullptr && !groups.empty());
+  scripts::ArgList args(scripts::ArgNames(scripts::kSweepNewRuns), CommonArgs());
+  args.Add("before", Ms(came_before));
+  for (int group : groups) args.Add("groups...", std::to_string(group));
+  const std::string base = redis::GroupBase(base_, groups.front());
+  Result<RedisReply> r = Eval(scripts::kSweepNewRuns, {base, base}, args.Take());
+  if (!r.ok()) return r.status();
+  if (r->type != RedisReply::Type::kArray || r->elements.size() != groups.size()) {
+    return Malformed("sweep of runs_new");
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    GNOMON_RETURN_IF_ERROR(MoveNewRuns(groups[i], r->elements[i]));
+  }
+  return Status::Ok();
+}
+
+Status RedisStore::MoveNewRuns(int group, const RedisReply& members) {
+  if (members.type != RedisReply::Type::kArray) return Malformed("runs_new");
+  if (members.elements.empty()) return Status::Ok();
+  const std::string key = redis::GroupBase(base_, group) + ":runs_new";
   std::vector<std::string> add = {"ZADD", shared_ + ":runs"};
   std::vector<std::string> rem = {"ZREM", key};
-  for (const RedisReply& m : members->elements) {
+  for (const RedisReply& m : members.elements) {
     add.push_back("0");
     add.push_back(m.str);
     rem.push_back(m.str);

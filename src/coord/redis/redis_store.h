@@ -87,6 +87,13 @@ class RedisStore {
   // within its job's cap). With `came_before`, only the members that came before it (server
   // clock): a sweep leaves the newer ones to the call that made them.
   Status CopyNewRuns(int group, std::optional<Instant> came_before = std::nullopt);
+  // Under a Cluster: CopyNewRuns(group, came_before) of every group of `groups` (all of one
+  // primary), with one call there to read them (kSweepNewRuns) and the moves only for the
+  // groups that have members to move.
+  Status SweepNewRuns(const std::vector<int>& groups, Instant came_before);
+  // Under a Cluster: the key groups by the primary that serves them (every group once), in the
+  // order of the current slot map.
+  std::vector<std::vector<int>> GroupsByPrimary() const;
   // The settings of every connection (a subscriber connection is made from them).
   const RedisConnectionConfig& config() const { return config_; }
   // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
@@ -105,6 +112,9 @@ class RedisStore {
   std::string ClaimDeadline(Duration lease_ttl) const;
 
  private:
+  // CopyNewRuns' second half: `members` (a reply listing members of `group`'s runs_new) into the
+  // all-jobs listing, the listing's cap, then their removal from runs_new.
+  Status MoveNewRuns(int group, const RedisReply& members);
   RedisStore(const RedisOptions& options, const RedisConnectionConfig& config,
              std::unique_ptr<RedisConnectionPool> conn, std::unique_ptr<RedisClusterClient> cluster,
              bool unsafe_persistence);
