@@ -25,6 +25,7 @@
 
 #include "gnomon/redis_coordinator.h"
 #include "gnomon/testing/fake_clock.h"
+#include "src/coord/conformance_helpers.h"
 #include "src/coord/coordinator_conformance.h"
 #include "src/coord/redis/redis_scripts.h"
 #include "src/coord/redis/redis_store.h"
@@ -800,6 +801,16 @@ ClaimRequest RequestFor(const std::string& job, Instant at) {
   return req;
 }
 
+// Options for a coordinator over `cluster`, keys under `prefix`, "now" from `clock`.
+RedisOptions OptionsFor(const TestCluster& cluster, const std::string& prefix,
+                        gnomon::testing::FakeClock& clock) {
+  RedisOptions o;
+  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
+  o.prefix = prefix;
+  o.clock_override = &clock;
+  return o;
+}
+
 // One unreachable primary (a paused process: its port still accepts, nothing answers) holds
 // back only the key groups it owns. A claim batch over three jobs on three primaries grants the
 // two reachable ones and answers Unavailable for the third; the primary is then held down, so
@@ -813,10 +824,7 @@ TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
   const std::string error = cluster.Start();
   ASSERT_EQ(error, "");
   gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
-  o.prefix = "down";
-  o.clock_override = &clock;
+  RedisOptions o = OptionsFor(cluster, "down", clock);
   o.io_timeout = milliseconds(500);
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -916,10 +924,7 @@ TEST(RedisClusterFailoverTest, ABatchIsOneCallPerPrimaryAndFollowsItsGroupsSlots
   const std::string error = cluster.Start();
   ASSERT_EQ(error, "");
   gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
-  o.prefix = "batch";
-  o.clock_override = &clock;
+  const RedisOptions o = OptionsFor(cluster, "batch", clock);
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Result<std::unique_ptr<RedisClusterClient>> client =
@@ -1064,12 +1069,9 @@ TEST(RedisClusterTlsTest, AClusterServingTlsOnlyIsUsedOverRediss) {
   const std::string seed = "127.0.0.1:" + std::to_string(cluster.seed());
   gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
   // What rediss+cluster://<seed>?tls_ca=<ca> gives (src/server/backend.cc).
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", cluster.seed()}};
+  RedisOptions o = OptionsFor(cluster, "tls", clock);
   o.tls.enabled = true;
   o.tls.ca_file = certs.ca();
-  o.prefix = "tls";
-  o.clock_override = &clock;
   Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
 
@@ -1096,18 +1098,8 @@ TEST(RedisClusterTlsTest, AClusterServingTlsOnlyIsUsedOverRediss) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(r->result, ClaimOutcome::Result::kClaimed);
     ASSERT_TRUE(r->claim.has_value());
-    const Claim& claim = *r->claim;
-    RunRecord rec;
-    rec.run_id = claim.fire.RunId();
-    rec.job_id = claim.fire.job_id;
-    rec.scheduled_at = claim.fire.scheduled_at;
-    rec.attempt = claim.attempt;
-    rec.fencing_token = claim.fencing_token;
-    rec.node_id = claim.node_id;
-    rec.started_at = clock.Now();
-    rec.finished_at = clock.Now();
-    rec.outcome = RunOutcome::kSucceeded;
-    records.push_back(rec);
+    records.push_back(gnomon::testing::conformance::RecordOf(*r->claim, RunOutcome::kSucceeded,
+                                                             clock.Now(), clock.Now()));
   }
   std::vector<ReportRequest> reports;
   for (size_t i = 0; i < claimed.size(); ++i) {
@@ -1175,11 +1167,7 @@ std::vector<gnomon::testing::CoordinatorFactory> ClusterFactories() {
 
 // Options for a coordinator over the shared cluster, keys under `prefix`, "now" from `clock`.
 RedisOptions ClusterOptions(const std::string& prefix, gnomon::testing::FakeClock& clock) {
-  RedisOptions o;
-  o.cluster_seeds = {{"127.0.0.1", SharedCluster()->seed()}};
-  o.prefix = prefix + std::to_string(getpid());
-  o.clock_override = &clock;
-  return o;
+  return OptionsFor(*SharedCluster(), prefix + std::to_string(getpid()), clock);
 }
 
 // Options a Cluster cannot honour are refused before anything is connected.
