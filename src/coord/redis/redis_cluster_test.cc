@@ -912,7 +912,8 @@ TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
 }
 
 // A batch is one script call per primary, whatever the number of key groups its fires are in:
-// 128 claims (one call's worth) over more than 100 groups cost each primary one EVALSHA, and
+// 128 claims (one call's worth) over more than 100 groups cost each primary one EVALSHA, so does
+// the takeover check of those fires (FiresRecorded), and
 // each lease is indexed in its own group (the lost-run scan lists all 128). A group whose slot
 // moved to another primary since the client read the map fails its primary's call with nothing
 // written; that part of the batch goes again as one call per group, each following its slot's
@@ -966,6 +967,20 @@ TEST(RedisClusterFailoverTest, ABatchIsOneCallPerPrimaryAndFollowsItsGroupsSlots
   }
   for (const auto& [port, calls] : after) {
     EXPECT_EQ(calls - before.at(port), 1) << "primary " << port;
+  }
+  // The takeover check (FiresRecorded) of the same fires: one call per primary as well.
+  std::vector<FireKey> keys;
+  for (const ClaimRequest& req : reqs) keys.push_back(req.fire);
+  keys.push_back(RequestFor("never-claimed", t0).fire);
+  const std::map<int, int64_t> before_check = evalsha_calls();
+  Result<std::vector<bool>> recorded_all = (*c)->FiresRecorded(keys);
+  const std::map<int, int64_t> after_check = evalsha_calls();
+  ASSERT_TRUE(recorded_all.ok()) << recorded_all.status().ToString();
+  ASSERT_EQ(recorded_all->size(), keys.size());
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_TRUE((*recorded_all)[i]) << i;
+  EXPECT_FALSE(recorded_all->back());
+  for (const auto& [port, calls] : after_check) {
+    EXPECT_EQ(calls - before_check.at(port), 1) << "primary " << port;
   }
   clock.Advance(std::chrono::minutes(10));  // past every lease
   Result<std::vector<ExpiredFire>> lost = (*c)->ListExpired(1000);

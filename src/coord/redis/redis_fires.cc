@@ -298,29 +298,39 @@ Result<gnomon::Claim> RedisFires::RerunFire(const FireKey& fire, const std::stri
 
 Result<std::vector<bool>> RedisFires::FiresRecorded(const std::vector<FireKey>& fires) {
   for (const FireKey& fire : fires) GNOMON_RETURN_IF_ERROR(coord::ValidateFireKey(fire));
-  std::vector<bool> out(fires.size());
-  // Bounded script calls: a takeover batch may be large. Under a Cluster, one call per key group.
+  std::vector<bool> out;
+  out.reserve(fires.size());
+  // Bounded script calls: a takeover batch may be large. Under a Cluster, one call per primary
+  // (RedisStore::EvalBatch).
   constexpr size_t kBatch = 512;
-  std::map<std::string, std::vector<size_t>> by_base;
-  for (size_t i = 0; i < fires.size(); ++i) {
-    by_base[store_.IndexBase(fires[i].job_id)].push_back(i);
-  }
-  for (const auto& [base, at] : by_base) {
-    for (size_t begin = 0; begin < at.size(); begin += kBatch) {
-      const size_t end = std::min(at.size(), begin + kBatch);
-      scripts::ArgList args(scripts::ArgNames(scripts::kFiresRecorded), store_.CommonArgs());
-      for (size_t k = begin; k < end; ++k) {
-        const FireKey& fire = fires[at[k]];
-        args.Add("fires...", fire.job_id)
-            .Add("fires...", Ms(fire.scheduled_at))
-            .Add("fires...", std::to_string(fire.shard));
-      }
-      Result<RedisReply> r = store_.Eval(scripts::kFiresRecorded, {base, base}, args.Take());
-      if (!r.ok()) return r.status();
-      if (!IsArray(*r, 1) || Word(*r) != "OK" || r->elements.size() != end - begin + 1) {
-        return Malformed("fires recorded");
-      }
-      for (size_t k = begin; k < end; ++k) out[at[k]] = r->elements[k - begin + 1].integer != 0;
+  for (size_t from = 0; from < fires.size(); from += kBatch) {
+    const size_t to = std::min(fires.size(), from + kBatch);
+    std::vector<std::vector<std::string>> items;
+    for (size_t i = from; i < to; ++i) {
+      items.push_back({fires[i].job_id, Ms(fires[i].scheduled_at), std::to_string(fires[i].shard)});
+    }
+    RedisStore::BatchItems ptrs;
+    for (const std::vector<std::string>& item : items) ptrs.push_back(&item);
+    Result<RedisReply> r = store_.EvalBatch(
+        ptrs, [&](const RedisStore::BatchItems& part, const std::string& ib) -> Result<RedisReply> {
+          scripts::ArgList args(scripts::ArgNames(scripts::kFiresRecorded), store_.CommonArgs());
+          for (const auto* item : part) {
+            for (const std::string& arg : *item) args.Add("fires...", arg);
+          }
+          Result<RedisReply> answer = store_.Eval(scripts::kFiresRecorded, {ib, ib}, args.Take());
+          if (!answer.ok() || answer->is_error()) return answer;
+          // "OK" first, then one element per fire: the batch's reply is the elements.
+          if (!IsArray(*answer, 1) || Word(*answer) != "OK") return Malformed("fires recorded");
+          answer->elements.erase(answer->elements.begin());
+          return answer;
+        });
+    if (!r.ok()) return r.status();
+    if (r->type != RedisReply::Type::kArray || r->elements.size() != to - from) {
+      return Malformed("fires recorded");
+    }
+    for (const RedisReply& e : r->elements) {
+      if (e.is_error()) return ErrorOf(e);
+      out.push_back(e.integer != 0);
     }
   }
   return out;
