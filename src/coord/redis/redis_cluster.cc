@@ -292,6 +292,13 @@ void RedisClusterClient::RefreshSoon() {
   (void)Refresh();  // on failure the current map stays, and the next redirect tries again
 }
 
+std::optional<std::pair<std::string, int>> RedisClusterClient::OwnerEndpointOf(int slot) const {
+  MutexLock lock(mu_);
+  if (slot < 0 || slot >= kClusterSlots || owner_[slot] < 0) return std::nullopt;
+  const Node& n = nodes_[owner_[slot]];
+  return std::make_pair(n.host, n.port);
+}
+
 std::string RedisClusterClient::OwnerOf(int slot) const {
   MutexLock lock(mu_);
   if (slot < 0 || slot >= kClusterSlots || owner_[slot] < 0) return "";

@@ -132,6 +132,8 @@ class RedisClusterClient {
   void RefreshIfStale();
   // "host:port" of the primary `slot` belongs to in the current map.
   std::string OwnerOf(int slot) const;
+  // Its host and port (nullopt when the map has none for `slot`).
+  std::optional<std::pair<std::string, int>> OwnerEndpointOf(int slot) const;
   // "host:port" of every primary in the current map, sorted.
   std::vector<std::string> Primaries() const;
   // Whether calls to the primary at "host:port" answer Unavailable at once (held down: its last

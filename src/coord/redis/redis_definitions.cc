@@ -117,19 +117,9 @@ Result<int64_t> RedisDefinitions::WaitJobsChange(int64_t since, Duration timeout
   const std::string channel = store_.shared() + ":events";
   const bool sharded = store_.cluster();
   if (subscriber_ == nullptr) {
-    RedisConnectionConfig config = store_.config();
-    if (sharded) {
-      const std::string owner = store_.AddressOf(store_.shared());  // "host:port"
-      const size_t colon = owner.rfind(':');
-      int64_t port = 0;
-      if (colon == std::string::npos ||
-          !ParseInt(std::string_view(owner).substr(colon + 1), port) || port <= 0 || port > 65535) {
-        return poll(since, timeout);
-      }
-      config.host = owner.substr(0, colon);
-      config.port = static_cast<int>(port);
-    }
-    Result<std::unique_ptr<RedisConnection>> sub = RedisConnection::Connect(config);
+    const std::optional<RedisConnectionConfig> config = store_.ConfigFor(store_.shared());
+    if (!config) return poll(since, timeout);
+    Result<std::unique_ptr<RedisConnection>> sub = RedisConnection::Connect(*config);
     if (!sub.ok()) return poll(since, timeout);
     subscriber_ = std::move(*sub);
   }

@@ -196,6 +196,16 @@ std::string RedisStore::AddressOf(const std::string& key) const {
   return cluster_->OwnerOf(ClusterKeySlot(key));
 }
 
+std::optional<RedisConnectionConfig> RedisStore::ConfigFor(const std::string& key) const {
+  if (!cluster_) return config_;
+  std::optional<std::pair<std::string, int>> owner = cluster_->OwnerEndpointOf(ClusterKeySlot(key));
+  if (!owner) return std::nullopt;
+  RedisConnectionConfig config = config_;
+  config.host = owner->first;
+  config.port = owner->second;
+  return config;
+}
+
 Result<RedisReply> RedisStore::Command(const std::string& key,
                                        const std::vector<std::string>& argv) {
   if (!cluster_) return conn_->Command(argv);
