@@ -34,11 +34,19 @@ def free_port():
 
 def free_cluster_port(taken=()):
     """free_port() for a Redis Cluster node: its cluster bus listens on port + 10000, so the port
-    is at most 55535 (and not one of `taken`)."""
+    is at most 55535, its bus port was free a moment ago too, and it is not one of `taken`."""
     while True:
         port = free_port()
-        if port <= 55535 and port not in taken:
-            return port
+        if port > 55535 or port in taken:
+            continue
+        bus = socket.socket()
+        try:
+            bus.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        finally:
+            bus.close()
+        return port
 
 
 def temp_dir(prefix):

@@ -130,45 +130,33 @@ class TestCluster {
   // an empty string on success, else what went wrong (with the tail of the logs).
   std::string Start() {
     for (int i = 0; i < 6; ++i) {
-      const int port = FreeClusterPort();
-      const std::string dir = dir_ + "/" + std::to_string(port);
-      std::filesystem::create_directories(dir);
-      ports_.push_back(port);
-      std::vector<std::string> args = {kRedisServer,
-                                       "--bind",
-                                       "127.0.0.1",
-                                       "--dir",
-                                       dir,
-                                       "--cluster-enabled",
-                                       "yes",
-                                       "--cluster-config-file",
-                                       dir + "/nodes.conf",
-                                       "--cluster-node-timeout",
-                                       "1000",
-                                       "--cluster-require-full-coverage",
-                                       "no",
-                                       "--appendonly",
-                                       "yes",
-                                       "--save",
-                                       "",
-                                       "--protected-mode",
-                                       "no"};
-      if (certs_ == nullptr) {
-        args.insert(args.end(), {"--port", std::to_string(port)});
-      } else {
-        args.insert(args.end(),
-                    {"--port", "0", "--tls-port", std::to_string(port), "--tls-cluster", "yes",
-                     "--tls-replication", "yes", "--tls-cert-file", certs_->File("server.crt"),
-                     "--tls-key-file", certs_->File("server.key"), "--tls-ca-cert-file",
-                     certs_->ca(), "--tls-auth-clients", "no"});
+      // A port free when picked can be taken by a parallel test before the server binds it
+      // (or its bus port): a node that exits before it answers starts again on another port.
+      // The node counts as up only when the server answering on its port is this process.
+      bool up = false;
+      for (int attempt = 0; attempt < 5 && !up; ++attempt) {
+        const int port = FreeClusterPort();
+        const pid_t pid = StartNode(port);
+        if (pid < 0) return "cannot start " + std::string(kRedisServer);
+        int status = 0;
+        bool exited = false;
+        up = WaitFor([&] {
+               exited = waitpid(pid, &status, WNOHANG) == pid;
+               return exited || Text(Run(port, {"INFO", "server"}))
+                                        .find("process_id:" + std::to_string(pid) + "\r\n") !=
+                                    std::string::npos;
+             }) &&
+             !exited;
+        if (up) {
+          ports_.push_back(port);
+          pids_.push_back(pid);
+        } else if (!exited) {
+          kill(pid, SIGKILL);
+          waitpid(pid, nullptr, 0);
+          return "node " + std::to_string(port) + " does not answer";
+        }
       }
-      pids_.push_back(Spawn(std::move(args), dir + "/redis.log"));
-      if (pids_.back() < 0) return "cannot start " + std::string(kRedisServer);
-    }
-    for (int port : ports_) {
-      if (!WaitFor([&] { return Text(Run(port, {"PING"})) == "PONG"; })) {
-        return "node " + std::to_string(port) + " does not answer PING";
-      }
+      if (!up) return "no node of the cluster could bind a free port in 5 tries";
     }
     std::vector<std::string> create = {kRedisCli, "--cluster", "create"};
     for (int port : ports_) create.push_back("127.0.0.1:" + std::to_string(port));
@@ -193,6 +181,41 @@ class TestCluster {
       return "the replicas never synced with their primaries";
     }
     return "";
+  }
+
+  // One cluster-enabled redis-server on `port`, its files in a folder of its own.
+  pid_t StartNode(int port) {
+    const std::string dir = dir_ + "/" + std::to_string(port);
+    std::filesystem::create_directories(dir);
+    std::vector<std::string> args = {kRedisServer,
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--dir",
+                                     dir,
+                                     "--cluster-enabled",
+                                     "yes",
+                                     "--cluster-config-file",
+                                     dir + "/nodes.conf",
+                                     "--cluster-node-timeout",
+                                     "1000",
+                                     "--cluster-require-full-coverage",
+                                     "no",
+                                     "--appendonly",
+                                     "yes",
+                                     "--save",
+                                     "",
+                                     "--protected-mode",
+                                     "no"};
+    if (certs_ == nullptr) {
+      args.insert(args.end(), {"--port", std::to_string(port)});
+    } else {
+      args.insert(args.end(),
+                  {"--port", "0", "--tls-port", std::to_string(port), "--tls-cluster", "yes",
+                   "--tls-replication", "yes", "--tls-cert-file", certs_->File("server.crt"),
+                   "--tls-key-file", certs_->File("server.key"), "--tls-ca-cert-file", certs_->ca(),
+                   "--tls-auth-clients", "no"});
+    }
+    return Spawn(std::move(args), dir + "/redis.log");
   }
 
   // Every node says cluster_state:ok and knows 3 online primaries covering every slot.

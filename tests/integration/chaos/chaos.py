@@ -173,17 +173,32 @@ class Cluster:
     def start_redis_cluster(self):
         """Six cluster-enabled servers (ports whose bus port, +10000, is free too), formed into
         three primaries with one replica each; waits until every node reports cluster_state:ok."""
+        def answers(port, proc):
+            """The server answering on `port` is `proc` (not another test's server)."""
+            r = subprocess.run(["redis-cli", "-p", str(port), "info", "server"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               timeout=5)
+            return ("process_id:%d" % proc.pid) in r.stdout.split()
+
+        # A port that was free when picked can be taken by a parallel test before the server
+        # binds it (or its bus port): a node that exits before it answers starts again on
+        # another port. Only the first start picks ports; a restart keeps them.
+        fresh = not self.cluster_ports
         while len(self.cluster_ports) < 6:
             self.cluster_ports.append(free_cluster_port(self.cluster_ports))
-        for p in self.cluster_ports:
-            self.cluster_procs.append(self.start_cluster_node(p))
-
-        def pong(port):
-            r = subprocess.run(["redis-cli", "-p", str(port), "ping"], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, timeout=5)
-            return r.stdout.strip() == "PONG"
-        for p in self.cluster_ports:
-            wait_for(lambda p=p: pong(p), 30, "cluster node %d to answer" % p)
+        for i, p in enumerate(self.cluster_ports):
+            for attempt in range(5):
+                proc = self.start_cluster_node(p)
+                wait_for(lambda: proc.poll() is not None or answers(p, proc), 30,
+                         "cluster node %d to answer" % p)
+                if proc.poll() is None:
+                    break
+                if not fresh or attempt == 4:
+                    raise AssertionError("cluster node %d exited with %s (see %s)" % (
+                        p, proc.returncode, os.path.join(self.dir, "redis", str(p), "redis.log")))
+                p = free_cluster_port(self.cluster_ports)
+                self.cluster_ports[i] = p
+            self.cluster_procs.append(proc)
         _run(["redis-cli", "--cluster", "create"] +
              ["127.0.0.1:%d" % p for p in self.cluster_ports] +
              ["--cluster-replicas", "1", "--cluster-yes"])
