@@ -268,6 +268,57 @@ class Cluster:
             return None
         return None
 
+    def cli(self, port, *args):
+        """One redis-cli command on the node on `port`; its output, stripped."""
+        r = subprocess.run(["redis-cli", "-p", str(port)] + [str(a) for a in args],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
+        return r.stdout.strip()
+
+    def primaries(self):
+        """Ports of the alive nodes that are primaries."""
+        return [p for p, proc in zip(self.cluster_ports, self.cluster_procs)
+                if proc.poll() is None and self.cli(p, "role").split("\n")[0] == "master"]
+
+    def move_slot(self, slot, src, dst, hold_s=0.0):
+        """Moves `slot` and its keys from primary `src` to primary `dst` in the order the cluster
+        documentation gives: IMPORTING at dst, MIGRATING at src, MIGRATE of its keys in batches
+        of 100, then SETSLOT NODE at dst, at src and at the other primaries. The slot stays
+        migrating, its keys still at the source, for `hold_s` before they move. Returns the
+        number of keys moved."""
+        src_id, dst_id = self.cli(src, "cluster", "myid"), self.cli(dst, "cluster", "myid")
+        for port, state, peer in ((dst, "importing", src_id), (src, "migrating", dst_id)):
+            out = self.cli(port, "cluster", "setslot", slot, state, peer)
+            if out != "OK":
+                raise RuntimeError("SETSLOT %d %s at %d: %s" % (slot, state, port, out))
+        time.sleep(hold_s)
+        moved = 0
+        while True:
+            keys = self.cli(src, "cluster", "getkeysinslot", slot, 100).split()
+            if not keys:
+                break
+            out = self.cli(src, "migrate", "127.0.0.1", dst, "", 0, 5000, "keys", *keys)
+            if out not in ("OK", "NOKEY"):
+                raise RuntimeError("MIGRATE of slot %d from %d to %d: %s" % (slot, src, dst, out))
+            moved += len(keys)
+        for port in [dst, src] + [p for p in self.primaries() if p not in (src, dst)]:
+            out = self.cli(port, "cluster", "setslot", slot, "node", dst_id)
+            if out != "OK":
+                raise RuntimeError("SETSLOT %d NODE at %d: %s" % (slot, port, out))
+        return moved
+
+    def slots_of(self, port):
+        """The slots the primary on `port` serves, as its CLUSTER NODES line gives them."""
+        for line in self.cli(port, "cluster", "nodes").splitlines():
+            f = line.split()
+            if len(f) >= 9 and "myself" in f[2]:
+                out = []
+                for rng in f[8:]:
+                    lo, _, hi = rng.partition("-")
+                    if lo.isdigit():
+                        out.extend(range(int(lo), int(hi or lo) + 1))
+                return out
+        return []
+
     def backend_url(self, host):
         if self.backend == "etcd":
             return "etcd://%s:%d" % (host, self.port)
@@ -685,6 +736,22 @@ def group_base(job):
     return "gnomon:default:{g%d}" % (h % 1024)
 
 
+def key_slot(key):
+    """The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, modulo 16384."""
+    lo, hi = key.find("{"), -1
+    if lo >= 0:
+        hi = key.find("}", lo + 1)
+    if lo >= 0 and hi > lo + 1:
+        key = key[lo + 1:hi]
+    crc = 0
+    for b in key.encode():
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc % 16384
+
+
 def kill_tick_primary(c):
     """kill -9 the primary that holds tick's key group and wait until another primary holds the
     group's slot. Returns (index, port, kill time, promotion time) (ms)."""
@@ -805,6 +872,89 @@ def c2_primary_paused(c, seconds):
                                          "during the pause" % (job, at, late))
     res["others_max_late_ms"] = worst
     res["jobs_stopped_primary"] = len(by_port[stopped])
+    return res
+
+
+def c4_reshard(c, seconds):
+    """Cluster: slots move between primaries, keys and all, while every-second jobs fire. From
+    the shared slot's primary (src) to another (dst), one slot at a time, a second apart: the
+    key groups of three jobs, then the shared slot (definitions, nodes, the events channel);
+    each slot is held migrating for 0.6 s before its keys move, so fires meet the migrating
+    state (their claims wait for the move). Then `redis-cli --cluster reshard` moves the 500
+    lowest slots of the third primary (other) to src, two jobs' key groups among them. No fire
+    may run twice and none may be missed (no outage window is declared): a fire whose claim met
+    a migrating slot runs as the catch-up once the slot has moved. Every node's events
+    subscriber (SSUBSCRIBE) follows the shared slot to dst: dst counts three."""
+    if c.backend != "redis-cluster":
+        raise Skip("a Redis Cluster scenario (--backend redis-cluster)")
+    c.start_redis()
+    shared_key = "gnomon:default:{~shared}"
+    channel = shared_key + ":events"
+    src = c.cluster_owner(shared_key)
+    dst, other = [p for p in sorted(c.primaries()) if p != src][:2]
+    mine = {p: set(c.slots_of(p)) for p in (src, dst, other)}
+    resharded = set(sorted(mine[other])[:500])
+    picked = {"src": [], "dst": [], "resharded": [], "other": []}
+    want = {"src": 3, "dst": 1, "resharded": 2, "other": 1}
+    for i in range(20000):  # tick first: the suite's helpers watch it
+        job = "tick" if i == 0 else "tick-%d" % i
+        slot = key_slot(group_base(job))
+        kind = ("src" if slot in mine[src] else "dst" if slot in mine[dst] else
+                "resharded" if slot in resharded else "other")
+        if len(picked[kind]) < want[kind] and all(
+                key_slot(group_base(j)) != slot for js in picked.values() for j in js):
+            picked[kind].append(job)
+        if all(len(picked[k]) == want[k] for k in want):
+            break
+    jobs = [j for js in picked.values() for j in js]
+    c.write_jobs(more_ticks=[j for j in jobs if j != "tick"])
+    for n in ("n1", "n2", "n3"):
+        c.start_node(n)
+    c.wait_ticks(3)
+
+    def subscribers(port):
+        out = c.cli(port, "pubsub", "shardnumsub", channel).split()
+        return int(out[1]) if len(out) == 2 and out[1].isdigit() else -1
+    wait_for(lambda: subscribers(src) == 3, 20, "the three nodes to subscribe at %d" % src)
+    time.sleep(seconds / 2)
+    t0 = now_ms()
+    keys = 0
+    for slot in [key_slot(group_base(j)) for j in picked["src"]] + [key_slot(shared_key)]:
+        keys += c.move_slot(slot, src, dst, hold_s=0.6)
+        time.sleep(1)
+    c.figures["moved_keys"] = keys
+    moved = now_ms()
+    wait_for(lambda: subscribers(dst) == 3, 20, "the three nodes to subscribe again at %d" % dst)
+    c.figures["resubscribed_s"] = round((now_ms() - moved) / 1000, 2)
+    t1 = now_ms()
+    _run(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % other,
+          "--cluster-from", c.cli(other, "cluster", "myid"),
+          "--cluster-to", c.cli(src, "cluster", "myid"),
+          "--cluster-slots", str(len(resharded)), "--cluster-yes"])
+    c.figures["reshard_s"] = round((now_ms() - t1) / 1000, 2)
+    c.figures["moves_s"] = round((moved - t0) / 1000, 2)
+    time.sleep(seconds)
+    expected = {j: dst for j in picked["src"] + picked["dst"]}
+    expected.update({j: src for j in picked["resharded"]})
+    expected.update({j: other for j in picked["other"]})
+    res = c.check(every_second=tuple(jobs))
+    for job, port in expected.items():
+        now = c.cluster_owner(group_base(job))
+        if now != port:
+            res["violations"].append("%s's key group is at %s, not at %d after the moves"
+                                     % (job, now, port))
+    if c.cluster_owner(shared_key) != dst:
+        res["violations"].append("the shared slot did not move to %d" % dst)
+    late = [r["started"] - checker.parse_rfc3339_ms(r["scheduled"]) for r in c.starts()
+            if r["attempt"] == 1 and r["job"] in picked["src"] and r["started"] >= t0]
+    c.figures["moved_jobs_max_late_ms"] = max(late) if late else None
+    # Fires recorded skipped (overlap with the catch-up run of the fire before) from the first
+    # move on; those before it are start-up effects.
+    c.figures["skipped_during_moves"] = len({
+        e["run"] for e in (e for evs in c.all_events().values() for e in evs)
+        if e["event"] == "skipped" and e.get("run", "@").split("@")[1].isdigit() and
+        int(e["run"].split("@")[1]) >= t0})
+    res.update(c.figures)
     return res
 
 
@@ -1023,16 +1173,16 @@ def f4_redis_no_persistence(c, seconds):
 
 # The scenarios the etcd issue asks for (F4 and F8 are about Redis persistence and a Redis link).
 ETCD_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "F3", "F6", "F9-fast", "F9-slow", "F5"}
-# Faults of the gnomon nodes, C1 (a killed primary, wait_replicas), C2 (a paused primary) and C3
-# (a killed primary: the failover time); resharding is not a scenario yet (docs/redis-cluster.md
-# "Tests").
-CLUSTER_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "C1", "C2", "C3"}
+# Faults of the gnomon nodes, C1 (a killed primary, wait_replicas), C2 (a paused primary), C3
+# (a killed primary: the failover time) and C4 (slots moving between primaries).
+CLUSTER_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "C1", "C2", "C3", "C4"}
 
 SCENARIOS = [
     ("F14", f14_rolling_sigterm),
     ("C1", c1_primary_kill9),
     ("C2", c2_primary_paused),
     ("C3", c3_primary_failover),
+    ("C4", c4_reshard),
     ("F1-fail", f1_fail),
     ("F1-rerun", f1_rerun),
     ("F2", f2_sigstop),
