@@ -144,12 +144,14 @@ class Redis:
 
 class RedisCluster:
     """`primaries` cluster-enabled redis-servers (each as Redis above: appendonly yes,
-    appendfsync everysec), no replicas, formed with `redis-cli --cluster create` (slots split
-    evenly), `cluster-require-full-coverage no`. `url` is redis+cluster:// with every node."""
+    appendfsync everysec), each with `replicas` replicas (the same settings), formed with
+    `redis-cli --cluster create` (slots split evenly), `cluster-require-full-coverage no`; with
+    replicas, waits until each is in sync. `url` is redis+cluster:// with every node. The
+    figures (cpus, command_stats, memory) are the primaries'."""
 
-    def __init__(self, workdir, primaries=3, extra_args=()):
+    def __init__(self, workdir, primaries=3, extra_args=(), replicas=0):
         self.nodes = []
-        for i in range(primaries):
+        for i in range(primaries * (1 + replicas)):
             d = os.path.join(workdir, "node%d" % i)
             os.makedirs(d)
             self.nodes.append(Redis(d, ["--cluster-enabled", "yes", "--cluster-config-file",
@@ -158,30 +160,39 @@ class RedisCluster:
                                         *extra_args], free_cluster_port()))
         addresses = ["127.0.0.1:%d" % n.port for n in self.nodes]
         r = subprocess.run(["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas",
-                            "0", "--cluster-yes"], stdout=subprocess.PIPE,
+                            str(replicas), "--cluster-yes"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=60)
         if r.returncode != 0:
             self.stop()
             raise RuntimeError("redis-cli --cluster create: " + r.stdout[-2000:])
         wait_for(lambda: all("cluster_state:ok" in n.cli("cluster", "info", check=False)
                              for n in self.nodes), 30, "the cluster to be ok")
+        self.primaries = [n for n in self.nodes
+                          if n.cli("role", check=False).split("\n")[0] == "master"]
+        self.replicas = [n for n in self.nodes if n not in self.primaries]
+        wait_for(lambda: all("master_link_status:up" in n.cli("info", "replication", check=False)
+                             for n in self.replicas), 60, "the replicas to sync")
         self.url = "redis+cluster://" + ",".join(addresses)
 
     def cpus(self):
         """CPU seconds used so far by each primary."""
-        return [n.cpu() for n in self.nodes]
+        return [n.cpu() for n in self.primaries]
+
+    def replica_cpus(self):
+        """CPU seconds used so far by each replica."""
+        return [n.cpu() for n in self.replicas]
 
     def command_stats(self):
         """{command: (calls, usec)} summed over the primaries."""
         out = {}
-        for n in self.nodes:
+        for n in self.primaries:
             for c, (calls, usec) in n.command_stats().items():
                 a, b = out.get(c, (0, 0))
                 out[c] = (a + calls, b + usec)
         return out
 
     def memory(self):
-        return " + ".join(n.memory() for n in self.nodes)
+        return " + ".join(n.memory() for n in self.primaries)
 
     def stop(self):
         for n in self.nodes:

@@ -6,12 +6,14 @@ Redis Cluster.
                                                    SCALE_KINDS, SCALE_SECONDS, SCALE_WARMUP,
                                                    SCALE_WORKERS, SCALE_DRAIN,
                                                    SCALE_REDIS_ARGS: more redis-server flags,
-                                                   SCALE_SETUPS: single,cluster (default
-                                                   single), SCALE_PRIMARIES: 3)
+                                                   SCALE_SETUPS: single,cluster,cluster-wait
+                                                   (default single), SCALE_PRIMARIES: 3,
+                                                   SCALE_REPLICAS: 0)
 
 For each setup of SCALE_SETUPS, one after another: "single" starts redis-server as
 bench/backend_bench.py does (appendonly yes, appendfsync everysec), "cluster" SCALE_PRIMARIES such
-servers formed into a Redis Cluster without replicas (backend_bench.RedisCluster), data on
+servers formed into a Redis Cluster (backend_bench.RedisCluster) with SCALE_REPLICAS replicas per
+primary, "cluster-wait" the same with `?wait_replicas=1` on the URL (SCALE_REPLICAS >= 1), data on
 /dev/shm when present; then three `fleet_load scale` processes (bench/fleet_load.cc)
 with the same SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
 SCALE_KINDS (default "10s,1m,5m,1h,1d": every 10 s, every minute, every 5 minutes, hourly and
@@ -57,12 +59,14 @@ def run_setup(setup, tool, params):
     root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     tmp = tempfile.mkdtemp(prefix="gnomon-scale-", dir=root)
     extra = os.environ.get("SCALE_REDIS_ARGS", "").split()
-    redis = (RedisCluster(tmp, int(os.environ.get("SCALE_PRIMARIES", "3")), extra)
-             if setup == "cluster" else Redis(tmp, extra))
+    redis = (RedisCluster(tmp, int(os.environ.get("SCALE_PRIMARIES", "3")), extra,
+                          int(os.environ.get("SCALE_REPLICAS", "0")))
+             if setup.startswith("cluster") else Redis(tmp, extra))
+    url = redis.url + ("?wait_replicas=1" if setup == "cluster-wait" else "")
     try:
         t0 = time.time()
         measure_at = t0 + warmup
-        nodes = [subprocess.Popen([tool, "scale", "--backend", redis.url,
+        nodes = [subprocess.Popen([tool, "scale", "--backend", url,
                                    "--measure-at", "%.3f" % measure_at,
                                    "--jobs", str(jobs), "--per-second", str(per_second),
                                    "--kinds", ",".join(kinds),
@@ -75,7 +79,8 @@ def run_setup(setup, tool, params):
         redis_at = []
         for at in (measure_at, measure_at + seconds):
             time.sleep(max(0.0, at - time.time()))
-            redis_at.append((redis.cpus(), redis.command_stats()))
+            redis_at.append((redis.cpus(), redis.command_stats(),
+                             redis.replica_cpus() if hasattr(redis, "replica_cpus") else []))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -98,11 +103,14 @@ def run_setup(setup, tool, params):
     ran = sum(r["window_runs"] for r in results)
     primary_cores = [(b - a) / seconds for a, b in zip(redis_at[0][0], redis_at[1][0])]
     redis_cores = sum(primary_cores)
+    replica_cores = [(b - a) / seconds for a, b in zip(redis_at[0][2], redis_at[1][2])]
     per_command = {c: (calls - redis_at[0][1].get(c, (0, 0))[0],
                        usec - redis_at[0][1].get(c, (0, 0))[1])
                    for c, (calls, usec) in redis_at[1][1].items()}
     where = ("one Redis" if setup == "single"
-             else "a Redis Cluster of %d primaries" % len(primary_cores))
+             else "a Redis Cluster of %d primaries (%s replicas each)%s" % (
+                 len(primary_cores), os.environ.get("SCALE_REPLICAS", "0"),
+                 ", ?wait_replicas=1" if setup == "cluster-wait" else ""))
     print("\n### bench-scale: %d jobs (%d every second, the rest every %s), 3 nodes, %s, "
           "%.0f s measured" % (jobs, per_second, " / ".join(kinds), where, seconds))
     print("load average at the end: %s" % open("/proc/loadavg").read().split()[0])
@@ -121,6 +129,8 @@ def run_setup(setup, tool, params):
               ran, scheduled, drain, 100.0 * ran / scheduled if scheduled else 0, rate, want,
               claims / max(1, runs), redis_cores, " / ".join("%.2f" % c for c in primary_cores),
               1e6 * redis_cores / rate if rate else 0, redis_mem, time.time() - t0))
+    if replica_cores:
+        print("replicas: %s cores" % " / ".join("%.2f" % c for c in replica_cores))
     print("\nRedis commands in the window, per fire run (INFO commandstats, summed over the "
           "primaries; the scripts' own commands are counted in their rows and in evalsha):\n")
     print("| command | calls per fire | us per fire |")
@@ -132,7 +142,7 @@ def run_setup(setup, tool, params):
               "scheduled": scheduled, "ran": ran, "drain_s": drain,
               "redis_cores": redis_cores, "primary_cores": primary_cores,
               "rate": rate, "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
-              "nodes": results, "redis_memory": redis_mem}
+              "nodes": results, "redis_memory": redis_mem, "replica_cores": replica_cores}
     print("RESULT " + json.dumps(result))
     return result
 
@@ -146,9 +156,11 @@ def main():
         print("scale_bench: SKIP: redis-server is not installed")
         return 0
     setups = os.environ.get("SCALE_SETUPS", "single").split(",")
-    if any(s not in ("single", "cluster") for s in setups):
-        sys.exit("scale_bench: SCALE_SETUPS: a comma list of single, cluster")
-    if "cluster" in setups and not shutil.which("redis-cli"):
+    if any(s not in ("single", "cluster", "cluster-wait") for s in setups):
+        sys.exit("scale_bench: SCALE_SETUPS: a comma list of single, cluster, cluster-wait")
+    if "cluster-wait" in setups and int(os.environ.get("SCALE_REPLICAS", "0")) < 1:
+        sys.exit("scale_bench: cluster-wait needs SCALE_REPLICAS >= 1")
+    if any(s.startswith("cluster") for s in setups) and not shutil.which("redis-cli"):
         sys.exit("scale_bench: a cluster needs redis-cli")
     jobs = int(os.environ.get("SCALE_JOBS", "1000000"))
     kinds = os.environ.get("SCALE_KINDS", "10s,1m,5m,1h,1d").split(",")
