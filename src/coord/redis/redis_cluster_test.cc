@@ -580,6 +580,19 @@ TEST_F(RedisClusterServerTest, ScriptsAreRoutedByTheirKeysSlot) {
   EXPECT_EQ(Text(client->Eval(slot, 0, {stays}, {})), "21");  // still at the source
   Result<RedisReply> split = client->Eval(slot, 1, {moved, stays}, {});
   EXPECT_EQ(split.status().code(), StatusCode::kUnavailable) << split.status().ToString();
+  // A claim's shape: a key that exists (the job's state, moved or not yet) and one that exists
+  // nowhere yet (the new fire's marker), both declared. Redis refuses it at both ends while the
+  // slot migrates (the importing node serves a multi-key command only when it holds every key:
+  // TRYAGAIN), so declaring the fire scripts' keys would not let a migrating group's new fires
+  // be claimed before the move ends either (docs/redis-cluster.md "Resharding").
+  const std::string marker = "{eval-migration}:new-marker";
+  for (const std::string& existing : {moved, stays}) {
+    Result<RedisReply> claim_shape = client->Eval(slot, 1, {existing, marker}, {});
+    EXPECT_EQ(claim_shape.status().code(), StatusCode::kUnavailable)
+        << existing << ": " << claim_shape.status().ToString();
+    EXPECT_NE(claim_shape.status().message().find("being migrated"), std::string::npos)
+        << existing << ": " << claim_shape.status().ToString();
+  }
   ASSERT_TRUE(cluster_->MigrateKey(stays, from, to));
   ASSERT_TRUE(cluster_->GiveSlot(slot, from, to));
   RealWait(RedisClusterClient::kMinRefreshGap * 2);
