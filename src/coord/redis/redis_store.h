@@ -94,10 +94,9 @@ class RedisStore {
   // Under a Cluster: the key groups by the primary that serves them (every group once), in the
   // order of the current slot map.
   std::vector<std::vector<int>> GroupsByPrimary() const;
-  // The settings of every connection (a subscriber connection is made from them).
-  const RedisConnectionConfig& config() const { return config_; }
-  // config() for a connection to the server calls about `key` go to (under a Cluster, its
-  // slot's primary in the current map); nullopt when the map names none.
+  // The settings of every connection, for one to the server calls about `key` go to (under a
+  // Cluster, its slot's primary in the current map; a subscriber connection is made from
+  // them); nullopt when the map names none.
   std::optional<RedisConnectionConfig> ConfigFor(const std::string& key) const;
   // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
   bool unsafe_persistence() const { return unsafe_persistence_; }

@@ -261,10 +261,8 @@ class Cluster:
                 f = line.split()
                 if len(f) < 9 or "master" not in f[2] or "fail" in f[2]:
                     continue
-                for rng in f[8:]:
-                    lo, _, hi = rng.partition("-")
-                    if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
-                        return int(f[1].split("@")[0].rsplit(":", 1)[1])
+                if any(lo <= slot <= hi for lo, hi in slot_ranges(f)):
+                    return int(f[1].split("@")[0].rsplit(":", 1)[1])
             return None
         return None
 
@@ -311,12 +309,7 @@ class Cluster:
         for line in self.cli(port, "cluster", "nodes").splitlines():
             f = line.split()
             if len(f) >= 9 and "myself" in f[2]:
-                out = []
-                for rng in f[8:]:
-                    lo, _, hi = rng.partition("-")
-                    if lo.isdigit():
-                        out.extend(range(int(lo), int(hi or lo) + 1))
-                return out
+                return [s for lo, hi in slot_ranges(f) for s in range(lo, hi + 1)]
         return []
 
     def backend_url(self, host):
@@ -734,6 +727,17 @@ def group_base(job):
     for b in job.encode():
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     return "gnomon:default:{g%d}" % (h % 1024)
+
+
+def slot_ranges(fields):
+    """The slot ranges (lo, hi) of a CLUSTER NODES line split in fields: "lo-hi" and single
+    slots from the ninth field on (migration entries, "[slot->-id]", are not its slots)."""
+    out = []
+    for rng in fields[8:]:
+        lo, _, hi = rng.partition("-")
+        if lo.isdigit():
+            out.append((int(lo), int(hi or lo)))
+    return out
 
 
 def key_slot(key):
