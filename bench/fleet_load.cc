@@ -324,10 +324,11 @@ class CountingObserver final : public gnomon::Observer {
   void OnEvent(const gnomon::SchedulerEvent& e) override {
     using K = gnomon::SchedulerEvent::Kind;
     if (e.kind == K::kClaimed) ++claimed;
+    if (e.kind == K::kClaimed && e.catch_up) ++catch_ups;
     if (e.kind == K::kClaimLost) ++lost;
     if (e.kind == K::kSkipped) ++skipped;
   }
-  std::atomic<int64_t> claimed{0}, lost{0}, skipped{0};
+  std::atomic<int64_t> claimed{0}, lost{0}, skipped{0}, catch_ups{0};
 };
 
 // scale: --jobs in-process jobs on one node, --per-second of them every second and the rest
@@ -336,7 +337,8 @@ class CountingObserver final : public gnomon::Observer {
 // (rounded up to a whole second), in scheduled instants. Prints: the fires the whole job set
 // schedules in it (counted from the schedules), how many of them this node ran by the window's
 // end + --drain, their lateness percentiles (a reservoir of samples), all runs and claim attempts
-// during the window (wall clock), CPU and resident memory after loading and at the end.
+// during the window (wall clock; catch_ups: the claims that were missed fires' catch-ups), CPU
+// and resident memory after loading and at the end.
 int RunScale(const Flags& f) {
   Result<std::unique_ptr<Coordinator>> coord = OpenBackend(f.backend);
   if (!coord.ok()) {
@@ -468,7 +470,7 @@ int RunScale(const Flags& f) {
     std::lock_guard<std::mutex> lock(mu);
     runs0 = runs;
   }
-  const int64_t claimed0 = counts.claimed, lost0 = counts.lost;
+  const int64_t claimed0 = counts.claimed, lost0 = counts.lost, catch_ups0 = counts.catch_ups;
   const double cpu0 = CpuSeconds();
   wait_until_ms(win1);
   const double cpu = CpuSeconds() - cpu0;
@@ -477,7 +479,8 @@ int RunScale(const Flags& f) {
     std::lock_guard<std::mutex> lock(mu);
     runs1 = runs;
   }
-  const int64_t claimed = counts.claimed - claimed0, lost = counts.lost - lost0;
+  const int64_t claimed = counts.claimed - claimed0, lost = counts.lost - lost0,
+                catch_ups = counts.catch_ups - catch_ups0;
   // The window's last fires get --drain seconds to run; one still waiting then counts as not run.
   wait_until_ms(win1 + static_cast<int64_t>(f.drain * 1000));
   int64_t ran = 0;
@@ -496,12 +499,13 @@ int RunScale(const Flags& f) {
   };
   std::printf(
       "{\"mode\":\"scale\",\"node\":\"%s\",\"jobs\":%d,\"per_second\":%d,\"runs\":%lld,"
-      "\"claimed\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,\"p50_ms\":%.3f,"
+      "\"claimed\":%lld,\"catch_ups\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,\"p50_ms\":%.3f,"
       "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
       "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f,\"scheduled\":%lld,\"window_runs\":%lld,"
       "\"drain_s\":%.3f}\n",
       f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
-      static_cast<long long>(claimed), static_cast<long long>(lost), f.seconds, cpu, pct(0.5),
+      static_cast<long long>(claimed), static_cast<long long>(catch_ups),
+      static_cast<long long>(lost), f.seconds, cpu, pct(0.5),
       pct(0.99), late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss,
       static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain);
   return 0;

@@ -114,13 +114,15 @@ def run_setup(setup, tool, params):
     print("\n### bench-scale: %d jobs (%d every second, the rest every %s), 3 nodes, %s, "
           "%.0f s measured" % (jobs, per_second, " / ".join(kinds), where, seconds))
     print("load average at the end: %s" % open("/proc/loadavg").read().split()[0])
-    print("\n| node | window fires run | fires run/s | claims/fire | lateness p50 | p99 | max | "
-          "CPU (cores) | RSS after load | RSS at end | job load time |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| node | window fires run | fires run/s | claims/fire | catch-ups | lateness p50 | "
+          "p99 | max | CPU (cores) | RSS after load | RSS at end | job load time |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print("| %s | %d | %.0f | %.2f | %.1f ms | %.1f ms | %.0f ms | %.2f | %.0f MiB | %.0f MiB | "
-              "%.1f s |" % (r["node"], r["window_runs"], r["runs"] / seconds,
-                            (r["claimed"] + r["claim_lost"]) / max(1, r["runs"]), r["p50_ms"],
+        print("| %s | %d | %.0f | %.2f | %s | %.1f ms | %.1f ms | %.0f ms | %.2f | %.0f MiB | "
+              "%.0f MiB | %.1f s |" % (r["node"], r["window_runs"], r["runs"] / seconds,
+                            (r["claimed"] + r["claim_lost"]) / max(1, r["runs"]),
+                            "%.1f %%" % (100.0 * r["catch_ups"] / max(1, r["claimed"]))
+                            if "catch_ups" in r else "n/a", r["p50_ms"],
                             r["p99_ms"], r["max_ms"], r["cpu_s"] / seconds, r["rss_loaded_mib"],
                             r["rss_mib"], r["load_s"]))
     print("\nfleet: %d of the window's %d scheduled fires ran within %.0f s after it (%.2f%%); "

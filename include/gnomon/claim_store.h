@@ -121,6 +121,12 @@ class ClaimStore {
     (void)job_id;
     return "";
   }
+  // Whether a claim this store granted may still be taken back by the node that made it, its
+  // fire then reading as never claimed: RedisCoordinator with wait_replicas (a batch that too few
+  // replicas acknowledged). The scheduler then reads the record of a fire whose catch-up found it
+  // claimed, rather than take that claim as final (docs/semantics.md "Misfires"). Default false:
+  // a granted claim stands.
+  virtual bool ClaimsMayBeWithdrawn() const { return false; }
 
   // Extends the lease to backend Now() + ttl. LeaseLost when fenced off (see the file comment).
   // On success, `claim.lease_expires_at` is updated.

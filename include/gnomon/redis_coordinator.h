@@ -272,6 +272,7 @@ class RedisCoordinator final : public Coordinator {
   Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& job_ids) override;
   std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override;
   std::string ClaimRoute(const std::string& job_id) const override;
+  bool ClaimsMayBeWithdrawn() const override;  // with wait_replicas
   Status Renew(gnomon::Claim& claim, Duration ttl) override;
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;
   Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/schedule/lease_keeper.h"
+#include "src/schedule/misfire_handler.h"
 #include "src/schedule/run_driver.h"
 #include "src/schedule/timer_loop.h"
 
@@ -17,7 +18,8 @@ void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_a
     FireKey fire{spec->id, scheduled_at, s, spec->shards};
     const int rank = table_.RankLocked(spec->id, s);
     if (rank == 0) {
-      claim_batch_.emplace_back(spec, std::move(fire));  // claimed together (the loop flushes)
+      claim_batch_.push_back(
+          Pending{spec, std::move(fire)});  // claimed together (the loop flushes)
     } else {
       loop_.PushLocked(Timer{DueAt(*spec, scheduled_at) + ctx_.options().takeover_delay * rank,
                              TimerKind::kTakeover, 0, std::move(fire)});
@@ -25,23 +27,53 @@ void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_a
   }
 }
 
-// One claim call per part of the backend (ClaimStore::ClaimRoute), each a task of its own: a
-// part that does not answer holds back only its own jobs' fires.
+// Gathered by a housekeeping pass or a catch-up step (worker threads) as well as by the loop:
+// the loop is woken to flush them.
+void ClaimDispatcher::SubmitRetryLocked(const SpecPtr& spec, Instant scheduled_at) {
+  for (int s = 0; s < spec->shards; ++s) {
+    claim_batch_.push_back(Pending{spec, FireKey{spec->id, scheduled_at, s, spec->shards}});
+  }
+  loop_.WakeLocked();
+}
+
+void ClaimDispatcher::SubmitCatchUpLocked(const SpecPtr& spec, Instant scheduled_at, bool once) {
+  for (int s = 0; s < spec->shards; ++s) {
+    claim_batch_.push_back(Pending{spec, FireKey{spec->id, scheduled_at, s, spec->shards},
+                                   once ? Claiming::kCatchUpOnce : Claiming::kCatchUp});
+  }
+  loop_.WakeLocked();
+}
+
 void ClaimDispatcher::FlushClaimBatchLocked() {
   if (claim_batch_.empty()) return;
-  std::vector<std::pair<std::string, std::vector<std::pair<SpecPtr, FireKey>>>> parts;
-  for (auto& fire : claim_batch_) {
-    std::string route = ctx_.coord().ClaimRoute(fire.first->id);
+  SubmitBatches(std::move(claim_batch_));
+  claim_batch_.clear();
+}
+
+// A part that does not answer holds back only its own jobs' fires.
+void ClaimDispatcher::SubmitBatches(std::vector<Pending> fires) {
+  std::vector<std::pair<std::string, std::vector<Pending>>> parts;
+  for (Pending& fire : fires) {
+    std::string route = ctx_.coord().ClaimRoute(fire.spec->id);
     auto it = std::find_if(parts.begin(), parts.end(),
                            [&](const auto& part) { return part.first == route; });
     if (it == parts.end()) it = parts.insert(parts.end(), {std::move(route), {}});
     it->second.push_back(std::move(fire));
   }
-  claim_batch_.clear();
-  for (auto& part : parts) {
-    ctx_.pool().Submit(
-        [this, batch = std::move(part.second)]() mutable { ClaimBatch(std::move(batch)); },
-        kClaimLane);
+  // (A housekeeping pass after an outage may gather a failed claim of every job: at most
+  // kClaimBatch fires go in one call, as the loop gathers them.)
+  for (auto& [route, part] : parts) {
+    for (size_t at = 0; at < part.size(); at += TimerLoop::kClaimBatch) {
+      const auto from = part.begin() + static_cast<std::ptrdiff_t>(at);
+      const auto to = part.begin() + static_cast<std::ptrdiff_t>(
+                                         std::min(part.size(), at + TimerLoop::kClaimBatch));
+      ctx_.pool().Submit(
+          [this, batch = std::vector<Pending>(std::make_move_iterator(from),
+                                              std::make_move_iterator(to))]() mutable {
+            ClaimBatch(std::move(batch));
+          },
+          kClaimLane);
+    }
   }
 }
 
@@ -61,6 +93,7 @@ void ClaimDispatcher::TakeOver(const std::vector<std::pair<FireKey, Instant>>& d
   std::vector<FireKey> fires;
   for (const auto& [fire, at] : due) fires.push_back(fire);
   Result<std::vector<bool>> recorded = ctx_.coord().FiresRecorded(fires);
+  std::vector<Pending> claim;
   for (size_t i = 0; i < fires.size(); ++i) {
     if (recorded.ok() && i < recorded->size() && (*recorded)[i]) continue;
     SpecPtr spec = table_.Spec(fires[i].job_id);
@@ -76,8 +109,9 @@ void ClaimDispatcher::TakeOver(const std::vector<std::pair<FireKey, Instant>>& d
         continue;
       }
     }
-    SubmitFire(spec, fires[i]);
+    claim.push_back(Pending{std::move(spec), fires[i]});
   }
+  if (!claim.empty()) SubmitBatches(std::move(claim));
 }
 
 void ClaimDispatcher::SubmitFire(const SpecPtr& spec, const FireKey& fire) {
@@ -232,33 +266,43 @@ std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const Fir
   return claim;
 }
 
-// A batch that waited past the takeover window for a worker (the node is overloaded: more fires
-// are due than the backend claims) is no longer on time: its fires go to their jobs' failed
-// claims, which housekeeping hands to the misfire policy, as a late takeover's do.
-void ClaimDispatcher::ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch) {
+// An on-time fire whose batch waited past the takeover window for a worker (the node is
+// overloaded: more fires are due than the backend claims) is no longer on time: it goes to its
+// job's failed claims, which housekeeping hands to the misfire policy, as a late takeover's do.
+// A catch-up is late by definition and is claimed whenever its batch runs.
+void ClaimDispatcher::ClaimBatch(std::vector<Pending> batch) {
   if (ctx_.Stopping()) return;
   {
     MutexLock lock(table_.mu());
     const Instant late = ctx_.Now() - table_.TakeoverWindowLocked();
-    std::erase_if(batch, [&](const std::pair<SpecPtr, FireKey>& f) {
+    std::erase_if(batch, [&](const Pending& p) {
       table_.mu().AssertHeld();
-      if (DueAt(*f.first, f.second.scheduled_at) >= late) return false;
-      table_.KeepFailedLocked(f.second);
+      if (p.why != Claiming::kOnTime || DueAt(*p.spec, p.fire.scheduled_at) >= late) return false;
+      table_.KeepFailedLocked(p.fire);
       return true;
     });
   }
   if (batch.empty()) return;
+  // A job's on-time fire is claimed before an older fire's catch-up in the same batch: under
+  // overlap = forbid the newer fire runs and the catch-up is recorded skipped, as when the
+  // catch-up is claimed on its own after the batch.
+  std::stable_partition(batch.begin(), batch.end(),
+                        [](const Pending& p) { return p.why == Claiming::kOnTime; });
   std::vector<ClaimRequest> reqs;
   reqs.reserve(batch.size());
-  for (const auto& [spec, fire] : batch) reqs.push_back(ctx_.RequestFor(*spec, fire));
+  for (const Pending& p : batch) reqs.push_back(ctx_.RequestFor(*p.spec, p.fire));
   const Duration sent = ctx_.clock().SteadyNow();
   std::vector<Result<ClaimOutcome>> outs = ctx_.coord().ClaimMany(reqs);
   for (size_t i = 0; i < batch.size(); ++i) {
-    const auto& [spec, fire] = batch[i];
+    const auto& [spec, fire, why] = batch[i];
     const Result<ClaimOutcome> out =
         i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
-    if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, false)) {
+    if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, why != Claiming::kOnTime)) {
       StartClaimed(spec, *won, sent, DueAt(*spec, fire.scheduled_at));
+    } else if (why == Claiming::kCatchUpOnce && fire.shard == 0 && out.ok() &&
+               out->result == ClaimOutcome::Result::kAlreadyClaimed &&
+               ctx_.coord().ClaimsMayBeWithdrawn()) {
+      misfire_->Recheck(spec, fire.scheduled_at);
     }
   }
 }

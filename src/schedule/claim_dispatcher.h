@@ -1,9 +1,12 @@
 // ClaimDispatcher: turns due fires into claims and claims into started runs. The fires this node
 // owns at an instant are gathered into a batch claimed in one call (Coordinator::ClaimMany); the
 // fires of other owners get a takeover timer and are claimed here only when they have no record
-// after this node's rank of delays (one FiresRecorded call per batch of due takeovers); single
-// fires (triggers, takeovers, claim retries, failed claims inside claim_grace) are claimed one by
-// one by the RunDriver. Each answer goes through AcceptClaim (recorded skip, claim retry timer,
+// after this node's rank of delays (one FiresRecorded call per batch of due takeovers). Those
+// takeovers, the failed claims retried inside claim_grace and the catch-up of a job's one missed
+// fire are claimed in batches too, so a fleet running late claims its fires at the cost of an
+// on-time one; triggers, buffered fires' retries and catch-ups of several fires of a job (run in
+// order) are claimed one by one by the RunDriver. Each answer goes through AcceptClaim (recorded
+// skip, claim retry timer,
 // failed claim, a buffered fire's wait, admission). A claimed fire is listed as unstarted until
 // its run starts: at once when its instant has come, at its instant when it was claimed ahead
 // (the loop starts it), and by Scheduler::Stop when the node stops first.
@@ -33,6 +36,7 @@
 namespace gnomon::internal {
 
 class LeaseKeeper;
+class MisfireHandler;
 class RunDriver;
 class TimerLoop;
 
@@ -43,11 +47,22 @@ class ClaimDispatcher {
       : ctx_(ctx), table_(table), loop_(loop), lease_(lease), driver_(driver) {}
   ClaimDispatcher(const ClaimDispatcher&) = delete;
   ClaimDispatcher& operator=(const ClaimDispatcher&) = delete;
+  void Wire(MisfireHandler& misfire) { misfire_ = &misfire; }
 
   // An on-time fire: claimed now by its owner (gathered into the batch); the other nodes check
   // after their rank's delay from when it is due (a takeover timer).
   void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
-  // Submits the gathered on-time fires as one claim batch (claim lane).
+  // A failed claim's fire, claimed again inside claim_grace (every shard) with the next batch.
+  void SubmitRetryLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
+  // The catch-up of a job's one missed fire (every shard), claimed with the next batch after
+  // its on-time fires. A claim that finds the fire claimed already ends it (a node claimed or
+  // recorded it: under `once` the latest missed fire was not missed after all), unless the
+  // backend's claims may be withdrawn (ClaimsMayBeWithdrawn): then, under `once` (misfire =
+  // once), shard 0 goes to MisfireHandler::Recheck, which reads its record as the catch-up of
+  // several fires does.
+  void SubmitCatchUpLocked(const SpecPtr& spec, Instant scheduled_at, bool once)
+      GNOMON_REQUIRES(table_.mu());
+  // Submits the gathered fires as claim batches (claim lane).
   void FlushClaimBatchLocked() GNOMON_REQUIRES(table_.mu());
   size_t BatchSizeLocked() const GNOMON_REQUIRES(table_.mu()) { return claim_batch_.size(); }
   // The earliest instant of a fire claimed ahead, if any.
@@ -58,9 +73,10 @@ class ClaimDispatcher {
   // Fires of other owners, checked after this node's takeover delay: those still without a
   // record (the owner is gone, or slow) are claimed here. If the check fails, every one is
   // claimed (the claims decide). `due`: when this node's rank was to take over; claim_grace
-  // after it, the takeover is late and the fire a misfire. Worker thread.
+  // after it, the takeover is late and the fire a misfire. The fires to claim go in batches.
+  // Worker thread.
   void TakeOver(const std::vector<std::pair<FireKey, Instant>>& due) GNOMON_EXCLUDES(table_.mu());
-  // Claims and runs a fire (each shard of it) on a worker (claim lane).
+  // Claims and runs a fire (each shard of it) on a worker (claim lane), one claim call each.
   void SubmitFire(const SpecPtr& spec, const FireKey& fire);
   void SubmitShards(const SpecPtr& spec, Instant scheduled_at);
 
@@ -90,9 +106,21 @@ class ClaimDispatcher {
   void RecordUnstarted() GNOMON_EXCLUDES(table_.mu());
 
  private:
-  // The owner's on-time fires of one instant (or a few due together), claimed in one call; each
-  // claimed fire then runs as its own task.
-  void ClaimBatch(std::vector<std::pair<SpecPtr, FireKey>> batch) GNOMON_EXCLUDES(table_.mu());
+  // Why a fire is in a claim batch.
+  enum class Claiming {
+    kOnTime,       // the owner's at its instant, a takeover, a failed claim's retry
+    kCatchUp,      // misfire = all: the job's one missed fire
+    kCatchUpOnce,  // misfire = once: the job's one missed fire (see SubmitCatchUpLocked)
+  };
+  struct Pending {
+    SpecPtr spec;
+    FireKey fire;
+    Claiming why = Claiming::kOnTime;
+  };
+  // One claim call per part of the backend (ClaimStore::ClaimRoute), each a task of its own.
+  void SubmitBatches(std::vector<Pending> fires);
+  // Fires claimed in one call (on-time ones first); each claimed fire then runs as its own task.
+  void ClaimBatch(std::vector<Pending> batch) GNOMON_EXCLUDES(table_.mu());
   void SubmitStartLocked(uint64_t id) GNOMON_REQUIRES(table_.mu());
   // kBusy: `fire` waits (claimed again later), or, beyond what the policy keeps waiting, is
   // recorded as skipped ("overlap"). The oldest fires wait: an older fire takes the place of
@@ -104,9 +132,10 @@ class ClaimDispatcher {
   TimerLoop& loop_;
   LeaseKeeper& lease_;
   RunDriver& driver_;
+  MisfireHandler* misfire_ = nullptr;  // set by Wire before the loop starts
 
-  // Owned on-time fires waiting to be claimed together (the loop flushes them).
-  std::vector<std::pair<SpecPtr, FireKey>> claim_batch_ GNOMON_GUARDED_BY(table_.mu());
+  // Fires waiting to be claimed together (the loop flushes them).
+  std::vector<Pending> claim_batch_ GNOMON_GUARDED_BY(table_.mu());
   // Claimed fires whose run has not started, by a sequence number.
   struct Unstarted {
     SpecPtr spec;

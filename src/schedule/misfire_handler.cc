@@ -20,17 +20,28 @@ void MisfireHandler::ApplyLocked(const JobEntry& e, const std::vector<Instant>& 
          : skip)
         .push_back(f);
   }
-  if (e.spec->misfire == gnomon::MisfirePolicy::kOnce && !run.empty()) {
-    SubmitSkipRecords(e.spec, skip);
+  const bool once = e.spec->misfire == gnomon::MisfirePolicy::kOnce;
+  SubmitSkipRecords(e.spec, skip);
+  // One missed fire (the common case: a node or fleet running late) is claimed with the next
+  // claim batch, with no read of its record first (ClaimDispatcher::SubmitCatchUpLocked).
+  if (run.size() == 1) {
+    dispatch_.SubmitCatchUpLocked(e.spec, run.front(), once);
+  } else if (once && !run.empty()) {
     SubmitCatchUpOnce(e.spec, std::move(run), table_.TakeoverWindowLocked());
-    return;
-  }
-  // Catch-up runs go one after another, oldest first, so that overlap = forbid does not skip
-  // them against each other.
-  if (!run.empty()) {
+  } else if (!run.empty()) {
+    // Catch-up runs go one after another, oldest first, so that overlap = forbid does not skip
+    // them against each other.
     ctx_.pool().Submit([this, spec = e.spec, run] { RunCatchUp(spec, run); }, kClaimLane);
   }
-  SubmitSkipRecords(e.spec, skip);
+}
+
+void MisfireHandler::Recheck(const SpecPtr& spec, Instant scheduled_at) {
+  Duration window;
+  {
+    MutexLock lock(table_.mu());
+    window = table_.TakeoverWindowLocked();
+  }
+  SubmitCatchUpOnce(spec, {scheduled_at}, window);
 }
 
 void MisfireHandler::RunCatchUp(const SpecPtr& spec, const std::vector<Instant>& fires) {
@@ -236,7 +247,7 @@ void MisfireHandler::RetryFailedClaimsLocked() {
     for (Instant f : on_time) {
       failed.erase(f);  // back in it if the retry fails or finds the fire claimed elsewhere
       table_.NoteRetryLocked(e, f);
-      dispatch_.SubmitShards(e.spec, f);
+      dispatch_.SubmitRetryLocked(e.spec, f);
     }
     const bool unsettled =
         std::any_of(retried.begin(), retried.end(), [&](Instant f) { return !failed.contains(f); });

@@ -45,6 +45,9 @@ class MisfireHandler {
   // Housekeeping: fires whose claim failed on a backend error, and skip records that could not
   // be written, go through the policy again now that the backend may be back.
   void RetryFailedClaimsLocked() GNOMON_REQUIRES(table_.mu());
+  // The catch-up of a job's one missed fire found it claimed already (misfire = once): decided
+  // as the latest fire of a batch (SubmitCatchUpOnce). Worker thread.
+  void Recheck(const SpecPtr& spec, Instant scheduled_at) GNOMON_EXCLUDES(table_.mu());
   // Records fires as skipped (`reason` "misfire", or "excluded": TimerLoop), keeping those whose
   // record failed for housekeeping. Work is submitted to the claim lane.
   void SubmitSkipRecords(const SpecPtr& spec, const std::vector<Instant>& skip,

@@ -42,6 +42,7 @@ class Scheduler::Impl {
         housekeeping_(ctx_, table_, lease_, dispatch_, misfire_) {
     loop_.Wire(dispatch_, misfire_, housekeeping_);
     driver_.Wire(dispatch_);
+    dispatch_.Wire(misfire_);
     driver_.OnEnded([this](const JobSpec& job, const FireKey& fire, const RunRecord& rec) {
       children_.Ended(job, fire, rec.outcome, job.params);
     });

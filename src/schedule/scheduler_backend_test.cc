@@ -418,6 +418,7 @@ TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) 
 class PendingPeerClaim : public Outage {
  public:
   PendingPeerClaim(Coordinator& target, Instant fire) : Outage(target), fire_(fire) {}
+  bool ClaimsMayBeWithdrawn() const override { return withdrawable; }
   Result<std::vector<RunRecord>> GetRun(const std::string& run_id) override {
     if (!pending || run_id != FireKey{"t", fire_, 0, 1}.RunId()) return Outage::GetRun(run_id);
     RunRecord r;
@@ -430,6 +431,7 @@ class PendingPeerClaim : public Outage {
     return std::vector<RunRecord>{r};
   }
   std::atomic<bool> pending{true};
+  bool withdrawable = true;  // (as RedisCoordinator with wait_replicas)
 
  private:
   const Instant fire_;
@@ -562,6 +564,210 @@ TEST(SchedulerMisfireTest, ARetryThatFindsAClaimLaterWithdrawnLeavesTheFireToThe
   const auto history = History(backend, "t");
   ASSERT_EQ(history.size(), 3u);
   EXPECT_EQ(history.back().run_id, run30);
+}
+
+// Counts claim calls, one by one (Claim) and in batches (ClaimMany), and record reads (GetRun);
+// every claim fails while `down`, and a claim of job "t"'s fire at :30 answers that a peer
+// claimed it while `pending` (its record reads as that peer's running first attempt).
+class CountingClaims : public PendingPeerClaim {
+ public:
+  using PendingPeerClaim::PendingPeerClaim;
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    ++single;
+    return Answer(req);
+  }
+  std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override {
+    ++batches;
+    std::vector<Result<ClaimOutcome>> out;
+    for (const ClaimRequest& req : reqs) out.push_back(Answer(req));
+    return out;
+  }
+  Result<std::vector<RunRecord>> GetRun(const std::string& run_id) override {
+    ++reads;
+    return PendingPeerClaim::GetRun(run_id);
+  }
+  std::atomic<int> single{0}, batches{0}, reads{0};
+
+ private:
+  Result<ClaimOutcome> Answer(const ClaimRequest& req) {
+    if (down) return UnavailableError("backend down");
+    if (pending && req.fire.RunId() == FireKey{"t", kStart + seconds(30), 0, 1}.RunId()) {
+      return ClaimOutcome{};  // kAlreadyClaimed: the peer's claim
+    }
+    return PendingPeerClaim::Claim(req);
+  }
+};
+
+// A fleet that runs late misses one fire of many jobs at once. Each job's one missed fire is
+// claimed with the others in batches (misfire = once and all alike), as on-time fires are, not
+// by a record read and a claim call per fire: a late fire costs the backend what an on-time one
+// does, so a fleet that fell behind can catch up.
+TEST(SchedulerMisfireTest, TheOneMissedFireOfEachJobIsClaimedInBatches) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  CountingClaims coord(backend, kStart + seconds(30));
+  coord.pending = false;
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  constexpr int kJobs = 60;
+  for (int k = 0; k < kJobs; ++k) {
+    JobSpec j = Job("j" + std::to_string(k), "*/10 * * * * *");
+    if (k % 2 == 1) j.misfire = MisfirePolicy::kAll;
+    ASSERT_TRUE(a.scheduler->AddJob(j).ok());
+  }
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
+  step_to(kStart + seconds(10));
+  ASSERT_TRUE(exec.AwaitFinished(kJobs));
+  coord.down = true;  // every job's fire at :20 cannot be claimed
+  step_to(kStart + seconds(22));
+  coord.down = false;
+  step_to(kStart + seconds(26));  // the pass at :25 hands each job's :20 to its policy
+  ASSERT_TRUE(exec.AwaitFinished(2 * kJobs));
+  a.scheduler->Stop();
+  EXPECT_EQ(coord.single, 0) << "no claim call of its own for any fire";
+  EXPECT_EQ(coord.reads, 0) << "no record read before a catch-up's claim";
+  int catch_ups = 0;
+  for (const SchedulerEvent& ev : a.observer.events()) {
+    catch_ups += ev.kind == Kind::kClaimed && ev.catch_up;
+    if (ev.kind == Kind::kClaimed) {
+      EXPECT_EQ(ev.catch_up, ev.scheduled_at == kStart + seconds(20)) << ev.run_id;
+    }
+  }
+  EXPECT_EQ(catch_ups, kJobs);
+  for (int k = 0; k < kJobs; ++k) {
+    const auto history = History(backend, "j" + std::to_string(k));
+    ASSERT_EQ(history.size(), 2u) << "j" << k;
+    for (const RunRecord& r : history) {
+      EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.run_id;
+      EXPECT_EQ(r.attempt, 1) << r.run_id;
+    }
+  }
+}
+
+// The same catch-up against a backend whose claims are final (no wait_replicas): a claim that
+// finds the one missed fire claimed by a peer ends it, with no read of its record: the fire was
+// not missed after all. (A node that fell behind loses most of its catch-up claims to the
+// peers that took its fires over; a read each would keep it behind.)
+TEST(SchedulerMisfireTest, ACatchUpThatFindsItsFireClaimedEndsThereWhenClaimsAreFinal) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  CountingClaims coord(backend, kStart + seconds(30));
+  coord.withdrawable = false;
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
+  step_to(kStart + seconds(20));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
+  coord.down = true;                   // :30 cannot be claimed here; a peer claimed it
+  step_to(kStart + seconds(33));
+  coord.down = false;
+  const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
+  step_to(kStart + seconds(36));  // the pass at :35: the catch-up's claim finds :30 claimed
+  ASSERT_TRUE(a.observer.AwaitRun(Kind::kClaimLost, run30));
+  step_to(kStart + seconds(51));
+  ASSERT_TRUE(exec.AwaitFinished(4));  // :40 and :50 on time
+  a.scheduler->Stop();
+  EXPECT_EQ(coord.reads, 0) << "no record read after the claim's answer";
+  EXPECT_EQ(exec.attempts().size(), 4u) << ":30 is the peer's";
+  EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0);
+  int claims_of_30 = 0;
+  for (const SchedulerEvent& ev : a.observer.events()) {
+    claims_of_30 +=
+        (ev.kind == Kind::kClaimLost || ev.kind == Kind::kClaimed) && ev.run_id == run30;
+  }
+  EXPECT_EQ(claims_of_30, 1) << "one catch-up claim, not one a pass";
+}
+
+// A peer whose heartbeat is live but that claims nothing (a hung node): this node takes its
+// fires over after takeover_delay, every fire due together in one claim batch rather than a
+// claim call per fire.
+TEST(SchedulerTakeoverTest, TheFiresTakenOverTogetherAreClaimedInOneBatch) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  CountingClaims coord(backend, kStart + seconds(30));
+  coord.pending = false;
+  NodeInfo hung;
+  hung.node_id = "a";
+  hung.started_at = kBoot;
+  ASSERT_TRUE(backend.Heartbeat(hung, minutes(10)).ok());
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.takeover_delay = milliseconds(500);
+  opts.housekeeping_interval = seconds(5);
+  Node b("b", coord, exec, clock, opts);
+  constexpr int kJobs = 40;
+  int owned_by_a = 0;
+  for (int k = 0; k < kJobs; ++k) {
+    const std::string id = "j" + std::to_string(k);
+    ASSERT_TRUE(b.scheduler->AddJob(Job(id, "*/10 * * * * *")).ok());
+    owned_by_a += internal::RendezvousOwner({"a", "b"}, id, 0) == "a";
+  }
+  ASSERT_GT(owned_by_a, 0);
+  ASSERT_LT(owned_by_a, kJobs);
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  for (int i = 0; i < 400 && b.scheduler->LiveNodes().size() != 2; ++i) {
+    b.observer.Await(Kind::kError, 1, {}, milliseconds(10));  // a bounded real wait
+  }
+  ASSERT_EQ(b.scheduler->LiveNodes().size(), 2u);
+  StepTo(clock, b, kStart + seconds(11), milliseconds(250));
+  ASSERT_TRUE(exec.AwaitFinished(kJobs));
+  b.scheduler->Stop();
+  EXPECT_EQ(coord.single, 0) << "no claim call of its own for a fire taken over";
+  EXPECT_EQ(coord.batches, 2) << "b's own fires at :10, then a's taken over at :10.5";
+  std::map<std::string, int> per_fire;
+  for (const RecordedAttempt& at : exec.attempts()) ++per_fire[at.run_id];
+  EXPECT_EQ(per_fire.size(), static_cast<size_t>(kJobs));
+  for (const auto& [run, count] : per_fire) EXPECT_EQ(count, 1) << run;
+}
+
+// misfire = once, one missed fire (:30) that a peer claimed on time but may still withdraw (its
+// batch too few replicas acknowledged): the batched catch-up's claim finds it claimed, and the
+// owner then reads its record, as for the catch-up of several fires: it waits while the claim
+// may be withdrawn, and once it is, runs :30 as the catch-up. Nothing is recorded skipped.
+TEST(SchedulerMisfireTest, ABatchedCatchUpThatFindsAPendingClaimWaitsForItToSettle) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  CountingClaims coord(backend, kStart + seconds(30));
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(5);
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
+  step_to(kStart + seconds(20));
+  ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
+  coord.down = true;                   // :30 cannot be claimed here; a peer's claim is pending
+  step_to(kStart + seconds(33));
+  coord.down = false;
+  step_to(kStart + seconds(47));       // passes at :35, :40 and :45 find the peer's claim pending
+  ASSERT_TRUE(exec.AwaitFinished(3));  // :40 on time
+  ASSERT_GE(coord.reads, 2) << "each pass's claim of :30 found it claimed, and read its record";
+  EXPECT_EQ(exec.attempts().size(), 3u) << "no catch-up while the peer's claim may stand";
+  coord.pending = false;               // withdrawn
+  step_to(kStart + seconds(51));       // the pass at :50
+  ASSERT_TRUE(exec.AwaitFinished(5));  // :50 on time, and :30
+  a.scheduler->Stop();
+  const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
+  int ran30 = 0;
+  for (const RecordedAttempt& at : exec.attempts()) ran30 += at.run_id == run30;
+  EXPECT_EQ(ran30, 1) << "the withdrawn fire runs, once";
+  bool catch_up = false;
+  for (const SchedulerEvent& ev : a.observer.events()) {
+    catch_up |= ev.kind == Kind::kClaimed && ev.run_id == run30 && ev.catch_up;
+  }
+  EXPECT_TRUE(catch_up) << "as the catch-up";
+  EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0);
+  const auto history = History(backend, "t");
+  ASSERT_EQ(history.size(), 5u) << "every fire has one record (:10 to :50)";
+  for (const RunRecord& r : history) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.run_id;
 }
 
 // A fire whose claim failed is retried on time only while no newer fire of the job was handed

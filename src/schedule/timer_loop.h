@@ -76,7 +76,7 @@ class TimerLoop {
   // Waits until `at` (the backend's clock) or a wake. Scheduler::Stop only, after Join.
   void SleepUntilLocked(MutexLock& lock, Instant at) GNOMON_REQUIRES(table_.mu());
 
-  static constexpr size_t kClaimBatch = 256;  // owned on-time fires claimed in one call at most
+  static constexpr size_t kClaimBatch = 256;  // fires claimed in one call at most
 
  private:
   void Loop() GNOMON_EXCLUDES(table_.mu());

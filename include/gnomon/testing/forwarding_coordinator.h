@@ -15,6 +15,7 @@ class ForwardingCoordinator : public Coordinator {
   Result<Instant> Now() override { return t_.Now(); }
   Result<ClaimOutcome> Claim(const ClaimRequest& req) override { return t_.Claim(req); }
   std::string ClaimRoute(const std::string& job_id) const override { return t_.ClaimRoute(job_id); }
+  bool ClaimsMayBeWithdrawn() const override { return t_.ClaimsMayBeWithdrawn(); }
   Status Renew(gnomon::Claim& claim, Duration ttl) override { return t_.Renew(claim, ttl); }
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override {
     return t_.NextAttempt(claim, ttl);

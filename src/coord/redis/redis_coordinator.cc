@@ -69,6 +69,7 @@ std::string RedisCoordinator::ClaimRoute(const std::string& job_id) const {
   if (!store_->cluster()) return "";
   return store_->AddressOf(store_->IndexBase(job_id));
 }
+bool RedisCoordinator::ClaimsMayBeWithdrawn() const { return store_->options().wait_replicas > 0; }
 Status RedisCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
   return claims_->Renew(claim, ttl);
 }

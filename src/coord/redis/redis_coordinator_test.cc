@@ -1041,6 +1041,9 @@ TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
   o.wait_timeout = milliseconds(1500);  // below io_timeout (2 s)
   auto c = MustOpen(o);
   ASSERT_NE(c, nullptr);
+  // The scheduler is told so (it then reads a fire's record before passing over a peer's claim).
+  EXPECT_TRUE(c->ClaimsMayBeWithdrawn());
+  EXPECT_FALSE(MustOpen(OptionsFor(primary.port()))->ClaimsMayBeWithdrawn()) << "without WAIT";
   const Instant now = *c->Now();
   Result<ClaimOutcome> first = c->Claim(Req(Fire("j", now - seconds(2)), "n"));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
