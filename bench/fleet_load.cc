@@ -499,14 +499,14 @@ int RunScale(const Flags& f) {
   };
   std::printf(
       "{\"mode\":\"scale\",\"node\":\"%s\",\"jobs\":%d,\"per_second\":%d,\"runs\":%lld,"
-      "\"claimed\":%lld,\"catch_ups\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,\"p50_ms\":%.3f,"
-      "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
+      "\"claimed\":%lld,\"catch_ups\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,"
+      "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
       "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f,\"scheduled\":%lld,\"window_runs\":%lld,"
       "\"drain_s\":%.3f}\n",
       f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
       static_cast<long long>(claimed), static_cast<long long>(catch_ups),
-      static_cast<long long>(lost), f.seconds, cpu, pct(0.5),
-      pct(0.99), late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss,
+      static_cast<long long>(lost), f.seconds, cpu, pct(0.5), pct(0.99),
+      late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss,
       static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain);
   return 0;
 }
