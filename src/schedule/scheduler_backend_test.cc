@@ -647,44 +647,6 @@ TEST(SchedulerMisfireTest, TheOneMissedFireOfEachJobIsClaimedInBatches) {
   }
 }
 
-// The same catch-up against a backend whose claims are final (no wait_replicas): a claim that
-// finds the one missed fire claimed by a peer ends it, with no read of its record: the fire was
-// not missed after all. (A node that fell behind loses most of its catch-up claims to the
-// peers that took its fires over; a read each would keep it behind.)
-TEST(SchedulerMisfireTest, ACatchUpThatFindsItsFireClaimedEndsThereWhenClaimsAreFinal) {
-  FakeClock clock(kBoot);
-  MemoryCoordinator backend(clock);
-  CountingClaims coord(backend, kStart + seconds(30));
-  coord.withdrawable = false;
-  RecordingExecutor exec;
-  SchedulerOptions opts;
-  opts.housekeeping_interval = seconds(5);
-  Node a("a", coord, exec, clock, opts);
-  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
-  ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
-  step_to(kStart + seconds(20));
-  ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
-  coord.down = true;                   // :30 cannot be claimed here; a peer claimed it
-  step_to(kStart + seconds(33));
-  coord.down = false;
-  const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
-  step_to(kStart + seconds(36));  // the pass at :35: the catch-up's claim finds :30 claimed
-  ASSERT_TRUE(a.observer.AwaitRun(Kind::kClaimLost, run30));
-  step_to(kStart + seconds(51));
-  ASSERT_TRUE(exec.AwaitFinished(4));  // :40 and :50 on time
-  a.scheduler->Stop();
-  EXPECT_EQ(coord.reads, 0) << "no record read after the claim's answer";
-  EXPECT_EQ(exec.attempts().size(), 4u) << ":30 is the peer's";
-  EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0);
-  int claims_of_30 = 0;
-  for (const SchedulerEvent& ev : a.observer.events()) {
-    claims_of_30 +=
-        (ev.kind == Kind::kClaimLost || ev.kind == Kind::kClaimed) && ev.run_id == run30;
-  }
-  EXPECT_EQ(claims_of_30, 1) << "one catch-up claim, not one a pass";
-}
-
 // A peer whose heartbeat is live but that claims nothing (a hung node): this node takes its
 // fires over after takeover_delay, every fire due together in one claim batch rather than a
 // claim call per fire.
@@ -727,35 +689,74 @@ TEST(SchedulerTakeoverTest, TheFiresTakenOverTogetherAreClaimedInOneBatch) {
   for (const auto& [run, count] : per_fire) EXPECT_EQ(count, 1) << run;
 }
 
-// misfire = once, one missed fire (:30) that a peer claimed on time but may still withdraw (its
-// batch too few replicas acknowledged): the batched catch-up's claim finds it claimed, and the
-// owner then reads its record, as for the catch-up of several fires: it waits while the claim
-// may be withdrawn, and once it is, runs :30 as the catch-up. Nothing is recorded skipped.
-TEST(SchedulerMisfireTest, ABatchedCatchUpThatFindsAPendingClaimWaitsForItToSettle) {
-  FakeClock clock(kBoot);
-  MemoryCoordinator backend(clock);
-  CountingClaims coord(backend, kStart + seconds(30));
+// Job "t" (every 10 s, misfire = once) on node "a": :10 and :20 run; :30 cannot be claimed here
+// until :33, and a peer's claim of it stands while `coord.pending` (CountingClaims). The pass at
+// :35 hands :30 to the misfire policy: its catch-up's claim finds :30 claimed.
+class MissedFireClaimedByAPeer : public ::testing::Test {
+ protected:
+  void MissThirty() {
+    ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+    ASSERT_TRUE(a.scheduler->Start().ok());
+    StepTo(kStart + seconds(20));
+    ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
+    coord.down = true;
+    StepTo(kStart + seconds(33));
+    coord.down = false;
+  }
+  void StepTo(Instant t) { scheduler_test::StepTo(clock, a, t, seconds(1)); }
+  int ClaimsOf30() {
+    int n = 0;
+    for (const SchedulerEvent& ev : a.observer.events()) {
+      n += (ev.kind == Kind::kClaimLost || ev.kind == Kind::kClaimed) && ev.run_id == run30;
+    }
+    return n;
+  }
+  static SchedulerOptions Options() {
+    SchedulerOptions opts;
+    opts.housekeeping_interval = seconds(5);
+    return opts;
+  }
+
+  FakeClock clock{kBoot};
+  MemoryCoordinator backend{clock};
+  CountingClaims coord{backend, kStart + seconds(30)};
   RecordingExecutor exec;
-  SchedulerOptions opts;
-  opts.housekeeping_interval = seconds(5);
-  Node a("a", coord, exec, clock, opts);
-  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
-  ASSERT_TRUE(a.scheduler->Start().ok());
-  auto step_to = [&](Instant t) { StepTo(clock, a, t, seconds(1)); };
-  step_to(kStart + seconds(20));
-  ASSERT_TRUE(exec.AwaitFinished(2));  // :10 and :20
-  coord.down = true;                   // :30 cannot be claimed here; a peer's claim is pending
-  step_to(kStart + seconds(33));
-  coord.down = false;
-  step_to(kStart + seconds(47));       // passes at :35, :40 and :45 find the peer's claim pending
+  Node a{"a", coord, exec, clock, Options()};
+  const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
+};
+
+// A backend whose claims are final (no wait_replicas): the claim that finds the one missed fire
+// claimed by a peer ends the catch-up, with no read of its record: the fire was not missed
+// after all. (A node that fell behind loses most of its catch-up claims to the peers that took
+// its fires over; a read each would keep it behind.)
+TEST_F(MissedFireClaimedByAPeer, TheCatchUpEndsAtTheClaimWhenClaimsAreFinal) {
+  coord.withdrawable = false;
+  MissThirty();
+  StepTo(kStart + seconds(36));
+  ASSERT_TRUE(a.observer.AwaitRun(Kind::kClaimLost, run30));
+  StepTo(kStart + seconds(51));
+  ASSERT_TRUE(exec.AwaitFinished(4));  // :40 and :50 on time
+  a.scheduler->Stop();
+  EXPECT_EQ(coord.reads, 0) << "no record read after the claim's answer";
+  EXPECT_EQ(exec.attempts().size(), 4u) << ":30 is the peer's";
+  EXPECT_EQ(a.observer.Count(Kind::kSkipped, "misfire"), 0);
+  EXPECT_EQ(ClaimsOf30(), 1) << "one catch-up claim, not one a pass";
+}
+
+// A backend whose claims may be withdrawn (wait_replicas: a batch too few replicas acknowledged):
+// the owner then reads the record, as for the catch-up of several fires. It waits while the
+// peer's claim may be withdrawn, and once it is, runs :30 as the catch-up. Nothing is recorded
+// skipped.
+TEST_F(MissedFireClaimedByAPeer, TheCatchUpWaitsForAClaimThatMayBeWithdrawn) {
+  MissThirty();
+  StepTo(kStart + seconds(47));        // passes at :35, :40 and :45 find the peer's claim pending
   ASSERT_TRUE(exec.AwaitFinished(3));  // :40 on time
   ASSERT_GE(coord.reads, 2) << "each pass's claim of :30 found it claimed, and read its record";
   EXPECT_EQ(exec.attempts().size(), 3u) << "no catch-up while the peer's claim may stand";
   coord.pending = false;               // withdrawn
-  step_to(kStart + seconds(51));       // the pass at :50
+  StepTo(kStart + seconds(51));        // the pass at :50
   ASSERT_TRUE(exec.AwaitFinished(5));  // :50 on time, and :30
   a.scheduler->Stop();
-  const std::string run30 = FireKey{"t", kStart + seconds(30), 0, 1}.RunId();
   int ran30 = 0;
   for (const RecordedAttempt& at : exec.attempts()) ran30 += at.run_id == run30;
   EXPECT_EQ(ran30, 1) << "the withdrawn fire runs, once";
