@@ -18,8 +18,8 @@ void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_a
     FireKey fire{spec->id, scheduled_at, s, spec->shards};
     const int rank = table_.RankLocked(spec->id, s);
     if (rank == 0) {
-      claim_batch_.push_back(
-          Pending{spec, std::move(fire)});  // claimed together (the loop flushes)
+      // Claimed together (the loop flushes the batch).
+      claim_batch_.push_back(Pending{spec, std::move(fire)});
     } else {
       loop_.PushLocked(Timer{DueAt(*spec, scheduled_at) + ctx_.options().takeover_delay * rank,
                              TimerKind::kTakeover, 0, std::move(fire)});
