@@ -338,7 +338,8 @@ class CountingObserver final : public gnomon::Observer {
 // schedules in it (counted from the schedules), how many of them this node ran by the window's
 // end + --drain, their lateness percentiles (a reservoir of samples), all runs and claim attempts
 // during the window (wall clock; catch_ups: the claims that were missed fires' catch-ups), CPU
-// and resident memory after loading and at the end.
+// and resident memory after loading and at the end, and the worst lateness of each scheduled
+// second of the window.
 int RunScale(const Flags& f) {
   Result<std::unique_ptr<Coordinator>> coord = OpenBackend(f.backend);
   if (!coord.ok()) {
@@ -347,9 +348,10 @@ int RunScale(const Flags& f) {
   }
   gnomon::SystemClock& clock = gnomon::SystemClock::Get();
   std::mutex mu;
-  std::vector<int64_t> reservoir;  // lateness us of the window's fires; guarded by mu
-  int64_t runs = 0;                // every run; guarded by mu
-  int64_t window_runs = 0;         // runs of fires scheduled in the window; guarded by mu
+  std::vector<int64_t> reservoir;        // lateness us of the window's fires; guarded by mu
+  int64_t runs = 0;                      // every run; guarded by mu
+  int64_t window_runs = 0;               // runs of fires scheduled in the window; guarded by mu
+  std::vector<int64_t> worst_by_second;  // per scheduled second of the window; guarded by mu
   // The measured window, as scheduled instants [win0, win1) in unix ms (whole seconds): set
   // before the scheduler starts, read-only after.
   double measure_at = f.measure_at;
@@ -360,6 +362,7 @@ int RunScale(const Flags& f) {
   }
   const int64_t win0 = static_cast<int64_t>(std::ceil(measure_at)) * 1000;
   const int64_t win1 = win0 + static_cast<int64_t>(f.seconds * 1000);
+  worst_by_second.assign(static_cast<size_t>((win1 - win0 + 999) / 1000), 0);
   std::mt19937_64 rng(42);
   constexpr size_t kReservoir = 200000;
   gnomon::InProcessExecutor executor;
@@ -381,6 +384,8 @@ int RunScale(const Flags& f) {
     ++runs;
     if (at < win0 || at >= win1) return Status::Ok();
     ++window_runs;
+    int64_t& worst = worst_by_second[static_cast<size_t>((at - win0) / 1000)];
+    worst = std::max(worst, late);
     if (reservoir.size() < kReservoir) {
       reservoir.push_back(late);
     } else if (const uint64_t k = rng() % static_cast<uint64_t>(window_runs); k < kReservoir) {
@@ -484,11 +489,12 @@ int RunScale(const Flags& f) {
   // The window's last fires get --drain seconds to run; one still waiting then counts as not run.
   wait_until_ms(win1 + static_cast<int64_t>(f.drain * 1000));
   int64_t ran = 0;
-  std::vector<int64_t> late;
+  std::vector<int64_t> late, worst;
   {
     std::lock_guard<std::mutex> lock(mu);
     ran = window_runs;
     late = reservoir;
+    worst = worst_by_second;
   }
   const double rss = RssMib();
   scheduler.Stop();
@@ -497,17 +503,23 @@ int RunScale(const Flags& f) {
     if (late.empty()) return 0.0;
     return late[std::min(late.size() - 1, static_cast<size_t>(p * late.size()))] / 1000.0;
   };
+  // The worst lateness of each scheduled second of the window, in ms: lines up with the Redis
+  // server's own events (scale_bench samples its AOF rewrites).
+  std::string worst_list;
+  for (size_t i = 0; i < worst.size(); ++i) {
+    worst_list += (i ? "," : "") + std::to_string(worst[i] / 1000);
+  }
   std::printf(
       "{\"mode\":\"scale\",\"node\":\"%s\",\"jobs\":%d,\"per_second\":%d,\"runs\":%lld,"
       "\"claimed\":%lld,\"catch_ups\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,"
       "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
       "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f,\"scheduled\":%lld,\"window_runs\":%lld,"
-      "\"drain_s\":%.3f}\n",
+      "\"drain_s\":%.3f,\"worst_ms_by_second\":[%s]}\n",
       f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
       static_cast<long long>(claimed), static_cast<long long>(catch_ups),
       static_cast<long long>(lost), f.seconds, cpu, pct(0.5), pct(0.99),
       late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss,
-      static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain);
+      static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain, worst_list.c_str());
   return 0;
 }
 

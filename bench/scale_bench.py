@@ -21,7 +21,8 @@ daily). Every node measures the same window of SCALE_SECONDS after a warm-up: th
 set schedules in it (counted from the schedules), the ones it ran by the window's end plus
 SCALE_DRAIN seconds (default 10; a fire still waiting then counts as not run), their lateness
 (start minus scheduled instant, a reservoir of samples), its claim attempts, CPU and resident
-memory. Prints, per setup, markdown tables and a RESULT json line (and with two setups a table of
+memory, and the worst lateness of each of the window's seconds, laid beside the intervals in which
+a primary rewrote its AOF (INFO persistence, polled every 0.2 s). Prints, per setup, markdown tables and a RESULT json line (and with two setups a table of
 both side by side). Fires cannot run twice (each run is a claimed fire: the backend refuses a
 second claim), so the runs summed over the nodes against the scheduled count is the share of the
 window's fires that ran.
@@ -32,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +52,42 @@ def expected_rate(jobs, per_second, kinds):
                             for i, k in enumerate(kinds))
 
 
+class PersistenceSampler:
+    """Polls each primary's INFO persistence every 0.2 s in a thread: the intervals (unix
+    seconds) in which it was rewriting its AOF (a forked child writing the whole dataset) and
+    each rewrite's fork time, so a lateness spike can be laid beside them."""
+
+    def __init__(self, servers):
+        self.servers = servers
+        self.rewrites = []  # (server index, start, end or None, fork ms)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        open_at = {}
+        while not self._stop.wait(0.2):
+            for i, server in enumerate(self.servers):
+                try:
+                    info = server.info("persistence")
+                except Exception:  # a server gone at the end
+                    continue
+                now = time.time()
+                busy = info.get("aof_rewrite_in_progress") == "1"
+                if busy and i not in open_at:
+                    open_at[i] = now
+                elif not busy and i in open_at:
+                    self.rewrites.append((i, open_at.pop(i), now,
+                                          int(info.get("latest_fork_usec", "0")) / 1000.0))
+        for i, start in open_at.items():
+            self.rewrites.append((i, start, None, 0.0))
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return sorted(self.rewrites, key=lambda r: r[1])
+
+
 def run_setup(setup, tool, params):
     """Runs the benchmark once against `setup` ("single": one redis-server; "cluster": a Redis
     Cluster of SCALE_PRIMARIES primaries), prints its tables and returns its RESULT dict."""
@@ -63,6 +101,7 @@ def run_setup(setup, tool, params):
                           int(os.environ.get("SCALE_REPLICAS", "0")))
              if setup.startswith("cluster") else Redis(tmp, extra))
     url = redis.url + ("?wait_replicas=1" if setup == "cluster-wait" else "")
+    sampler = PersistenceSampler(redis.primaries if hasattr(redis, "primaries") else [redis])
     try:
         t0 = time.time()
         measure_at = t0 + warmup
@@ -90,6 +129,7 @@ def run_setup(setup, tool, params):
             results.append(json.loads(line[-1]))
         redis_mem = redis.memory()
     finally:
+        rewrites = sampler.stop()
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     runs = sum(r["runs"] for r in results)
@@ -140,11 +180,22 @@ def run_setup(setup, tool, params):
     for c, (calls, usec) in sorted(per_command.items(), key=lambda kv: -kv[1][1])[:16]:
         if calls:
             print("| %s | %.2f | %.1f |" % (c, calls / (rate * seconds), usec / (rate * seconds)))
+    # The window's worst seconds beside the AOF rewrites (times from the window's start).
+    win0 = float(int(measure_at) + (0 if measure_at == int(measure_at) else 1))
+    worst = [max(col) for col in zip(*(r["worst_ms_by_second"] for r in results))]
+    print("\nAOF rewrites from start-up to the end (seconds from the window's start; primary, "
+          "fork ms): %s" % ("; ".join(
+              "%+.1f to %s (%d, %.1f ms)" % (a - win0, "%+.1f" % (b - win0) if b else "end", i,
+                                             fork) for i, a, b, fork in rewrites) or "none"))
+    print("worst lateness of each scheduled second of the window, over the nodes (ms): %s" %
+          " ".join(str(w) for w in worst))
     result = {"setup": setup, "jobs": jobs, "per_second": per_second, "kinds": kinds,
               "scheduled": scheduled, "ran": ran, "drain_s": drain,
               "redis_cores": redis_cores, "primary_cores": primary_cores,
               "rate": rate, "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
-              "nodes": results, "redis_memory": redis_mem, "replica_cores": replica_cores}
+              "nodes": results, "redis_memory": redis_mem, "replica_cores": replica_cores,
+              "aof_rewrites": [[i, a - win0, b - win0 if b else None, fork]
+                               for i, a, b, fork in rewrites]}
     print("RESULT " + json.dumps(result))
     return result
 
