@@ -69,7 +69,9 @@ class PersistenceSampler:
         while not self._stop.wait(0.2):
             for i, server in enumerate(self.servers):
                 try:
-                    info = server.info("persistence")
+                    info = dict(line.strip().split(":", 1)
+                                for line in server.cli("info", "persistence", "stats").splitlines()
+                                if ":" in line and not line.startswith("#"))
                 except Exception:  # a server gone at the end
                     continue
                 now = time.time()
@@ -101,7 +103,14 @@ def run_setup(setup, tool, params):
                           int(os.environ.get("SCALE_REPLICAS", "0")))
              if setup.startswith("cluster") else Redis(tmp, extra))
     url = redis.url + ("?wait_replicas=1" if setup == "cluster-wait" else "")
-    sampler = PersistenceSampler(redis.primaries if hasattr(redis, "primaries") else [redis])
+    primaries = redis.primaries if hasattr(redis, "primaries") else [redis]
+    sampler = PersistenceSampler(primaries)
+
+    def children_cpu():
+        """CPU seconds of the primaries' forked children (AOF rewrites) so far."""
+        return sum(float(i["used_cpu_user_children"]) + float(i["used_cpu_sys_children"])
+                   for i in (p.info("cpu") for p in primaries))
+
     try:
         t0 = time.time()
         measure_at = t0 + warmup
@@ -119,7 +128,8 @@ def run_setup(setup, tool, params):
         for at in (measure_at, measure_at + seconds):
             time.sleep(max(0.0, at - time.time()))
             redis_at.append((redis.cpus(), redis.command_stats(),
-                             redis.replica_cpus() if hasattr(redis, "replica_cpus") else []))
+                             redis.replica_cpus() if hasattr(redis, "replica_cpus") else [],
+                             children_cpu()))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -183,10 +193,13 @@ def run_setup(setup, tool, params):
     # The window's worst seconds beside the AOF rewrites (times from the window's start).
     win0 = float(int(measure_at) + (0 if measure_at == int(measure_at) else 1))
     worst = [max(col) for col in zip(*(r["worst_ms_by_second"] for r in results))]
+    rewrite_cores = (redis_at[1][3] - redis_at[0][3]) / seconds
     print("\nAOF rewrites from start-up to the end (seconds from the window's start; primary, "
           "fork ms): %s" % ("; ".join(
               "%+.1f to %s (%d, %.1f ms)" % (a - win0, "%+.1f" % (b - win0) if b else "end", i,
                                              fork) for i, a, b, fork in rewrites) or "none"))
+    print("the rewrites' forked children used %.2f cores over the window (besides the primaries' "
+          "own)" % rewrite_cores)
     print("worst lateness of each scheduled second of the window, over the nodes (ms): %s" %
           " ".join(str(w) for w in worst))
     result = {"setup": setup, "jobs": jobs, "per_second": per_second, "kinds": kinds,
@@ -194,6 +207,7 @@ def run_setup(setup, tool, params):
               "redis_cores": redis_cores, "primary_cores": primary_cores,
               "rate": rate, "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
               "nodes": results, "redis_memory": redis_mem, "replica_cores": replica_cores,
+              "rewrite_cores": rewrite_cores,
               "aof_rewrites": [[i, a - win0, b - win0 if b else None, fork]
                                for i, a, b, fork in rewrites]}
     print("RESULT " + json.dumps(result))
