@@ -54,12 +54,13 @@ def expected_rate(jobs, per_second, kinds):
 
 class PersistenceSampler:
     """Polls each primary's INFO persistence every 0.2 s in a thread: the intervals (unix
-    seconds) in which it was rewriting its AOF (a forked child writing the whole dataset) and
-    each rewrite's fork time, so a lateness spike can be laid beside them."""
+    seconds) in which it was rewriting its AOF (a forked child writing the whole dataset), each
+    rewrite's fork time and the CPU its child used, so a lateness spike can be laid beside
+    them."""
 
     def __init__(self, servers):
         self.servers = servers
-        self.rewrites = []  # (server index, start, end or None, fork ms)
+        self.rewrites = []  # (server index, start, end or None, fork ms, child CPU s)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -70,19 +71,25 @@ class PersistenceSampler:
             for i, server in enumerate(self.servers):
                 try:
                     info = dict(line.strip().split(":", 1)
-                                for line in server.cli("info", "persistence", "stats").splitlines()
+                                for line in server.cli("info", "persistence", "stats",
+                                                       "cpu").splitlines()
                                 if ":" in line and not line.startswith("#"))
                 except Exception:  # a server gone at the end
                     continue
                 now = time.time()
                 busy = info.get("aof_rewrite_in_progress") == "1"
+                # A child's CPU is counted when it is reaped, at the rewrite's end.
+                children = (float(info["used_cpu_user_children"]) +
+                            float(info["used_cpu_sys_children"]))
                 if busy and i not in open_at:
-                    open_at[i] = now
+                    open_at[i] = (now, children)
                 elif not busy and i in open_at:
-                    self.rewrites.append((i, open_at.pop(i), now,
-                                          int(info.get("latest_fork_usec", "0")) / 1000.0))
-        for i, start in open_at.items():
-            self.rewrites.append((i, start, None, 0.0))
+                    start, before = open_at.pop(i)
+                    self.rewrites.append((i, start, now,
+                                          int(info.get("latest_fork_usec", "0")) / 1000.0,
+                                          children - before))
+        for i, (start, _) in open_at.items():
+            self.rewrites.append((i, start, None, 0.0, 0.0))
 
     def stop(self):
         self._stop.set()
@@ -111,6 +118,10 @@ def run_setup(setup, tool, params):
         return sum(float(i["used_cpu_user_children"]) + float(i["used_cpu_sys_children"])
                    for i in (p.info("cpu") for p in primaries))
 
+    def aof_bytes():
+        """The primaries' AOF sizes summed (INFO persistence aof_current_size)."""
+        return sum(int(p.info("persistence").get("aof_current_size", "0")) for p in primaries)
+
     try:
         t0 = time.time()
         measure_at = t0 + warmup
@@ -129,7 +140,7 @@ def run_setup(setup, tool, params):
             time.sleep(max(0.0, at - time.time()))
             redis_at.append((redis.cpus(), redis.command_stats(),
                              redis.replica_cpus() if hasattr(redis, "replica_cpus") else [],
-                             children_cpu()))
+                             children_cpu(), aof_bytes()))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -195,11 +206,18 @@ def run_setup(setup, tool, params):
     worst = [max(col) for col in zip(*(r["worst_ms_by_second"] for r in results))]
     rewrite_cores = (redis_at[1][3] - redis_at[0][3]) / seconds
     print("\nAOF rewrites from start-up to the end (seconds from the window's start; primary, "
-          "fork ms): %s" % ("; ".join(
-              "%+.1f to %s (%d, %.1f ms)" % (a - win0, "%+.1f" % (b - win0) if b else "end", i,
-                                             fork) for i, a, b, fork in rewrites) or "none"))
-    print("the rewrites' forked children used %.2f cores over the window (besides the primaries' "
-          "own)" % rewrite_cores)
+          "fork ms, the child's CPU s): %s" % ("; ".join(
+              "%+.1f to %s (%d, %.1f ms, %.1f s)" % (
+                  a - win0, "%+.1f" % (b - win0) if b else "end", i, fork, cpu)
+              for i, a, b, fork, cpu in rewrites) or "none"))
+    print("the rewrites' forked children that ended in the window used %.2f cores over it "
+          "(besides the primaries' own)" % rewrite_cores)
+    # The AOF's growth per fire, when no rewrite overlapped the window (a rewrite restarts it).
+    in_window = [r for r in rewrites
+                 if r[1] < win0 + seconds + 1 and (r[2] is None or r[2] > win0 - 1)]
+    aof_per_fire = None if in_window or not runs else (redis_at[1][4] - redis_at[0][4]) / runs
+    print("AOF growth per fire run over the window: %s" % (
+        "%.0f bytes" % aof_per_fire if aof_per_fire is not None else "n/a (a rewrite overlapped it)"))
     print("worst lateness of each scheduled second of the window, over the nodes (ms): %s" %
           " ".join(str(w) for w in worst))
     result = {"setup": setup, "jobs": jobs, "per_second": per_second, "kinds": kinds,
@@ -207,9 +225,9 @@ def run_setup(setup, tool, params):
               "redis_cores": redis_cores, "primary_cores": primary_cores,
               "rate": rate, "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
               "nodes": results, "redis_memory": redis_mem, "replica_cores": replica_cores,
-              "rewrite_cores": rewrite_cores,
-              "aof_rewrites": [[i, a - win0, b - win0 if b else None, fork]
-                               for i, a, b, fork in rewrites]}
+              "rewrite_cores": rewrite_cores, "aof_bytes_per_fire": aof_per_fire,
+              "aof_rewrites": [[i, a - win0, b - win0 if b else None, fork, cpu]
+                               for i, a, b, fork, cpu in rewrites]}
     print("RESULT " + json.dumps(result))
     return result
 
