@@ -318,7 +318,8 @@ double RssMib() {
   return 0;
 }
 
-// Counts claim attempts (claimed + lost to another node) and the runs of this node.
+// Counts claim attempts (claimed + lost to another node) and the runs of this node, errors and
+// lost-run resolutions; the first errors go to stderr with their time (unix ms).
 class CountingObserver final : public gnomon::Observer {
  public:
   void OnEvent(const gnomon::SchedulerEvent& e) override {
@@ -327,8 +328,14 @@ class CountingObserver final : public gnomon::Observer {
     if (e.kind == K::kClaimed && e.catch_up) ++catch_ups;
     if (e.kind == K::kClaimLost) ++lost;
     if (e.kind == K::kSkipped) ++skipped;
+    if (e.kind == K::kLostRun) ++lost_runs;
+    if (e.kind == K::kError && errors++ < 20) {
+      std::fprintf(stderr, "fleet_load: error at %lld: %s %lld: %s\n",
+                   static_cast<long long>(e.at.unix_millis()), e.job_id.c_str(),
+                   static_cast<long long>(e.scheduled_at.unix_millis()), e.detail.c_str());
+    }
   }
-  std::atomic<int64_t> claimed{0}, lost{0}, skipped{0}, catch_ups{0};
+  std::atomic<int64_t> claimed{0}, lost{0}, skipped{0}, catch_ups{0}, lost_runs{0}, errors{0};
 };
 
 // scale: --jobs in-process jobs on one node, --per-second of them every second and the rest
@@ -352,6 +359,7 @@ int RunScale(const Flags& f) {
   int64_t runs = 0;                      // every run; guarded by mu
   int64_t window_runs = 0;               // runs of fires scheduled in the window; guarded by mu
   std::vector<int64_t> worst_by_second;  // per scheduled second of the window; guarded by mu
+  int64_t very_late = 0, very_late_retries = 0;  // window runs over 5 s late; guarded by mu
   // The measured window, as scheduled instants [win0, win1) in unix ms (whole seconds): set
   // before the scheduler starts, read-only after.
   double measure_at = f.measure_at;
@@ -386,6 +394,16 @@ int RunScale(const Flags& f) {
     ++window_runs;
     int64_t& worst = worst_by_second[static_cast<size_t>((at - win0) / 1000)];
     worst = std::max(worst, late);
+    if (late > 5'000'000) {
+      ++very_late;
+      if (ctx.attempt > 1) ++very_late_retries;
+      if (very_late <= 10) {
+        std::fprintf(stderr, "fleet_load: run %lld ms late: %s %lld attempt %d token %lld\n",
+                     static_cast<long long>(late / 1000), ctx.job_id.c_str(),
+                     static_cast<long long>(at), ctx.attempt,
+                     static_cast<long long>(ctx.fencing_token));
+      }
+    }
     if (reservoir.size() < kReservoir) {
       reservoir.push_back(late);
     } else if (const uint64_t k = rng() % static_cast<uint64_t>(window_runs); k < kReservoir) {
@@ -490,11 +508,14 @@ int RunScale(const Flags& f) {
   wait_until_ms(win1 + static_cast<int64_t>(f.drain * 1000));
   int64_t ran = 0;
   std::vector<int64_t> late, worst;
+  int64_t over_5s = 0, over_5s_retries = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     ran = window_runs;
     late = reservoir;
     worst = worst_by_second;
+    over_5s = very_late;
+    over_5s_retries = very_late_retries;
   }
   const double rss = RssMib();
   scheduler.Stop();
@@ -514,12 +535,16 @@ int RunScale(const Flags& f) {
       "\"claimed\":%lld,\"catch_ups\":%lld,\"claim_lost\":%lld,\"seconds\":%.3f,\"cpu_s\":%.3f,"
       "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
       "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f,\"scheduled\":%lld,\"window_runs\":%lld,"
-      "\"drain_s\":%.3f,\"worst_ms_by_second\":[%s]}\n",
+      "\"drain_s\":%.3f,\"worst_ms_by_second\":[%s],\"over_5s\":%lld,"
+      "\"over_5s_retries\":%lld,\"errors\":%lld,\"lost_runs\":%lld}\n",
       f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
       static_cast<long long>(claimed), static_cast<long long>(catch_ups),
       static_cast<long long>(lost), f.seconds, cpu, pct(0.5), pct(0.99),
       late.empty() ? 0.0 : late.back() / 1000.0, load_s, rss0, rss_loaded, rss,
-      static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain, worst_list.c_str());
+      static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain, worst_list.c_str(),
+      static_cast<long long>(over_5s), static_cast<long long>(over_5s_retries),
+      static_cast<long long>(counts.errors.load()),
+      static_cast<long long>(counts.lost_runs.load()));
   return 0;
 }
 

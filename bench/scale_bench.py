@@ -14,18 +14,18 @@ For each setup of SCALE_SETUPS, one after another: "single" starts redis-server 
 bench/backend_bench.py does (appendonly yes, appendfsync everysec), "cluster" SCALE_PRIMARIES such
 servers formed into a Redis Cluster (backend_bench.RedisCluster) with SCALE_REPLICAS replicas per
 primary, "cluster-wait" the same with `?wait_replicas=1` on the URL (SCALE_REPLICAS >= 1), data on
-/dev/shm when present; then three `fleet_load scale` processes (bench/fleet_load.cc)
-with the same SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
+/dev/shm when present; then three `fleet_load scale` processes (bench/fleet_load.cc) with the same
+SCALE_JOBS in-process jobs: SCALE_PER_SECOND of them every second, the rest spread evenly over
 SCALE_KINDS (default "10s,1m,5m,1h,1d": every 10 s, every minute, every 5 minutes, hourly and
-daily). Every node measures the same window of SCALE_SECONDS after a warm-up: the fires the job
-set schedules in it (counted from the schedules), the ones it ran by the window's end plus
-SCALE_DRAIN seconds (default 10; a fire still waiting then counts as not run), their lateness
-(start minus scheduled instant, a reservoir of samples), its claim attempts, CPU and resident
-memory, and the worst lateness of each of the window's seconds, laid beside the intervals in which
-a primary rewrote its AOF (INFO persistence, polled every 0.2 s). Prints, per setup, markdown tables and a RESULT json line (and with two setups a table of
-both side by side). Fires cannot run twice (each run is a claimed fire: the backend refuses a
-second claim), so the runs summed over the nodes against the scheduled count is the share of the
-window's fires that ran.
+daily). Every node measures the same window of SCALE_SECONDS after a warm-up: the fires the job set
+schedules in it (counted from the schedules), the ones it ran by the window's end plus SCALE_DRAIN
+seconds (default 10; a fire still waiting then counts as not run), their lateness (start minus
+scheduled instant, a reservoir of samples), its claim attempts, CPU and resident memory, and the
+worst lateness of each of the window's seconds, laid beside the intervals in which a primary
+rewrote its AOF (INFO persistence, polled every 0.2 s). Prints, per setup, markdown tables and a
+RESULT json line (and with two setups a table of both side by side). Fires cannot run twice (each
+run is a claimed fire: the backend refuses a second claim), so the runs summed over the nodes
+against the scheduled count is the share of the window's fires that ran.
 """
 import json
 import os
@@ -148,6 +148,7 @@ def run_setup(setup, tool, params):
             if p.returncode != 0 or not line:
                 sys.exit("scale_bench: a node failed:\n" + out[-2000:])
             results.append(json.loads(line[-1]))
+            results[-1]["notes"] = [l for l in out.splitlines() if l.startswith("fleet_load: ")]
         redis_mem = redis.memory()
     finally:
         rewrites = sampler.stop()
@@ -217,7 +218,15 @@ def run_setup(setup, tool, params):
                  if r[1] < win0 + seconds + 1 and (r[2] is None or r[2] > win0 - 1)]
     aof_per_fire = None if in_window or not runs else (redis_at[1][4] - redis_at[0][4]) / runs
     print("AOF growth per fire run over the window: %s" % (
-        "%.0f bytes" % aof_per_fire if aof_per_fire is not None else "n/a (a rewrite overlapped it)"))
+        "%.0f bytes" % aof_per_fire if aof_per_fire is not None
+        else "n/a (a rewrite overlapped it)"))
+    print("runs over 5 s late: %s; of them retries (attempt > 1): %s; errors: %s; lost-run "
+          "resolutions: %s (per node)" % tuple(
+              " / ".join(str(r.get(k, "n/a")) for r in results)
+              for k in ("over_5s", "over_5s_retries", "errors", "lost_runs")))
+    for r in results:
+        for note in r["notes"][:6]:
+            print("  %s %s" % (r["node"], note))
     print("worst lateness of each scheduled second of the window, over the nodes (ms): %s" %
           " ".join(str(w) for w in worst))
     result = {"setup": setup, "jobs": jobs, "per_second": per_second, "kinds": kinds,
