@@ -329,6 +329,8 @@ class CountingObserver final : public gnomon::Observer {
     if (e.kind == K::kClaimLost) ++lost;
     if (e.kind == K::kSkipped) ++skipped;
     if (e.kind == K::kLostRun) ++lost_runs;
+    const int64_t at = e.scheduled_at.unix_millis();
+    if (e.kind == K::kError && at >= win0 && at < win1) ++window_errors;
     if (e.kind == K::kError && errors++ < 20) {
       std::fprintf(stderr, "fleet_load: error at %lld: %s %lld: %s\n",
                    static_cast<long long>(e.at.unix_millis()), e.job_id.c_str(),
@@ -336,6 +338,8 @@ class CountingObserver final : public gnomon::Observer {
     }
   }
   std::atomic<int64_t> claimed{0}, lost{0}, skipped{0}, catch_ups{0}, lost_runs{0}, errors{0};
+  std::atomic<int64_t> window_errors{0};  // errors of fires scheduled in [win0, win1)
+  int64_t win0 = 0, win1 = 0;             // unix ms; set before the scheduler starts
 };
 
 // scale: --jobs in-process jobs on one node, --per-second of them every second and the rest
@@ -379,6 +383,8 @@ int RunScale(const Flags& f) {
   options.node_id = f.node;
   options.worker_threads = f.workers;
   options.shutdown_grace = std::chrono::seconds(5);
+  counts.win0 = win0;
+  counts.win1 = win1;
   options.observer = &counts;
   gnomon::Scheduler scheduler(options, **coord, executor, clock);
   const double rss0 = RssMib();
@@ -536,7 +542,8 @@ int RunScale(const Flags& f) {
       "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"load_s\":%.3f,\"rss_start_mib\":%.1f,"
       "\"rss_loaded_mib\":%.1f,\"rss_mib\":%.1f,\"scheduled\":%lld,\"window_runs\":%lld,"
       "\"drain_s\":%.3f,\"worst_ms_by_second\":[%s],\"over_5s\":%lld,"
-      "\"over_5s_retries\":%lld,\"errors\":%lld,\"lost_runs\":%lld}\n",
+      "\"over_5s_retries\":%lld,\"errors\":%lld,\"window_errors\":%lld,\"lost_runs\":%lld,"
+      "\"window_start_ms\":%lld}\n",
       f.node.c_str(), f.jobs, f.per_second, static_cast<long long>(runs1 - runs0),
       static_cast<long long>(claimed), static_cast<long long>(catch_ups),
       static_cast<long long>(lost), f.seconds, cpu, pct(0.5), pct(0.99),
@@ -544,7 +551,8 @@ int RunScale(const Flags& f) {
       static_cast<long long>(scheduled), static_cast<long long>(ran), f.drain, worst_list.c_str(),
       static_cast<long long>(over_5s), static_cast<long long>(over_5s_retries),
       static_cast<long long>(counts.errors.load()),
-      static_cast<long long>(counts.lost_runs.load()));
+      static_cast<long long>(counts.window_errors.load()),
+      static_cast<long long>(counts.lost_runs.load()), static_cast<long long>(win0));
   return 0;
 }
 

@@ -220,10 +220,12 @@ def run_setup(setup, tool, params):
     print("AOF growth per fire run over the window: %s" % (
         "%.0f bytes" % aof_per_fire if aof_per_fire is not None
         else "n/a (a rewrite overlapped it)"))
-    print("runs over 5 s late: %s; of them retries (attempt > 1): %s; errors: %s; lost-run "
-          "resolutions: %s (per node)" % tuple(
-              " / ".join(str(r.get(k, "n/a")) for r in results)
-              for k in ("over_5s", "over_5s_retries", "errors", "lost_runs")))
+    print("window starts at unix ms %s; runs over 5 s late: %s; of them retries (attempt > 1): %s; "
+          "errors: %s, of fires in the window: %s; lost-run resolutions: %s (per node)" % (
+              (results[0].get("window_start_ms", "n/a"),) + tuple(
+                  " / ".join(str(r.get(k, "n/a")) for r in results)
+                  for k in ("over_5s", "over_5s_retries", "errors", "window_errors",
+                            "lost_runs"))))
     for r in results:
         for note in r["notes"][:6]:
             print("  %s %s" % (r["node"], note))
