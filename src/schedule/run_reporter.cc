@@ -45,8 +45,11 @@ void RunReporter::Queue(std::shared_ptr<FinishedAttempt> done) {
     MutexLock lock(reports_mu_);
     ReportQueue& q = reports_[route];
     q.reports.push_back(std::move(done));
-    if (q.drain_queued) return;
-    q.drain_queued = true;
+    if (q.drains > 0 && (q.drains >= kMaxDrains ||
+                         q.reports.size() <= kReportBatch * static_cast<size_t>(q.drains))) {
+      return;
+    }
+    ++q.drains;
   }
   // A drain dropped by a stopped pool would strand the queue: this caller drains instead.
   if (!ctx_.pool().Submit([this, route] { DrainReports(route); }, kRunLane, /*kept=*/true)) {
@@ -59,9 +62,10 @@ void RunReporter::DrainReports(const std::string& route) {
     std::vector<std::shared_ptr<FinishedAttempt>> batch;
     {
       MutexLock lock(reports_mu_);
-      std::deque<std::shared_ptr<FinishedAttempt>>& q = reports_[route].reports;
+      ReportQueue& part = reports_[route];
+      std::deque<std::shared_ptr<FinishedAttempt>>& q = part.reports;
       if (q.empty()) {
-        reports_.erase(route);
+        if (--part.drains == 0) reports_.erase(route);
         return;
       }
       const size_t n = std::min(q.size(), kReportBatch);

@@ -3,8 +3,9 @@
 // hold, each pause a LeaseKeeper timer (no worker waits). Final reports go to the backend
 // together (Coordinator::ReportMany): the first report queued while no drain is pending queues
 // one drain task in the run lane, behind the fires already waiting to start; the drain sends
-// every report queued by then in one call, and again while more come. No worker waits for its
-// own report's answer, and the fires that end together are reported together. A run ends
+// every report queued by then in one call (up to kReportBatch), and again while more come. A
+// backlog of more than a batch per drain queues another drain, up to kMaxDrains. No worker waits
+// for its own report's answer, and the fires that end together are reported together. A run ends
 // (EndRun) once its final report is answered: it is unregistered from the LeaseKeeper, counted
 // in its job, and the breaker (max_consecutive_failures) is checked.
 //
@@ -79,18 +80,22 @@ class RunReporter {
   void Breaker(const JobSpec& spec);
 
   static constexpr size_t kReportBatch = 128;  // final reports per ReportMany call
+  // Drains of one part at most at once: a backlog (more than a batch per running drain, after
+  // the backend stalled) gets more calls in flight, so that its reports reach the backend while
+  // their leases hold rather than one round trip at a time behind the new claims.
+  static constexpr int kMaxDrains = 4;
 
   EngineContext& ctx_;
   JobTable& table_;
   LeaseKeeper& lease_;
   EndedHook on_ended_;
   Mutex reports_mu_;
-  // Final reports waiting to be sent, by the part of the backend that takes them (one drain
-  // per part, so that a part that does not answer holds back only its own reports); a drain
-  // task of the part is queued or running while `drain_queued`.
+  // Final reports waiting to be sent, by the part of the backend that takes them (drains per
+  // part, so that a part that does not answer holds back only its own reports); `drains` drain
+  // tasks of the part are queued or running, 1 to kMaxDrains while the entry exists.
   struct ReportQueue {
     std::deque<std::shared_ptr<FinishedAttempt>> reports;
-    bool drain_queued = false;
+    int drains = 0;
   };
   std::map<std::string, ReportQueue> reports_ GNOMON_GUARDED_BY(reports_mu_);
 };

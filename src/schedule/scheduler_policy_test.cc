@@ -450,6 +450,37 @@ TEST_F(SchedulerTest, FinalReportsOfRunsThatEndTogetherGoInOneCall) {
   }
 }
 
+// A backlog of final reports (more than a batch waits while a report call is out, as after the
+// backend stalled) gets another drain: a second call goes out while the first is still held, and
+// each report is sent once.
+TEST_F(SchedulerTest, ABacklogOfFinalReportsIsSentByMoreThanOneCallAtOnce) {
+  constexpr int kJobs = 300;  // over two batches
+  GatedReports gated(coord_);
+  Node n("a", gated, exec_, clock_);
+  for (int k = 0; k < kJobs; ++k) {
+    ASSERT_TRUE(n.scheduler->AddJob(Job("j" + std::to_string(k), "0 * * * * *")).ok());
+  }
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  AdvanceTo(clock_, kStart + seconds(60));
+  ASSERT_TRUE(gated.gate.AwaitCall());      // the first report call is out, and held
+  ASSERT_TRUE(exec_.AwaitFinished(kJobs));  // every run has ended
+  EXPECT_TRUE(gated.gate.AwaitCalls(2)) << "the backlog waited for the held call";
+  gated.gate.Open();
+  ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, kJobs));
+  n.scheduler->Stop();
+  size_t total = 0;
+  for (size_t k : gated.Sizes()) {
+    total += k;
+    EXPECT_LE(k, 128u);
+  }
+  EXPECT_EQ(total, static_cast<size_t>(kJobs));
+  for (int k = 0; k < kJobs; k += 37) {
+    const std::vector<RunRecord> runs = History(coord_, "j" + std::to_string(k));
+    ASSERT_EQ(runs.size(), 1u) << k;
+    EXPECT_EQ(runs[0].outcome, RunOutcome::kSucceeded) << k;
+  }
+}
+
 TEST_F(SchedulerTest, PauseResumeAndTriggerNow) {
   Node n("a", coord_, exec_, clock_);
   ASSERT_TRUE(n.scheduler->AddJob(Job("manual", "0 0 1 1 *")).ok());

@@ -135,9 +135,11 @@ class Gate {
     if (hold) cv_.wait(lock, [&] { return open_; });
   }
   // Waits (real time, up to 10 s) for a first call.
-  bool AwaitCall() {
+  bool AwaitCall() { return AwaitCalls(1); }
+  // Waits (real time, up to 10 s) until `n` calls came.
+  bool AwaitCalls(int n) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, seconds(10), [&] { return calls_ > 0; });
+    return cv_.wait_for(lock, seconds(10), [&] { return calls_ >= n; });
   }
   void Open() {
     std::lock_guard<std::mutex> lock(mu_);
