@@ -41,15 +41,12 @@ void RunReporter::EndReported(FinishedAttempt& a, const Status& reported) {
 
 void RunReporter::Queue(std::shared_ptr<FinishedAttempt> done) {
   std::string route = ctx_.coord().ClaimRoute(done->fire.job_id);
-  const Duration now = ctx_.clock().SteadyNow();
-  done->queued = now;
   {
     MutexLock lock(reports_mu_);
     ReportQueue& q = reports_[route];
     q.reports.push_back(std::move(done));
     if (q.drains > 0 && (q.drains >= kMaxDrains ||
-                         q.reports.size() <= kReportBatch * static_cast<size_t>(q.drains) ||
-                         now - q.reports.front()->queued < ctx_.options().lease_ttl / 3)) {
+                         q.reports.size() <= kReportBatch * static_cast<size_t>(q.drains))) {
       return;
     }
     ++q.drains;

@@ -4,8 +4,7 @@
 // together (Coordinator::ReportMany): the first report queued while no drain is pending queues
 // one drain task in the run lane, behind the fires already waiting to start; the drain sends
 // every report queued by then in one call (up to kReportBatch), and again while more come. A
-// backlog of more than a batch per drain whose oldest report waited a third of the lease queues
-// another drain, up to kMaxDrains. No worker waits
+// backlog of more than a batch per drain queues another drain, up to kMaxDrains. No worker waits
 // for its own report's answer, and the fires that end together are reported together. A run ends
 // (EndRun) once its final report is answered: it is unregistered from the LeaseKeeper, counted
 // in its job, and the breaker (max_consecutive_failures) is checked.
@@ -39,7 +38,6 @@ struct FinishedAttempt {
   Claim reporting;
   RunRecord rec;
   Duration took{0};
-  Duration queued{0};  // steady: when RunReporter::Queue queued its final report
   std::string traceparent;
 };
 
@@ -82,11 +80,9 @@ class RunReporter {
   void Breaker(const JobSpec& spec);
 
   static constexpr size_t kReportBatch = 128;  // final reports per ReportMany call
-  // Drains of one part at most at once. A backlog (more than a batch per running drain) whose
-  // oldest report waited a third of the lease (the backend stalled, and one round trip at a time
-  // falls further behind the new claims) gets more calls in flight, so that its reports reach
-  // the backend while their leases hold (a run waiting for its report is not renewed). A younger
-  // backlog waits for the one drain, leaving the backend to the claims, whose fires are due.
+  // Drains of one part at most at once: a backlog (more than a batch per running drain, after
+  // the backend stalled) gets more calls in flight, so that its reports reach the backend while
+  // their leases hold rather than one round trip at a time behind the new claims.
   static constexpr int kMaxDrains = 4;
 
   EngineContext& ctx_;
