@@ -99,9 +99,10 @@ class Redis:
             raise RuntimeError("redis-cli %s: %s" % (" ".join(args), r.stdout))
         return r.stdout
 
-    def info(self, section):
+    def info(self, *sections):
+        """INFO of the given sections (Redis 7 takes several) as one {field: text} dict."""
         out = {}
-        for line in self.cli("info", section).splitlines():
+        for line in self.cli("info", *sections).splitlines():
             if ":" in line and not line.startswith("#"):
                 k, v = line.strip().split(":", 1)
                 out[k] = v

@@ -52,6 +52,12 @@ def expected_rate(jobs, per_second, kinds):
                             for i, k in enumerate(kinds))
 
 
+def children_cpu(info):
+    """CPU seconds a server's forked children (AOF rewrites) used so far, from INFO cpu; a
+    child's are counted when it is reaped, at the rewrite's end."""
+    return float(info["used_cpu_user_children"]) + float(info["used_cpu_sys_children"])
+
+
 class PersistenceSampler:
     """Polls each primary's INFO persistence every 0.2 s in a thread: the intervals (unix
     seconds) in which it was rewriting its AOF (a forked child writing the whole dataset), each
@@ -70,17 +76,12 @@ class PersistenceSampler:
         while not self._stop.wait(0.2):
             for i, server in enumerate(self.servers):
                 try:
-                    info = dict(line.strip().split(":", 1)
-                                for line in server.cli("info", "persistence", "stats",
-                                                       "cpu").splitlines()
-                                if ":" in line and not line.startswith("#"))
+                    info = server.info("persistence", "stats", "cpu")
                 except Exception:  # a server gone at the end
                     continue
                 now = time.time()
                 busy = info.get("aof_rewrite_in_progress") == "1"
-                # A child's CPU is counted when it is reaped, at the rewrite's end.
-                children = (float(info["used_cpu_user_children"]) +
-                            float(info["used_cpu_sys_children"]))
+                children = children_cpu(info)
                 if busy and i not in open_at:
                     open_at[i] = (now, children)
                 elif not busy and i in open_at:
@@ -113,14 +114,11 @@ def run_setup(setup, tool, params):
     primaries = redis.primaries if hasattr(redis, "primaries") else [redis]
     sampler = PersistenceSampler(primaries)
 
-    def children_cpu():
-        """CPU seconds of the primaries' forked children (AOF rewrites) so far."""
-        return sum(float(i["used_cpu_user_children"]) + float(i["used_cpu_sys_children"])
-                   for i in (p.info("cpu") for p in primaries))
-
-    def aof_bytes():
-        """The primaries' AOF sizes summed (INFO persistence aof_current_size)."""
-        return sum(int(p.info("persistence").get("aof_current_size", "0")) for p in primaries)
+    def persistence_totals():
+        """The primaries' forked children's CPU so far and their AOF sizes, each summed."""
+        infos = [p.info("persistence", "cpu") for p in primaries]
+        return (sum(children_cpu(i) for i in infos),
+                sum(int(i.get("aof_current_size", "0")) for i in infos))
 
     try:
         t0 = time.time()
@@ -140,7 +138,7 @@ def run_setup(setup, tool, params):
             time.sleep(max(0.0, at - time.time()))
             redis_at.append((redis.cpus(), redis.command_stats(),
                              redis.replica_cpus() if hasattr(redis, "replica_cpus") else [],
-                             children_cpu(), aof_bytes()))
+                             *persistence_totals()))
         results = []
         for p in nodes:
             out, _ = p.communicate(timeout=seconds * 4 + drain + 600)
@@ -203,7 +201,7 @@ def run_setup(setup, tool, params):
         if calls:
             print("| %s | %.2f | %.1f |" % (c, calls / (rate * seconds), usec / (rate * seconds)))
     # The window's worst seconds beside the AOF rewrites (times from the window's start).
-    win0 = float(int(measure_at) + (0 if measure_at == int(measure_at) else 1))
+    win0 = results[0]["window_start_ms"] / 1000.0
     worst = [max(col) for col in zip(*(r["worst_ms_by_second"] for r in results))]
     rewrite_cores = (redis_at[1][3] - redis_at[0][3]) / seconds
     print("\nAOF rewrites from start-up to the end (seconds from the window's start; primary, "
@@ -222,7 +220,7 @@ def run_setup(setup, tool, params):
         else "n/a (a rewrite overlapped it)"))
     print("window starts at unix ms %s; runs over 5 s late: %s; of them retries (attempt > 1): %s; "
           "errors: %s, of fires in the window: %s; lost-run resolutions: %s (per node)" % (
-              (results[0].get("window_start_ms", "n/a"),) + tuple(
+              (results[0]["window_start_ms"],) + tuple(
                   " / ".join(str(r.get(k, "n/a")) for r in results)
                   for k in ("over_5s", "over_5s_retries", "errors", "window_errors",
                             "lost_runs"))))
