@@ -105,10 +105,12 @@
 // ("redis 10.0.0.5:6380: TLS: certificate verify failed (unable to get local issuer
 // certificate)"); Open fails on it, later calls retry with the backoff like any other outage.
 //
-// Persistence. Open() reads CONFIG GET appendonly: without `appendonly yes` the server loses
-// acknowledged claims on a restart (docs/reliability.md F4), so Open refuses with
-// FailedPrecondition unless allow_unsafe is set; then unsafe_persistence() is true (the daemon logs
-// it loudly and exports it as a metric).
+// Persistence. Open() reads CONFIG GET appendonly and maxmemory-policy: without `appendonly yes`
+// the server loses acknowledged claims on a restart (docs/reliability.md F4), and under any
+// policy but `noeviction` a full server may evict fire markers (they carry a TTL once closed, so
+// the volatile-* policies pick them too) and a fire may then be claimed again. Open refuses
+// either with FailedPrecondition unless allow_unsafe is set; then unsafe_persistence() is true
+// (the daemon logs it loudly and exports it as a metric).
 //
 // Thread safety: safe to call from many threads at once (calls are serialised on the one
 // connection). Do not keep a RedisCoordinator across fork().
@@ -173,7 +175,8 @@ struct RedisOptions {
   int max_records_per_job = 10000;
   // History records kept across all jobs (trimmed the same way). Default 100000. Must be >= 1.
   int max_records_total = 100000;
-  // Open() succeeds on a server without `appendonly yes` (unsafe_persistence() is then true).
+  // Open() succeeds on a server without `appendonly yes` or with eviction on
+  // (unsafe_persistence() is then true).
   // Default false: refuse.
   bool allow_unsafe = false;
   // Connections to the server, 1-64: a call uses an idle one, so concurrent calls (a node's
@@ -245,7 +248,8 @@ class RedisCoordinator final : public Coordinator {
   // and loads the scripts. Errors: InvalidArgument for bad options (a TLS file that cannot be
   // read); Unavailable when the server cannot be reached, refuses the credentials or fails the
   // TLS handshake (certificate chain or name; the message names the server and the reason);
-  // FailedPrecondition when persistence is off (or cannot be read) and allow_unsafe is false, or
+  // FailedPrecondition when persistence is off, eviction is on (or either cannot be read) and
+  // allow_unsafe is false, or
   // when the keyspace holds the per-job layout of an earlier release (the message names
   // `gnomon migrate redis-groups`) or a layout this version does not know.
   static Result<std::unique_ptr<RedisCoordinator>> Open(const RedisOptions& options);
@@ -262,7 +266,8 @@ class RedisCoordinator final : public Coordinator {
   RedisCoordinator(const RedisCoordinator&) = delete;
   RedisCoordinator& operator=(const RedisCoordinator&) = delete;
 
-  // True when Open found the server without `appendonly yes` and allow_unsafe let it through.
+  // True when Open found the server without `appendonly yes` or with a `maxmemory-policy` other
+  // than `noeviction`, and allow_unsafe let it through.
   bool unsafe_persistence() const { return unsafe_persistence_; }
 
   // The backend clock: the server's TIME (or clock_override).

@@ -280,8 +280,8 @@ Result<OpenedBackend> OpenBackend(const std::string& url, bool allow_unsafe) {
     if (!redis.ok()) return redis.status();
     if ((*redis)->unsafe_persistence()) {
       out.unsafe =
-          "the Redis server does not have appendonly yes: a restart can lose claims "
-          "(allow_unsafe_backend = true)";
+          "the Redis server lacks appendonly yes or maxmemory-policy noeviction: a restart or "
+          "an eviction can lose claims (allow_unsafe_backend = true)";
     }
     if (options->tls.enabled && !options->tls.verify) {
       out.unverified_tls =

@@ -212,7 +212,8 @@ std::string MetricsObserver::Render(const View& view) const {
     Sample(out, "gnomon_clock_skew_seconds", Label("node", node), FormatDouble(Seconds(skew)));
   }
   Header(out, "gnomon_backend_unsafe_persistence", "gauge",
-         "1 when the backend runs without durable persistence (allow_unsafe_backend).");
+         "1 when the backend runs without durable persistence or with eviction on "
+         "(allow_unsafe_backend).");
   Sample(out, "gnomon_backend_unsafe_persistence", "", backend_unsafe_ ? "1" : "0");
   Header(out, "gnomon_http_auth_failures_total", "counter",
          "API calls refused with 401 or 403 on this node, by reason.");

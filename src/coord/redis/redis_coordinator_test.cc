@@ -456,6 +456,24 @@ TEST(RedisCoordinatorTest, RefusesAServerWithoutAofUnlessAllowed) {
   EXPECT_EQ(c->Claim(Req(Fire("j", *c->Now()), "n"))->result, R::kClaimed);
 }
 
+// A server that may evict keys when full could drop a closed fire's marker (it has a TTL, so
+// the volatile-* policies pick it first) and the fire could then be claimed again.
+TEST(RedisCoordinatorTest, RefusesAServerThatEvictsKeysUnlessAllowed) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer evicting({"--maxmemory-policy", "volatile-lru"});
+  ASSERT_TRUE(evicting.Start());
+  RedisOptions o = OptionsFor(evicting.port());
+  Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("maxmemory-policy volatile-lru"), std::string::npos)
+      << refused.status().message();
+  o.allow_unsafe = true;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->unsafe_persistence());
+}
+
 // --- Restarts --------------------------------------------------------------------------------
 
 TEST(RedisCoordinatorTest, ReconnectsAfterARestartAndTokensNeverGoBack) {

@@ -20,23 +20,33 @@ using redis::IsValidKeyPart;
 using redis::Malformed;
 using redis::Ms;
 
-// Persistence: acknowledged claims must survive a server restart (docs/reliability.md F3/F4).
-// -> true when the server runs with `appendonly yes`; false when it does not and `allow_unsafe`
-// lets it through; FailedPrecondition otherwise.
+// Durability: acknowledged claims must survive a server restart (docs/reliability.md F3/F4), and
+// the server must not evict keys to make room (an evicted fire marker lets the fire be claimed
+// again; markers carry a TTL, so even the volatile-* policies pick them).
+// -> true when the server runs with `appendonly yes` and `maxmemory-policy noeviction`; false
+// when it does not and `allow_unsafe` lets it through; FailedPrecondition otherwise.
 Result<bool> CheckPersistence(RedisConnectionPool& conn, bool allow_unsafe) {
   std::string why;
   Result<RedisReply> aof = conn.Command({"CONFIG", "GET", "appendonly"});
   if (!aof.ok()) return aof.status();
-  if (aof->is_error()) {
-    why = "cannot read its persistence settings (CONFIG GET appendonly: " + aof->str + ")";
-  } else if (IsArray(*aof, 2) && aof->elements[1].str == "yes") {
-    return true;
-  } else {
+  Result<RedisReply> policy = conn.Command({"CONFIG", "GET", "maxmemory-policy"});
+  if (!policy.ok()) return policy.status();
+  if (aof->is_error() || policy->is_error()) {
+    why = "cannot read its persistence settings (CONFIG GET appendonly, maxmemory-policy: " +
+          (aof->is_error() ? aof->str : policy->str) + ")";
+  } else if (!IsArray(*aof, 2) || aof->elements[1].str != "yes") {
     why = "it runs without `appendonly yes`, so a restart loses acknowledged claims";
+  } else if (!IsArray(*policy, 2) || policy->elements[1].str != "noeviction") {
+    why = "it runs with `maxmemory-policy " +
+          (IsArray(*policy, 2) ? policy->elements[1].str : std::string("?")) +
+          "`, so a full server may evict fire markers and let a fire run twice; set "
+          "`maxmemory-policy noeviction`";
+  } else {
+    return true;
   }
   if (!allow_unsafe) {
     return FailedPreconditionError("redis " + conn.address() + ": " + why +
-                                   "; enable AOF or set allow_unsafe to run anyway");
+                                   "; fix it or set allow_unsafe to run anyway");
   }
   return false;
 }
