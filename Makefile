@@ -66,7 +66,7 @@ chaos:
 
 bench-scale:
 	@$(MAKE) --no-print-directory build PRESET=release
-	@SCALE_SETUPS=$${SCALE_SETUPS:-single,cluster} python3 bench/scale_bench.py build/release
+	@SCALE_SETUPS=$${SCALE_SETUPS:-single,single-pinned,cluster} python3 bench/scale_bench.py build/release
 
 screenshots:
 	@$(MAKE) --no-print-directory build PRESET=dev

@@ -79,13 +79,16 @@ def proc_cpu_s(pid):
 
 # ------------------------------------------------------------------------------- servers --
 class Redis:
-    def __init__(self, workdir, extra_args=(), port=None):
+    """redis-server with appendonly yes and appendfsync everysec, data in `workdir`; `prefix`
+    runs it under a command such as taskset."""
+
+    def __init__(self, workdir, extra_args=(), port=None, prefix=()):
         self.port = port or free_port()
         self.dir = os.path.join(workdir, "redis")
         os.makedirs(self.dir)
         self.log = open(os.path.join(workdir, "redis.log"), "w")
         self.proc = subprocess.Popen(
-            ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            [*prefix, "/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
              "--dir", self.dir, "--protected-mode", "no", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)

@@ -6,12 +6,15 @@ Redis Cluster.
                                                    SCALE_KINDS, SCALE_SECONDS, SCALE_WARMUP,
                                                    SCALE_WORKERS, SCALE_DRAIN,
                                                    SCALE_REDIS_ARGS: more redis-server flags,
-                                                   SCALE_SETUPS: single,cluster,cluster-wait
-                                                   (default single), SCALE_PRIMARIES: 3,
+                                                   SCALE_SETUPS: single,single-pinned,
+                                                   cluster,cluster-wait (default single),
+                                                   SCALE_PRIMARIES: 3,
                                                    SCALE_REPLICAS: 0)
 
 For each setup of SCALE_SETUPS, one after another: "single" starts redis-server as
-bench/backend_bench.py does (appendonly yes, appendfsync everysec), "cluster" SCALE_PRIMARIES such
+bench/backend_bench.py does (appendonly yes, appendfsync everysec), "single-pinned" the same with
+its process on CPU 0 alone (taskset) and its AOF rewrite child (aof_rewrite_cpulist) and the nodes
+on the other CPUs, as a Redis host that runs nothing else would be, "cluster" SCALE_PRIMARIES such
 servers formed into a Redis Cluster (backend_bench.RedisCluster) with SCALE_REPLICAS replicas per
 primary, "cluster-wait" the same with `?wait_replicas=1` on the URL (SCALE_REPLICAS >= 1), data on
 /dev/shm when present; then three `fleet_load scale` processes (bench/fleet_load.cc) with the same
@@ -107,23 +110,32 @@ def run_setup(setup, tool, params):
     root = "/dev/shm" if os.path.isdir("/dev/shm") else None
     tmp = tempfile.mkdtemp(prefix="gnomon-scale-", dir=root)
     extra = os.environ.get("SCALE_REDIS_ARGS", "").split()
+    # single-pinned: the primary's process (its main thread and its bio and allocator threads)
+    # on CPU 0 alone; its AOF rewrite child and the nodes on the other CPUs.
+    others = "1" if os.cpu_count() == 2 else "1-%d" % (os.cpu_count() - 1)
+    redis_prefix, node_prefix = ((["taskset", "-c", "0"], ["taskset", "-c", others])
+                                 if setup == "single-pinned" else ([], []))
+    if setup == "single-pinned":
+        extra = extra + ["--aof_rewrite_cpulist", others, "--bgsave_cpulist", others]
     redis = (RedisCluster(tmp, int(os.environ.get("SCALE_PRIMARIES", "3")), extra,
                           int(os.environ.get("SCALE_REPLICAS", "0")))
-             if setup.startswith("cluster") else Redis(tmp, extra))
+             if setup.startswith("cluster") else Redis(tmp, extra, prefix=redis_prefix))
     url = redis.url + ("?wait_replicas=1" if setup == "cluster-wait" else "")
     primaries = redis.primaries if hasattr(redis, "primaries") else [redis]
     sampler = PersistenceSampler(primaries)
 
     def persistence_totals():
-        """The primaries' forked children's CPU so far and their AOF sizes, each summed."""
-        infos = [p.info("persistence", "cpu") for p in primaries]
+        """The primaries' forked children's CPU so far, their AOF sizes and their used memory,
+        each summed."""
+        infos = [p.info("persistence", "cpu", "memory") for p in primaries]
         return (sum(children_cpu(i) for i in infos),
-                sum(int(i.get("aof_current_size", "0")) for i in infos))
+                sum(int(i.get("aof_current_size", "0")) for i in infos),
+                sum(int(i.get("used_memory", "0")) for i in infos))
 
     try:
         t0 = time.time()
         measure_at = t0 + warmup
-        nodes = [subprocess.Popen([tool, "scale", "--backend", url,
+        nodes = [subprocess.Popen(node_prefix + [tool, "scale", "--backend", url,
                                    "--measure-at", "%.3f" % measure_at,
                                    "--jobs", str(jobs), "--per-second", str(per_second),
                                    "--kinds", ",".join(kinds),
@@ -168,6 +180,8 @@ def run_setup(setup, tool, params):
                        usec - redis_at[0][1].get(c, (0, 0))[1])
                    for c, (calls, usec) in redis_at[1][1].items()}
     where = ("one Redis" if setup == "single"
+             else "one Redis, pinned: its process on CPU 0, its rewrite child and the nodes on "
+             "CPU %s" % others if setup == "single-pinned"
              else "a Redis Cluster of %d primaries (%s replicas each)%s" % (
                  len(primary_cores), os.environ.get("SCALE_REPLICAS", "0"),
                  ", ?wait_replicas=1" if setup == "cluster-wait" else ""))
@@ -218,6 +232,11 @@ def run_setup(setup, tool, params):
     print("AOF growth per fire run over the window: %s" % (
         "%.0f bytes" % aof_per_fire if aof_per_fire is not None
         else "n/a (a rewrite overlapped it)"))
+    # What the dataset grew by per fire: mostly its fire marker, kept fire_retention (7 days) after
+    # the fire closes, once the history caps hold the records.
+    memory_per_fire = (redis_at[1][5] - redis_at[0][5]) / runs if runs else None
+    print("Redis memory growth per fire run over the window (used_memory): %s" % (
+        "%.0f bytes" % memory_per_fire if memory_per_fire is not None else "n/a"))
     print("window starts at unix ms %s; runs over 5 s late: %s; of them retries (attempt > 1): %s; "
           "errors: %s, of fires in the window: %s; lost-run resolutions: %s (per node)" % (
               (results[0]["window_start_ms"],) + tuple(
@@ -235,6 +254,7 @@ def run_setup(setup, tool, params):
               "rate": rate, "scheduled_rate": want, "claims_per_fire": claims / max(1, runs),
               "nodes": results, "redis_memory": redis_mem, "replica_cores": replica_cores,
               "rewrite_cores": rewrite_cores, "aof_bytes_per_fire": aof_per_fire,
+              "memory_bytes_per_fire": memory_per_fire,
               "aof_rewrites": [[i, a - win0, b - win0 if b else None, fork, cpu]
                                for i, a, b, fork, cpu in rewrites]}
     print("RESULT " + json.dumps(result))
@@ -250,8 +270,11 @@ def main():
         print("scale_bench: SKIP: redis-server is not installed")
         return 0
     setups = os.environ.get("SCALE_SETUPS", "single").split(",")
-    if any(s not in ("single", "cluster", "cluster-wait") for s in setups):
-        sys.exit("scale_bench: SCALE_SETUPS: a comma list of single, cluster, cluster-wait")
+    if any(s not in ("single", "single-pinned", "cluster", "cluster-wait") for s in setups):
+        sys.exit("scale_bench: SCALE_SETUPS: a comma list of single, single-pinned, cluster, "
+                 "cluster-wait")
+    if "single-pinned" in setups and (os.cpu_count() < 2 or not shutil.which("taskset")):
+        sys.exit("scale_bench: single-pinned needs 2 CPUs and taskset")
     if "cluster-wait" in setups and int(os.environ.get("SCALE_REPLICAS", "0")) < 1:
         sys.exit("scale_bench: cluster-wait needs SCALE_REPLICAS >= 1")
     if any(s.startswith("cluster") for s in setups) and not shutil.which("redis-cli"):
