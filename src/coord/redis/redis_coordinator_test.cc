@@ -439,16 +439,16 @@ TEST(RedisQueueTest, PublishTakeTouchReclaimDone) {
 
 // --- Persistence check ---------------------------------------------------------------------
 
-TEST(RedisCoordinatorTest, RefusesAServerWithoutAofUnlessAllowed) {
-  SKIP_WITHOUT_REDIS();
-  RedisServer volatile_server({"--appendonly", "no"});
-  ASSERT_TRUE(volatile_server.Start());
-  RedisOptions o = OptionsFor(volatile_server.port());
+// Open on a server started with `extra` fails with FailedPrecondition naming `why`; with
+// allow_unsafe it opens, says unsafe_persistence(), and claims.
+void ExpectRefusedUnlessAllowed(std::vector<std::string> extra, std::string_view why) {
+  RedisServer server(std::move(extra));
+  ASSERT_TRUE(server.Start());
+  RedisOptions o = OptionsFor(server.port());
   Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.status().message().find("appendonly"), std::string::npos)
-      << refused.status().message();
+  EXPECT_NE(refused.status().message().find(why), std::string::npos) << refused.status().message();
   o.allow_unsafe = true;
   auto c = MustOpen(o);
   ASSERT_NE(c, nullptr);
@@ -456,22 +456,17 @@ TEST(RedisCoordinatorTest, RefusesAServerWithoutAofUnlessAllowed) {
   EXPECT_EQ(c->Claim(Req(Fire("j", *c->Now()), "n"))->result, R::kClaimed);
 }
 
+TEST(RedisCoordinatorTest, RefusesAServerWithoutAofUnlessAllowed) {
+  SKIP_WITHOUT_REDIS();
+  ExpectRefusedUnlessAllowed({"--appendonly", "no"}, "appendonly");
+}
+
 // A server that may evict keys when full could drop a closed fire's marker (it has a TTL, so
 // the volatile-* policies pick it first) and the fire could then be claimed again.
 TEST(RedisCoordinatorTest, RefusesAServerThatEvictsKeysUnlessAllowed) {
   SKIP_WITHOUT_REDIS();
-  RedisServer evicting({"--maxmemory-policy", "volatile-lru"});
-  ASSERT_TRUE(evicting.Start());
-  RedisOptions o = OptionsFor(evicting.port());
-  Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(o);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.status().message().find("maxmemory-policy volatile-lru"), std::string::npos)
-      << refused.status().message();
-  o.allow_unsafe = true;
-  auto c = MustOpen(o);
-  ASSERT_NE(c, nullptr);
-  EXPECT_TRUE(c->unsafe_persistence());
+  ExpectRefusedUnlessAllowed({"--maxmemory-policy", "volatile-lru"},
+                             "maxmemory-policy volatile-lru");
 }
 
 // --- Restarts --------------------------------------------------------------------------------
