@@ -779,6 +779,17 @@ TEST(BackendUrlTest, SentinelAndEtcd) {
   EXPECT_EQ(o->wait_replicas, 2);
   EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+sentinel://s1/m?wait_replicas=99")),
               HasSubstr("wait_replicas"));
+  // fire_retention the same way, through every Redis form; the default without it.
+  for (const char* url : {"redis+sentinel://s1/m?fire_retention=3h", "redis://h?fire_retention=3h",
+                          "redis+cluster://n1:7000?fire_retention=3h"}) {
+    o = server::RedisOptionsFor(url, false);
+    ASSERT_TRUE(o.ok()) << url << ": " << o.status().ToString();
+    EXPECT_EQ(o->fire_retention, std::chrono::hours(3)) << url;
+  }
+  EXPECT_EQ(server::RedisOptionsFor("redis+cluster://n1:7000", false)->fire_retention,
+            RedisOptions{}.fire_retention);
+  EXPECT_THAT(ErrorOf(ParseBackendUrl("redis+cluster://n1?fire_retention=10m")),
+              HasSubstr("fire_retention"));
 
   u = ParseBackendUrl("etcd://h1:2379,h2:2379");
   ASSERT_TRUE(u.ok()) << u.status().ToString();

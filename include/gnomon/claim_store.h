@@ -74,6 +74,12 @@ struct ClaimOutcome {
     kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
     kPaused,          // the job is paused: recorded as skipped ("paused") (once)
     kBusy,            // overlap = buffer_*, a run is live: nothing recorded; claim again later
+    // A fire by schedule (cause "") older than the backend keeps its closed markers: scheduled_at
+    // <= backend Now() - fire retention. Its marker may be gone, so whether it ran cannot be
+    // told: nothing is claimed or recorded. Only from a backend whose markers expire on their
+    // own (RedisCoordinator: RedisOptions::fire_retention); the others keep a fire's marker as
+    // long as its history.
+    kTooOld,
   } result = Result::kAlreadyClaimed;
   std::optional<Claim> claim;
   Instant backend_now;            // the backend's clock at the claim

@@ -14,7 +14,8 @@ struct SchedulerEvent {
   enum class Kind {
     kClaimed,         // this node claimed a fire (run_id, attempt, token)
     kClaimLost,       // another node had the fire (run_id)
-    kSkipped,         // a fire was skipped (detail = reason: overlap, misfire, paused, early-guard)
+    kSkipped,         // a fire was skipped (detail = reason: overlap, misfire, paused, early-guard,
+                      // too-old)
     kRunStarted,      // an attempt started
     kRunFinished,     // an attempt finished (outcome, duration)
     kRetryScheduled,  // a retry will run at `at`

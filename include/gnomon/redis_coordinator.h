@@ -21,8 +21,8 @@
 //   J:state                       hash: paused, reason, fails, last (ms), token (counter),
 //                                 trim_at (see Boundedness)
 //   J:fire:<ms>:<shard>           hash: the fire marker: att, tok, node, lease (ms), open, sc,
-//                                 cp (checkpoint). No TTL while open; PEXPIRE fire_retention
-//                                 once closed or skipped.
+//                                 cp (checkpoint). No TTL while open; once closed or skipped,
+//                                 a TTL of fire_retention from the later of then and <ms>.
 //   J:live                        zset: open fires of the job ("<ms>:<shard>"), score = lease end
 //   J:runs                        zset (all scores 0, ordered by member = listing order):
 //                                 "<9e15-ms, 16 digits> <job> <shard, 10> <2^31-1-attempt, 10>"
@@ -71,8 +71,11 @@
 // are kept, and when more than 64 hold the trim back, the job's trim_at (now + 1 s) defers the next
 // try by a second, so no write scans the whole excess. A job's index is then bounded by its cap,
 // its running fires and a second of its writes. PruneHistory applies the per-job retention
-// (keep_last fires, max_age). Fire markers are kept fire_retention after they close, so a pruned
-// fire still cannot be claimed twice.
+// (keep_last fires, max_age). Fire markers are kept fire_retention after the later of their
+// close and their instant, so a pruned fire still cannot be claimed twice; a claim by schedule of
+// a fire fire_retention or more before the server's clock is refused (ClaimOutcome::kTooOld), so
+// none can come once a marker is gone. The markers' memory is bounded by fire_retention times the
+// fires per second (246 bytes each, docs/operations.md).
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
 // per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc
@@ -141,6 +144,10 @@ class RedisStore;
 struct RedisConnectionConfig;
 }  // namespace coord
 
+// The bounds of RedisOptions::fire_retention.
+inline constexpr Duration kMinFireRetention = std::chrono::hours(1);
+inline constexpr Duration kMaxFireRetention = std::chrono::hours(24 * 366);
+
 struct RedisOptions {
   // Server host name or address. Default "127.0.0.1".
   std::string host = "127.0.0.1";
@@ -166,9 +173,12 @@ struct RedisOptions {
   Duration reconnect_backoff_min = std::chrono::seconds(1);
   // Cap of the reconnect wait. Default 32 s. Must be >= reconnect_backoff_min.
   Duration reconnect_backoff_max = std::chrono::seconds(32);
-  // How long a closed or skipped fire's marker is kept (it refuses a second claim of the fire).
-  // Must cover the longest catchup_window + skew_tolerance of any job; at least 1 h.
-  // Default 7 days.
+  // How long a closed or skipped fire's marker is kept (it refuses a second claim of the fire),
+  // counted from the later of its close and the fire's instant (URL `?fire_retention=2h`). A fire
+  // by schedule older than this (backend clock) is not claimed (ClaimOutcome::kTooOld): its
+  // marker may be gone. So it bounds how far back a catch-up reaches: keep it above every job's
+  // catchup_window. Markers take memory for it: 246 bytes per fire (docs/operations.md).
+  // kMinFireRetention (1 h) to kMaxFireRetention (366 days). Default 7 days.
   Duration fire_retention = std::chrono::hours(24 * 7);
   // History records kept per job (oldest finished ones are trimmed, in batches: up to
   // cap / 16, at most 63, more are held meanwhile; see Boundedness). Default 10000. Must be >= 1.
@@ -231,12 +241,15 @@ struct KeyGroupMigration {
 Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base = {});
 
 // The query of a Redis URL (the part after '?', parameters joined by '&'): `wait_replicas=N`
-// (0-16, 0 when absent) and the tls_* parameters (ParseTlsQuery; `tls_scheme`: the URL is
-// rediss:// or rediss+sentinel://, and `tls` is then enabled). InvalidArgument naming the
-// parameter when one is unknown, malformed, out of range or given twice.
+// (0-16, 0 when absent), `fire_retention=<duration>` (RedisOptions::fire_retention, "2h",
+// kMinFireRetention to kMaxFireRetention; the default when absent) and the tls_* parameters
+// (ParseTlsQuery; `tls_scheme`: the URL is rediss:// or rediss+sentinel://, and `tls` is then
+// enabled). InvalidArgument naming the parameter when one is unknown, malformed, out of range or
+// given twice.
 struct RedisQuery {
   TlsOptions tls;
   int wait_replicas = 0;
+  std::optional<Duration> fire_retention;  // `fire_retention=<duration>`, 1h to 366d
 };
 Result<RedisQuery> ParseRedisQuery(std::string_view query, bool tls_scheme);
 

@@ -229,6 +229,11 @@ std::optional<Claim> ClaimDispatcher::AcceptClaim(const JobSpec& spec, const Fir
     case ClaimOutcome::Result::kPaused:
       emit(SchedulerEvent::Kind::kSkipped, "paused");
       return std::nullopt;
+    case ClaimOutcome::Result::kTooOld:
+      // Older than the backend keeps fire markers (a catch-up beyond it, or this node was
+      // paused that long): it may have run, so it is neither run nor recorded (a warning).
+      emit(SchedulerEvent::Kind::kSkipped, "too-old");
+      return std::nullopt;
     case ClaimOutcome::Result::kTooEarly: {
       // Our clock is ahead of the backend's: try again when the backend reaches the instant.
       emit(SchedulerEvent::Kind::kSkipped, "early-guard");

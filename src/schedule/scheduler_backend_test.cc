@@ -356,6 +356,79 @@ TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
   EXPECT_EQ(History(backend, "m").size(), 11u) << "every fire has its record";
 }
 
+// A backend whose closed fire markers expire `retention` after the fire's instant, as
+// RedisCoordinator's do (RedisOptions::fire_retention): it refuses a claim by schedule of an older
+// fire (kTooOld), writing nothing.
+class ExpiringMarkers : public testing::ForwardingCoordinator {
+ public:
+  ExpiringMarkers(Coordinator& target, Duration retention)
+      : ForwardingCoordinator(target), retention_(retention) {}
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    Result<Instant> now = Now();
+    if (!now.ok()) return now.status();
+    if (!req.cause.empty() || req.fire.scheduled_at > *now - retention_) {
+      return ForwardingCoordinator::Claim(req);
+    }
+    ClaimOutcome out;
+    out.result = ClaimOutcome::Result::kTooOld;
+    out.backend_now = *now;
+    ++refused;
+    return out;
+  }
+  std::atomic<int> refused{0};
+
+ private:
+  const Duration retention_;
+};
+
+// A catch-up that reaches further back than the backend keeps fire markers (misfire = all,
+// catchup_window 10 min, markers kept 5 min): the fires older than the markers are neither run
+// nor recorded, each with a `skipped` event "too-old" (no record); the newer ones run, once each.
+TEST(SchedulerMisfireTest, FiresOlderThanTheBackendKeepsMarkersAreNeitherRunNorRecorded) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  ExpiringMarkers coord(backend, minutes(5));
+  RecordingExecutor exec;
+  JobSpec j = Job("m", "0 * * * * *");
+  j.misfire = MisfirePolicy::kAll;
+  j.catchup_window = minutes(10);
+  {
+    Node a("a", coord, exec, clock);
+    ASSERT_TRUE(a.scheduler->AddJob(j).ok());
+    ASSERT_TRUE(a.scheduler->Start().ok());
+    AdvanceTo(clock, kStart + seconds(60));
+    ASSERT_TRUE(exec.AwaitFinished(1));
+    a.scheduler->Stop();
+  }
+  clock.Advance(minutes(10) + seconds(30));  // now kStart + 11m30s; fires :02 to :11 missed
+  Node b("b", coord, exec, clock);
+  ASSERT_TRUE(b.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  // :02 to :06 are at least 5 min old: refused. :07 to :11 run.
+  ASSERT_TRUE(exec.AwaitFinished(6));
+  ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 5, "too-old"));
+  b.scheduler->Stop();
+  EXPECT_EQ(coord.refused.load(), 5);
+  std::set<Instant> ran;
+  for (const auto& a : exec.attempts()) ran.insert(a.scheduled_at);
+  std::set<Instant> expected{kStart + minutes(1)};
+  for (int m = 7; m <= 11; ++m) expected.insert(kStart + minutes(m));
+  EXPECT_EQ(ran, expected);
+  EXPECT_EQ(exec.attempts().size(), 6u) << "each once";
+  int too_old = 0;
+  for (const SchedulerEvent& e : b.observer.events()) {
+    if (e.kind != Kind::kSkipped) continue;
+    EXPECT_EQ(e.detail, "too-old") << e.run_id;
+    EXPECT_LE(e.scheduled_at, kStart + minutes(6)) << e.run_id;
+    ++too_old;
+  }
+  EXPECT_EQ(too_old, 5);
+  EXPECT_EQ(b.observer.Count(Kind::kError), 0);
+  const auto history = History(backend, "m");
+  EXPECT_EQ(history.size(), 6u) << "no record for a refused fire";
+  for (const RunRecord& r : history) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.run_id;
+}
+
 // Moves `clock` to `t` in steps of `step`, letting n's engine react after each.
 void StepTo(FakeClock& clock, Node& n, Instant t, Duration step) {
   while (clock.Now() < t) {

@@ -149,6 +149,7 @@ Result<BackendUrl> ParseBackendUrl(std::string_view url) {
       if (!query.ok()) return InvalidArgumentError(scheme + ": " + query.status().message());
       out.tls = query->tls;
       out.wait_replicas = query->wait_replicas;
+      out.fire_retention = query->fire_retention;
       rest = rest.substr(0, question);
     } else if (last_at != std::string_view::npos &&
                rest.substr(0, last_at).find("?tls_") != std::string_view::npos) {
@@ -250,6 +251,7 @@ Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) 
     base.password = parsed->password;
     base.tls = parsed->tls;
     base.wait_replicas = parsed->wait_replicas;
+    if (parsed->fire_retention) base.fire_retention = *parsed->fire_retention;
     return base;
   }
   if (!IsSentinelScheme(parsed->scheme)) {
@@ -266,6 +268,7 @@ Result<RedisOptions> RedisOptionsFor(const std::string& url, bool allow_unsafe) 
   base.db = parsed->db;
   base.tls = parsed->tls;
   base.wait_replicas = parsed->wait_replicas;
+  if (parsed->fire_retention) base.fire_retention = *parsed->fire_retention;
   return base;
 }
 

@@ -5,6 +5,7 @@
 #define GNOMON_SRC_SERVER_BACKEND_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,15 +50,17 @@ struct BackendUrl {
   TlsOptions tls;
   // Redis schemes: the query's wait_replicas=N (RedisOptions::wait_replicas), default 0.
   int wait_replicas = 0;
+  // Redis schemes: the query's fire_retention=<duration> (RedisOptions::fire_retention).
+  std::optional<Duration> fire_retention;
 };
 
 // Parses `sqlite:///abs/path`, `sqlite://./rel/path`, `redis://[user:pass@]host:port[/db]`,
 // `redis+sentinel://[user:pass@]h1:p,h2:p/master`, `redis+cluster://[user:pass@]h1:p[,h2:p]`
 // (no path), the same over TLS as `rediss://`, `rediss+sentinel://` and
-// `rediss+cluster://` (each with optional `?tls_...=...&...` parameters and `wait_replicas=N`,
-// which start at the first '?' after the user-info) and `etcd://[user:pass@]h1:2379[,h2:2379]`.
-// Errors (InvalidArgument) never contain the password; an unknown scheme lists the supported ones;
-// an unknown query parameter is named.
+// `rediss+cluster://` (each with optional `?tls_...=...&...` parameters, `wait_replicas=N` and
+// `fire_retention=D`, which start at the first '?' after the user-info) and
+// `etcd://[user:pass@]h1:2379[,h2:2379]`. Errors (InvalidArgument) never contain the password; an
+// unknown scheme lists the supported ones; an unknown query parameter is named.
 Result<BackendUrl> ParseBackendUrl(std::string_view url);
 
 // `url` with the credentials of its user-info part replaced for logs:

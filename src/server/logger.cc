@@ -99,6 +99,11 @@ void LogObserver::OnEvent(const SchedulerEvent& e) {
     case K::kLostRun:
       level = LogLevel::kWarn;
       break;
+    case K::kSkipped:
+      // Older than the backend keeps fire markers: neither run nor recorded (docs/semantics.md
+      // "How far back a fire can be claimed").
+      if (e.detail == "too-old") level = LogLevel::kWarn;
+      break;
     case K::kAutoPaused:
     case K::kError:
       level = LogLevel::kError;

@@ -60,6 +60,17 @@ TEST(LoggerTest, JsonLinesParseAndCarryTheSameFields) {
   EXPECT_EQ(j["level"], "warn");
 }
 
+// A fire too old for the backend's markers is neither run nor recorded: a warning, where other
+// skips are information.
+TEST(LoggerTest, AFireTooOldToClaimIsAWarning) {
+  SchedulerEvent ev = Finished();
+  ev.kind = SchedulerEvent::Kind::kSkipped;
+  ev.detail = "too-old";
+  EXPECT_NE(Capture(LogFormat::kText, ev).find(" warn skipped "), std::string::npos);
+  ev.detail = "overlap";
+  EXPECT_NE(Capture(LogFormat::kText, ev).find(" info skipped "), std::string::npos);
+}
+
 TEST(LoggerTest, DebugEventsAreFilteredAtInfo) {
   SchedulerEvent ev = Finished();
   ev.kind = SchedulerEvent::Kind::kLeaseRenewed;

@@ -26,6 +26,7 @@ Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& 
   const Instant backend_now = Instant::FromUnixMillis(now);
   if (word == "ALREADY") return coord::MakeOutcome(R::kAlreadyClaimed, backend_now);
   if (word == "EARLY") return coord::MakeOutcome(R::kTooEarly, backend_now);
+  if (word == "OLD") return coord::MakeOutcome(R::kTooOld, backend_now);
   if (word == "PAUSED") return coord::MakeOutcome(R::kPaused, backend_now);
   if (word == "OVERLAP") return coord::MakeOutcome(R::kOverlap, backend_now);
   if (word == "BUSY") return coord::MakeOutcome(R::kBusy, backend_now);

@@ -613,6 +613,68 @@ TEST(RedisCoordinatorTest, HistoryIsCapped) {
   EXPECT_EQ(std::to_string(Leases(raw, b).size()), "0");
 }
 
+// A closed marker is kept fire_retention after the later of its close and its fire's instant,
+// and a fire by schedule older than fire_retention is refused (kTooOld), with nothing written:
+// so whenever a claim by schedule is allowed, the marker of an earlier claim of the fire still
+// exists. An operator's claim (a backfill: it carries a cause) is not held to the bound.
+TEST(RedisCoordinatorTest, AFireOlderThanTheMarkerRetentionIsNotClaimedBySchedule) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  o.fire_retention = hours(2);
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  const Instant now = clock.Now();
+  // At the bound: refused, and nothing recorded (no marker, no record, no state).
+  const FireKey old = Fire("r", now - hours(2));
+  Result<ClaimOutcome> refused = c->Claim(Req(old, "n"));
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(refused->result, R::kTooOld);
+  EXPECT_FALSE(refused->claim.has_value());
+  EXPECT_EQ(c->FiresRecorded({old}).value(), std::vector<bool>{false});
+  EXPECT_EQ(c->GetRun(old.RunId()).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(c->GetJobState("r").value().last_scheduled.has_value());
+  // The same in a batch, next to a fire one millisecond inside the bound, which is claimed.
+  const FireKey inside = Fire("r", now - hours(2) + milliseconds(1));
+  std::vector<Result<ClaimOutcome>> many = c->ClaimMany({Req(old, "n"), Req(inside, "n")});
+  ASSERT_EQ(many.size(), 2u);
+  ASSERT_TRUE(many[0].ok() && many[1].ok());
+  EXPECT_EQ(many[0]->result, R::kTooOld);
+  ASSERT_EQ(many[1]->result, R::kClaimed);
+  // A backfill of an older fire is claimed: the operator asked for it by name.
+  ClaimRequest backfill = Req(Fire("r", now - hours(30)), "n");
+  backfill.cause = "backfill by ops";
+  Result<ClaimOutcome> asked = c->Claim(backfill);
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(asked->result, R::kClaimed);
+
+  // Marker TTLs. A fire closed after its instant: fire_retention from the close.
+  Raw raw(SharedServer()->port());
+  auto pttl = [&](const FireKey& f) {
+    return std::stoll(raw.Str({"PTTL", JobBase(o, f.job_id) + ":fire:" +
+                                           std::to_string(f.scheduled_at.unix_millis()) + ":0"}));
+  };
+  const int64_t retention_ms = std::chrono::duration_cast<milliseconds>(o.fire_retention).count();
+  ASSERT_TRUE(
+      c->Report(*many[1]->claim, Finished(*many[1]->claim, RunOutcome::kSucceeded), true).ok());
+  EXPECT_GT(pttl(inside), retention_ms - 60'000);
+  EXPECT_LE(pttl(inside), retention_ms);
+  // A fire claimed ahead of its instant (within skew_tolerance) and closed before it: kept
+  // fire_retention from its instant, so it outlasts every claim the bound allows.
+  const FireKey ahead = Fire("r", now + milliseconds(400));
+  Result<ClaimOutcome> early = c->Claim(Req(ahead, "n"));
+  ASSERT_TRUE(early.ok() && early->claim) << early.status().ToString();
+  ASSERT_TRUE(c->Report(*early->claim, Finished(*early->claim, RunOutcome::kSucceeded), true).ok());
+  EXPECT_GT(pttl(ahead), retention_ms + 400 - 60'000);
+  EXPECT_LE(pttl(ahead), retention_ms + 400);
+  // A skip record's marker the same way; a skipped fire ahead of now (recorded by schedule).
+  const FireKey skipped = Fire("s", now + seconds(30));
+  ASSERT_TRUE(c->RecordSkipped(skipped, "n", "excluded").ok());
+  EXPECT_GT(pttl(skipped), retention_ms + 30'000 - 60'000);
+  EXPECT_LE(pttl(skipped), retention_ms + 30'000);
+}
+
 // Trimming waits for a slack of cap / 16 (at most 64) past the cap and then drops that many of
 // the oldest finished records at once: an index never holds more than cap + slack - 1 finished
 // records, every listed record still has its hash and every hash its listing, and running
@@ -1016,6 +1078,20 @@ TEST(RedisCoordinatorTest, ParsesUrls) {
   EXPECT_EQ(tls->wait_replicas, 1);
   EXPECT_TRUE(tls->tls.enabled);
   EXPECT_FALSE(tls->tls.verify);
+  // fire_retention=<duration>: 1h to 366d; absent, the default.
+  Result<RedisOptions> kept = ParseRedisUrl("redis://h?wait_replicas=1&fire_retention=90m");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->fire_retention, std::chrono::minutes(90));
+  EXPECT_EQ(kept->wait_replicas, 1);
+  EXPECT_EQ(plain->fire_retention, RedisOptions{}.fire_retention);
+  for (const char* bad : {"redis://h?fire_retention=59m", "redis://h?fire_retention=367d",
+                          "redis://h?fire_retention=", "redis://h?fire_retention=2",
+                          "redis://h?fire_retention=2h&fire_retention=2h"}) {
+    Result<RedisOptions> r = ParseRedisUrl(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("fire_retention"), std::string::npos)
+        << r.status().message();
+  }
   for (const char* bad : {"redis://h?wait_replicas=17", "redis://h?wait_replicas=-1",
                           "redis://h?wait_replicas=", "redis://h?wait_replicas",
                           "redis://h?wait_replicas=1&wait_replicas=1",

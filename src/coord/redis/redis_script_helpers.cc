@@ -281,11 +281,24 @@ local function finish_running(jb, fid, att_s, outcome, err)
   end
 end
 )lua"},
+    {"keep_closed", R"lua(
+-- A closed marker is kept fire_retention (ARGV[4]) after the later of its close and its fire's
+-- instant `ms`: while a claim by schedule is allowed (claim_one: until ms + fire_retention), the
+-- marker that refuses it exists. The TTL is relative, so it runs on the server's own clock.
+local function keep_closed(fk, ms)
+  if ms > NOW then
+    redis.call('PEXPIRE', fk, S(ARGV[4] + ms - NOW))
+  else
+    redis.call('PEXPIRE', fk, ARGV[4])
+  end
+end
+)lua"},
     {"close_fire", R"lua(
-local function close_fire(jb, job, fid)
+-- `ms`: the fire's instant, a number.
+local function close_fire(jb, job, fid, ms)
   local fk = jb .. ':fire:' .. fid
   redis.call('HSET', fk, 'open', '0')
-  redis.call('PEXPIRE', fk, ARGV[4])
+  keep_closed(fk, ms)
   redis.call('ZREM', jb .. ':live', fid)
   g_lease(job, fid, false)
 end
@@ -311,8 +324,8 @@ local function record_skipped(jb, job, ms_s, shard_s, sc_s, node, reason)
   local fk = jb .. ':fire:' .. fid
   redis.call('HSET', fk, 'att', '1', 'tok', '0', 'node', node, 'lease', NOW_S, 'open', '0',
              'sc', sc_s)
-  redis.call('PEXPIRE', fk, ARGV[4])
   local ms = ms_s + 0
+  keep_closed(fk, ms)
   new_record(jb, job, fid, ms, shard_s + 0, 1, '1', 'sc', sc_s, 'tok', '0', 'node', node, 'st',
              NOW_S, 'fin', NOW_S, 'out', 'skipped', 'skip', reason)
   advance_last(jb, ms, ms_s)

@@ -50,9 +50,13 @@ bool Uses(std::string_view text, std::string_view name) {
 
 // claim_one(A, i): A[i..i+10] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
 // run_id, deadline, cause ('' = by schedule).
-// -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/BUSY/... now
+// -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/OLD/BUSY/...
+// now
 constexpr const char* kClaimFn = R"lua(
 -- A[i..]: job ms shard shard_count node ttl_ms skew_ms overlap run_id deadline cause
+-- A fire by schedule at or before OLDEST is not claimed: a closed marker is kept fire_retention
+-- after its instant (keep_closed), so an older fire's may be gone and nothing tells whether it ran.
+local OLDEST = NOW - ARGV[4]
 local function claim_one(A, i)
   local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
   -- A claim executed after its client gave up (it waited in a buffer) is not applied.
@@ -61,6 +65,7 @@ local function claim_one(A, i)
   if redis.call('EXISTS', jb .. ':fire:' .. fid) == 1 then return {'ALREADY', NOW_S} end
   local ms = ms_s + 0
   if ms > NOW + A[i + 6] then return {'EARLY', NOW_S} end
+  if ms <= OLDEST and A[i + 10] == '' then return {'OLD', NOW_S} end
   -- The job's state, read once: paused, the token counter, the last claimed instant.
   local st = redis.call('HMGET', jb .. ':state', 'paused', 'token', 'last')
   if st[1] == '1' then
@@ -83,7 +88,7 @@ local function claim_one(A, i)
         end
         local of = redis.call('HMGET', jb .. ':fire:' .. ofid, 'att', 'sc')
         finish_running(jb, ofid, of[1], 'cancelled', 'replaced by ' .. A[i + 8])
-        close_fire(jb, job, ofid)
+        close_fire(jb, job, ofid, string.match(ofid, '^(-?%d+):') + 0)
         out[#out + 1] = ofid .. ':' .. of[2]
       end
     end
@@ -171,7 +176,7 @@ local function report_one(A, i, last)
     redis.call('HDEL', rk, 'exit')
   end
   if A[i + 5] == '1' then
-    close_fire(jb, job, fid)
+    close_fire(jb, job, fid, ms_s + 0)
     if A[i + 6] == 'inc' then
       redis.call('HINCRBY', jb .. ':state', 'fails', '1')
     elseif A[i + 6] == 'reset' then
@@ -265,7 +270,7 @@ if not f[1] then return {'NOTFOUND'} end
 if f[2] ~= '1' or f[1] ~= ARGV[8] or f[3] + 0 > NOW then return {'PRECOND'} end
 finish_running(JB, fid, f[4], 'lost', 'lease expired; holder ' .. f[5] .. ' vanished')
 if ARGV[9] == 'fail' then
-  close_fire(JB, ARGV[5], fid)
+  close_fire(JB, ARGV[5], fid, ARGV[6] + 0)
   redis.call('HINCRBY', JB .. ':state', 'fails', '1')
   return {'OK'}
 end
@@ -336,7 +341,7 @@ elseif r[1] then
   if err == '' then err = 'retry ' .. ARGV[8] else err = err .. '; retry ' .. ARGV[8] end
   redis.call('HSET', rk, 'err', err)
 end
-close_fire(JB, ARGV[5], fid)
+close_fire(JB, ARGV[5], fid, ARGV[6] + 0)
 bump_jobs_version()
 return {'OK'}
 )lua";

@@ -9,7 +9,7 @@
 //   ARGV[3] = max records in total; ARGV[4] = fire marker retention in ms. The operation's own
 //   arguments follow from ARGV[5]. Numbers are decimal text.
 // Replies are arrays whose first element is a word: OK, LEASE (fenced off; then the reason),
-// NOTFOUND, EXISTS, PRECOND, or the claim results CLAIMED, ALREADY, EARLY, OVERLAP, PAUSED.
+// NOTFOUND, EXISTS, PRECOND, or the claim results CLAIMED, ALREADY, EARLY, OLD, OVERLAP, PAUSED.
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_SCRIPTS_H_
 #define GNOMON_SRC_COORD_REDIS_REDIS_SCRIPTS_H_
 

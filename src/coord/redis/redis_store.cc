@@ -109,8 +109,8 @@ Status RedisStore::CheckOptions(const RedisOptions& options) {
       options.reconnect_backoff_max < options.reconnect_backoff_min) {
     return InvalidArgumentError("redis: reconnect backoff must be positive and min <= max");
   }
-  if (options.fire_retention < std::chrono::hours(1)) {
-    return InvalidArgumentError("redis: fire_retention must be at least 1h");
+  if (options.fire_retention < kMinFireRetention || options.fire_retention > kMaxFireRetention) {
+    return InvalidArgumentError("redis: fire_retention must be from 1h to 366d");
   }
   if (options.max_records_per_job < 1 || options.max_records_total < 1) {
     return InvalidArgumentError("redis: record caps must be at least 1");

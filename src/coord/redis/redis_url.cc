@@ -29,30 +29,44 @@ bool PercentDecode(std::string_view in, std::string& out) {
 }  // namespace
 
 Result<RedisQuery> ParseRedisQuery(std::string_view query, bool tls_scheme) {
-  constexpr std::string_view kName = "wait_replicas";
   RedisQuery out;
   out.tls.enabled = tls_scheme;
-  std::optional<int> n;
+  bool replicas_given = false;
   std::vector<std::string_view> others;  // for ParseTlsQuery (empty ones too: it names them)
   size_t start = 0;
   while (start <= query.size()) {
     size_t end = query.find('&', start);
     if (end == std::string_view::npos) end = query.size();
     const std::string_view item = query.substr(start, end - start);
-    if (item.starts_with(kName) && (item.size() == kName.size() || item[kName.size()] == '=')) {
+    start = end + 1;
+    const size_t eq = item.find('=');
+    const std::string_view name = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
+    if (name == "wait_replicas") {
       int64_t v = 0;
-      if (n) return InvalidArgumentError("query parameter \"wait_replicas\" is given twice");
-      if (item.size() == kName.size() || !ParseInt(item.substr(kName.size() + 1), v) || v < 0 ||
-          v > 16) {
+      if (replicas_given) {
+        return InvalidArgumentError("query parameter \"wait_replicas\" is given twice");
+      }
+      if (!ParseInt(value, v) || v < 0 || v > 16) {
         return InvalidArgumentError("query parameter \"wait_replicas\" must be a number 0-16");
       }
-      n = static_cast<int>(v);
+      out.wait_replicas = static_cast<int>(v);
+      replicas_given = true;
+    } else if (name == "fire_retention") {
+      if (out.fire_retention) {
+        return InvalidArgumentError("query parameter \"fire_retention\" is given twice");
+      }
+      Result<Duration> d = ParseDuration(value);
+      if (!d.ok() || *d < kMinFireRetention || *d > kMaxFireRetention) {
+        return InvalidArgumentError(
+            "query parameter \"fire_retention\" must be a duration from 1h to 366d (\"2h\", "
+            "\"7d\")");
+      }
+      out.fire_retention = *d;
     } else {
       others.push_back(item);
     }
-    start = end + 1;
   }
-  out.wait_replicas = n.value_or(0);
   std::string rest;
   for (size_t i = 0; i < others.size(); ++i) {
     if (i > 0) rest += '&';
@@ -99,6 +113,7 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url, RedisOptions base) {
     if (!query.ok()) return bad(query.status().message());
     base.tls = query->tls;
     base.wait_replicas = query->wait_replicas;
+    if (query->fire_retention) base.fire_retention = *query->fire_retention;
     rest = rest.substr(0, question);
   } else if (last_at != std::string_view::npos &&
              rest.substr(0, last_at).find("?tls_") != std::string_view::npos) {
