@@ -20,6 +20,8 @@ COST_BASELINE=DIR measures, in the same run and right after gnomon's, the claim 
 scripts another build wrote there (`fleet_load scripts DIR` of an earlier commit): a change to
 the scripts is compared with what it replaces on the same machine state.
 
+COST_BASELINE_FIRST=1 measures the baseline before gnomon's (alternate it between runs).
+
 COST_FUNCTIONS=1 also measures gnomon's pair and the minimal pair loaded as Redis Functions
 (FUNCTION LOAD of a library whose functions take the scripts' bodies, called with FCALL) instead
 of scripts (EVALSHA): what Functions would save.
@@ -237,8 +239,15 @@ def main():
     variants = [("gnomon", claim, report)]
     baseline = os.environ.get("COST_BASELINE")
     if baseline:
-        variants.append(("baseline", open(os.path.join(baseline, "claim_many.lua")).read(),
-                         open(os.path.join(baseline, "report_many.lua")).read()))
+        base = ("baseline", open(os.path.join(baseline, "claim_many.lua")).read(),
+                open(os.path.join(baseline, "report_many.lua")).read())
+        # COST_BASELINE_FIRST=1 measures the baseline first: alternate the order between runs,
+        # so that what the first measurement of a run pays (a colder machine) is not counted
+        # against one side.
+        if os.environ.get("COST_BASELINE_FIRST") == "1":
+            variants.insert(0, base)
+        else:
+            variants.append(base)
     variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("no-op", NOOP_CLAIM, NOOP_REPORT)]
     if os.environ.get("COST_FUNCTIONS") == "1":
         variants += [("gnomon as functions", claim, report),
