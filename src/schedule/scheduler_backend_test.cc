@@ -328,14 +328,7 @@ TEST(SchedulerMisfireTest, SkipRecordsThatFailAreWrittenLater) {
   MemoryCoordinator backend(clock);
   FailingSkips coord(backend);
   RecordingExecutor exec;
-  {
-    Node a("a", coord, exec, clock);
-    ASSERT_TRUE(a.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
-    ASSERT_TRUE(a.scheduler->Start().ok());
-    AdvanceTo(clock, kStart + seconds(60));
-    ASSERT_TRUE(exec.AwaitFinished(1));
-    a.scheduler->Stop();
-  }
+  ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(coord, exec, clock, Job("m", "0 * * * * *")));
   clock.Advance(minutes(10) + seconds(30));
   coord.down = true;
   SchedulerOptions opts;
@@ -392,14 +385,7 @@ TEST(SchedulerMisfireTest, FiresOlderThanTheBackendKeepsMarkersAreNeitherRunNorR
   JobSpec j = Job("m", "0 * * * * *");
   j.misfire = MisfirePolicy::kAll;
   j.catchup_window = minutes(10);
-  {
-    Node a("a", coord, exec, clock);
-    ASSERT_TRUE(a.scheduler->AddJob(j).ok());
-    ASSERT_TRUE(a.scheduler->Start().ok());
-    AdvanceTo(clock, kStart + seconds(60));
-    ASSERT_TRUE(exec.AwaitFinished(1));
-    a.scheduler->Stop();
-  }
+  ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(coord, exec, clock, j));
   clock.Advance(minutes(10) + seconds(30));  // now kStart + 11m30s; fires :02 to :11 missed
   Node b("b", coord, exec, clock);
   ASSERT_TRUE(b.scheduler->AddJob(j).ok());

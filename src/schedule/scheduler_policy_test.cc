@@ -67,14 +67,7 @@ TEST_F(SchedulerTest, MisfireAllAndSkipAndCatchupWindow) {
     JobSpec j = Job("m", "0 * * * * *");
     j.misfire = policy;
     j.catchup_window = minutes(5);
-    {
-      Node a("a", coord, exec, clock);
-      ASSERT_TRUE(a.scheduler->AddJob(j).ok());
-      ASSERT_TRUE(a.scheduler->Start().ok());
-      AdvanceTo(clock, kStart + seconds(60));
-      ASSERT_TRUE(exec.AwaitFinished(1));
-      a.scheduler->Stop();
-    }
+    ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(coord, exec, clock, j));
     clock.Advance(minutes(10) + seconds(30));
     Node b("b", coord, exec, clock);
     ASSERT_TRUE(b.scheduler->AddJob(j).ok());

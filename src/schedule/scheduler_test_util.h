@@ -115,6 +115,19 @@ inline bool AdvanceUntilLost(FakeClock& clock, RecordingObserver& obs) {
   return false;
 }
 
+// Node "a" runs `job`'s fire at kStart + 60 s (an every-minute job, the clock before it) and
+// stops: the job then has a last claimed instant, from which the next node's start catches up
+// the fires missed meanwhile. Call it in ASSERT_NO_FATAL_FAILURE.
+inline void RunFirstFireAndStop(Coordinator& coord, RecordingExecutor& exec, FakeClock& clock,
+                                const JobSpec& job) {
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(a.scheduler->AddJob(job).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  AdvanceTo(clock, kStart + seconds(60));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  a.scheduler->Stop();
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   FakeClock clock_{kBoot};
