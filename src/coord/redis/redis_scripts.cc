@@ -80,7 +80,8 @@ local function claim_one(A, i)
   if overlap ~= 'allow' then
     redis.call('ZREMRANGEBYSCORE', jb .. ':live', '-inf', NOW_S)
     for _, ofid in ipairs(redis.call('ZRANGE', jb .. ':live', '0', '-1')) do
-      if string.match(ofid, '^(-?%d+):') ~= ms_s then
+      local oms_s = string.match(ofid, '^(-?%d+):')
+      if oms_s ~= ms_s then
         if overlap == 'buffer_one' or overlap == 'buffer_all' then return {'BUSY', NOW_S} end
         if overlap == 'forbid' then
           record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'overlap')
@@ -88,7 +89,7 @@ local function claim_one(A, i)
         end
         local of = redis.call('HMGET', jb .. ':fire:' .. ofid, 'att', 'sc')
         finish_running(jb, ofid, of[1], 'cancelled', 'replaced by ' .. A[i + 8])
-        close_fire(jb, job, ofid, string.match(ofid, '^(-?%d+):') + 0)
+        close_fire(jb, job, ofid, oms_s + 0)
         out[#out + 1] = ofid .. ':' .. of[2]
       end
     end
