@@ -85,6 +85,10 @@ bool AwaitLiveSets(const std::vector<Node*>& nodes, size_t n) {
 
 // Sharded ownership: with agreed live sets, each fire is claimed once, by its rendezvous owner;
 // a stopped owner's fires are taken over by the next-ranked node after takeover_delay.
+// The jobs first fire at +20 s: a node's live set is read just after its own heartbeat, so the
+// set its first pass reads may miss a node started after it (or a pass that finds the previous
+// heartbeat still under way is skipped). 15 s of fake time give every node passes enough to
+// read all three heartbeats before ownership is asserted.
 TEST_F(SchedulerTest, ShardedOwnershipClaimsOncePerFireAndTakesOver) {
   SchedulerOptions o;
   o.takeover_delay = milliseconds(500);
@@ -95,12 +99,10 @@ TEST_F(SchedulerTest, ShardedOwnershipClaimsOncePerFireAndTakesOver) {
   for (int i = 0; i < 12; ++i) ids.push_back("own-" + std::to_string(i));
   for (Node* n : {&a, &b, &c}) {
     for (const std::string& id : ids) {
-      ASSERT_TRUE(n->scheduler->AddJob(Job(id, "*/10 * * * * *")).ok());
+      ASSERT_TRUE(n->scheduler->AddJob(Job(id, "20-59/10 * * * * *")).ok());
     }
     ASSERT_TRUE(n->scheduler->Start().ok());
   }
-  // Time moves in 500 ms steps, so every node's housekeeping (every 3 s) keeps its heartbeat
-  // live and re-reads the others' before any of them expires.
   // Heartbeats are liveness on the clock: a node whose housekeeping has not run for 9 s of fake
   // time is rightly taken for dead. So time moves in 500 ms steps, and after each one the test
   // waits (bounded, real time) until every running node's heartbeat is from its latest pass.
@@ -125,7 +127,7 @@ TEST_F(SchedulerTest, ShardedOwnershipClaimsOncePerFireAndTakesOver) {
       settle();
     }
   };
-  step_to(kStart + seconds(9));
+  step_to(kStart + seconds(19));
   ASSERT_TRUE(AwaitLiveSets({&a, &b, &c}, 3));
   const std::vector<std::string> all = {"a", "b", "c"};
   auto claims = [&] {
@@ -137,25 +139,25 @@ TEST_F(SchedulerTest, ShardedOwnershipClaimsOncePerFireAndTakesOver) {
   };
   // Three rounds; each time the backups check after 500 ms and 1 s and find the owner's claim.
   for (int round = 1; round <= 3; ++round) {
-    step_to(kStart + seconds(10 * round));
+    step_to(kStart + seconds(10 + 10 * round));
     ASSERT_TRUE(exec_.AwaitFinished(12 * round)) << "round " << round;
   }
-  step_to(kStart + seconds(32));
+  step_to(kStart + seconds(42));
   ASSERT_TRUE(exec_.AwaitFinished(36));
   for (const RecordedAttempt& at : exec_.attempts()) {
     EXPECT_EQ(at.node_id, internal::RendezvousOwner(all, at.job_id, 0)) << at.run_id;
   }
   EXPECT_EQ(claims(), 36) << "one claim per fire in steady state";
 
-  // c stops (at +38 s); its heartbeat is still live (past +44 s), so a and b keep ranking it
+  // c stops (at +48 s); its heartbeat is still live (past +53 s), so a and b keep ranking it
   // first for its jobs: they take its fires over after 500 ms (rank 1) and run each once.
-  step_to(kStart + seconds(38));
+  step_to(kStart + seconds(48));
   c.scheduler->Stop();
   running.erase("c");
   int owned_by_c = 0;
   for (const std::string& id : ids) owned_by_c += internal::RendezvousOwner(all, id, 0) == "c";
   ASSERT_GT(owned_by_c, 0);
-  step_to(kStart + seconds(40));
+  step_to(kStart + seconds(50));
   for (int i = 0; i < 4 && exec_.attempts().size() < 48u; ++i) {
     exec_.AwaitFinished(48, milliseconds(300));
     clock_.Advance(milliseconds(500));
@@ -170,7 +172,7 @@ TEST_F(SchedulerTest, ShardedOwnershipClaimsOncePerFireAndTakesOver) {
   for (const auto& [run, count] : per_fire) EXPECT_EQ(count, 1) << run;
   for (const std::string& id : ids) {
     const RunRecord last = History(coord_, id).back();
-    ASSERT_EQ(last.scheduled_at, kStart + seconds(40));
+    ASSERT_EQ(last.scheduled_at, kStart + seconds(50));
     if (internal::RendezvousOwner(all, id, 0) != "c") continue;
     const std::string next = internal::RendezvousOwner({"a", "b"}, id, 0);
     EXPECT_EQ(last.node_id, next) << id << " taken over by the rank-1 node";
