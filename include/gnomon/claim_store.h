@@ -74,11 +74,11 @@ struct ClaimOutcome {
     kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
     kPaused,          // the job is paused: recorded as skipped ("paused") (once)
     kBusy,            // overlap = buffer_*, a run is live: nothing recorded; claim again later
-    // A fire by schedule (cause "") older than the backend keeps its closed markers: scheduled_at
-    // <= backend Now() - fire retention. Its marker may be gone, so whether it ran cannot be
-    // told: nothing is claimed or recorded. Only from a backend whose markers expire on their
-    // own (RedisCoordinator: RedisOptions::fire_retention); the others keep a fire's marker as
-    // long as its history.
+    // A fire by schedule (cause "") older than the backend keeps its closed markers. Its marker
+    // may be gone, so whether it ran cannot be told: nothing is claimed or recorded. Redis:
+    // scheduled_at <= backend Now() - RedisOptions::fire_retention (markers expire on their
+    // own). Memory, SQLite, etcd: scheduled_at before the cutoff of the job's latest
+    // PruneHistory (now - max_age then), which drops closed markers with their history.
     kTooOld,
   } result = Result::kAlreadyClaimed;
   std::optional<Claim> claim;

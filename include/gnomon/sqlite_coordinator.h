@@ -73,7 +73,7 @@ class SqliteCoordinator final : public Coordinator {
   SqliteCoordinator& operator=(const SqliteCoordinator&) = delete;
 
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   Result<Instant> Now() override;
 

@@ -38,6 +38,10 @@ struct CoordinatorFactory {
   // Returns a new, empty backend whose clock is `clock` (never null; outlives the backend), or
   // nullptr when the backend cannot be created (the test then fails).
   std::function<std::unique_ptr<Coordinator>(FakeClock* clock)> make;
+  // Whether PruneHistory drops closed fire markers with their history (memory, SQLite, etcd):
+  // then a claim by schedule before its cutoff is kTooOld. False for a backend whose markers
+  // expire on their own (Redis: RedisOptions::fire_retention).
+  bool markers_go_with_history = true;
 };
 
 // The parameterised fixture: `clock_` is the backend clock, `coord_` the backend under test.

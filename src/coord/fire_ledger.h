@@ -3,9 +3,9 @@
 // src/coord/redis/redis_scripts.h). Internal to src/coord; not part of the public API.
 //
 // The rules are those of gnomon/coordinator.h: a fire is claimed once (already recorded, too
-// early, paused, overlap forbid/replace, then the marker, attempt 1 and the job's last instant),
-// every write of a run is fenced on its claim's token, a retry or a lost-run rerun starts the
-// next attempt with a new token, a final report closes the fire and moves the job's
+// early, too old to check, paused, overlap forbid/replace, then the marker, attempt 1 and the job's
+// last instant), every write of a run is fenced on its claim's token, a retry or a lost-run rerun
+// starts the next attempt with a new token, a final report closes the fire and moves the job's
 // consecutive-failure count, an operator may cancel a running fire or re-run an ended one.
 //
 // A backend provides the storage as a LedgerTxn: one transaction's reads and writes of the fire
@@ -92,6 +92,9 @@ class LedgerTxn {
 
   // The job's state (default values when it has none).
   virtual Result<JobState> LoadJobState(const std::string& job_id) = 0;
+  // The instant before which the job's closed fire markers may be gone: the latest cutoff of
+  // the backend's PruneHistory, which drops them with their history (nullopt: never pruned).
+  virtual Result<std::optional<Instant>> MarkersPrunedBefore(const std::string& job_id) = 0;
   virtual Status PutJobState(const std::string& job_id, const JobState& state) = 0;
   // Changes Coordinator::JobsVersion (an operator action every node should see soon).
   virtual Status BumpJobsVersion(const std::string& job_id) = 0;

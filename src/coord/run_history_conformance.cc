@@ -229,5 +229,52 @@ TEST_P(CoordinatorConformanceTest, PruneHistoryDropsOldRecordsButNeverRunningOne
   EXPECT_TRUE(coord_->Renew(old_running, kTtl).ok());
 }
 
+// A fire that ran is never claimed again by schedule, even once its history was pruned. A
+// backend that drops the fire's marker with its history refuses, from the prune on, every claim
+// by schedule before the prune's cutoff as too old to check (kTooOld), whether the fire ran or
+// not; one whose markers expire on their own still finds the marker (kAlreadyClaimed). Fires
+// inside the cutoff, other jobs' fires, and an operator's claim (it has a cause) are claimed.
+TEST_P(CoordinatorConformanceTest, AFireWhoseHistoryWasPrunedIsNotClaimedAgainBySchedule) {
+  const bool dropped = GetParam().markers_go_with_history;
+  const Instant t0 = clock_.Now();
+  CLAIM_OR_FAIL(ran, *coord_, Req(Fire("j", t0 - hours(30)), "n"));
+  ASSERT_OK(coord_->Report(ran, RecordOf(ran, RunOutcome::kSucceeded, t0, t0), true));
+  ASSERT_OK(coord_->PruneHistory("j", 1, hours(24)));
+  EXPECT_TRUE(RunsOf(*coord_, ran.fire.RunId()).empty()) << "its history was pruned";
+  auto expect_refused = [&](const ClaimRequest& req, R want) {
+    std::vector<Result<ClaimOutcome>> many = coord_->ClaimMany({req});
+    ASSERT_EQ(many.size(), 1u);
+    for (const Result<ClaimOutcome>& out : {coord_->Claim(req), many[0]}) {
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      EXPECT_EQ(out->result, want) << req.fire.RunId();
+      EXPECT_FALSE(out->claim.has_value());
+    }
+    EXPECT_TRUE(RunsOf(*coord_, req.fire.RunId()).empty()) << "a refused claim records nothing";
+  };
+  const R pruned_answer = dropped ? R::kTooOld : R::kAlreadyClaimed;
+  expect_refused(Req(ran.fire, "n2", OverlapPolicy::kForbid), pruned_answer);
+  expect_refused(Req(ran.fire, "n2"), pruned_answer);
+  // A fire behind the cutoff that never ran cannot be told from one whose marker is gone.
+  const FireKey never = Fire("j", t0 - hours(26));
+  if (dropped) {
+    expect_refused(Req(never, "n"), R::kTooOld);
+  } else {
+    CLAIM_OR_FAIL(claimed, *coord_, Req(never, "n"));
+  }
+  // The cutoff only moves forward: a prune with a longer max_age does not move it back.
+  ASSERT_OK(coord_->PruneHistory("j", 1, hours(48)));
+  expect_refused(Req(ran.fire, "n2"), pruned_answer);
+  CLAIM_OR_FAIL(inside, *coord_, Req(Fire("j", t0 - hours(24) + seconds(1)), "n"));
+  CLAIM_OR_FAIL(other_job, *coord_, Req(Fire("k", t0 - hours(30)), "n"));
+  // A prune that drops no marker bounds nothing.
+  CLAIM_OR_FAIL(recent, *coord_, Req(Fire("m", t0 - hours(1)), "n"));
+  ASSERT_OK(coord_->PruneHistory("m", 1, hours(24)));
+  CLAIM_OR_FAIL(older_than_the_cutoff, *coord_, Req(Fire("m", t0 - hours(30)), "n"));
+  ClaimRequest backfill = Req(Fire("j", t0 - hours(25)), "n");
+  backfill.cause = "backfill by ops";
+  CLAIM_OR_FAIL(operator_claim, *coord_, backfill);
+  EXPECT_EQ(operator_claim.cause, "backfill by ops");
+}
+
 }  // namespace
 }  // namespace gnomon::testing::conformance

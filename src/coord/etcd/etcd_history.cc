@@ -214,6 +214,22 @@ Status EtcdHistory::TrimTotal(int64_t excess) {
   return Status::Ok();
 }
 
+Status EtcdHistory::RaisePrunedBefore(const std::string& job_id, int64_t cutoff_ms) {
+  const std::string key = keys_.PrunedKey(job_id);
+  for (int round = 0; round < kMaxRounds; ++round) {
+    Snapshot s;
+    GNOMON_RETURN_IF_ERROR(kv_.Read(s, {key}));
+    int64_t stored = 0;
+    if (s.Has(key) && ParseI64(s.Value(key), stored) && stored >= cutoff_ms) return Status::Ok();
+    Writes w;
+    w.Put(key, std::to_string(cutoff_ms));
+    Result<EtcdKv::Committed> c = kv_.Commit(s, w);
+    if (!c.ok()) return c.status();
+    if (c->succeeded) return Status::Ok();
+  }
+  return kv_.Contention("prune " + job_id);
+}
+
 Status EtcdHistory::PruneHistory(const std::string& job_id, int keep_last, Duration max_age,
                                  Instant now) {
   if (keep_last < 1) return InvalidArgumentError("prune: keep_last must be at least 1");
@@ -252,6 +268,9 @@ Status EtcdHistory::PruneHistory(const std::string& job_id, int keep_last, Durat
     return true;
   });
   GNOMON_RETURN_IF_ERROR(scan);
+  // The cutoff is stored before any marker goes: from then on a claim by schedule before it is
+  // refused (FireLedger::Claim), so no claim finds a marker gone and runs its fire again.
+  if (!old.empty()) GNOMON_RETURN_IF_ERROR(RaisePrunedBefore(job_id, cutoff));
   for (size_t start = 0; start < old.size(); start += kDeleteBatch) {
     Snapshot s;
     Writes w;

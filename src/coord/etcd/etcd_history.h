@@ -41,6 +41,8 @@ class EtcdHistory {
   Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age, Instant now);
 
  private:
+  // Stores `cutoff_ms` as the job's pruned-markers instant unless a later one is stored.
+  Status RaisePrunedBefore(const std::string& job_id, int64_t cutoff_ms);
   // Deletes the records named by `index` (per-job index key -> mod_revision) unless their index
   // entry changed since it was read. Best effort per batch.
   Status DeleteRecords(const std::string& job,

@@ -110,6 +110,7 @@ class EtcdKeyspace {
   const std::string& prefix() const { return p_; }
 
   std::string StateKey(const std::string& job) const { return p_ + "state/" + job; }
+  std::string PrunedKey(const std::string& job) const { return p_ + "pruned/" + job; }
   std::string FireTail(const FireKey& f) const {
     return f.job_id + "/" + Asc(f.scheduled_at.unix_millis()) + " " + Pad(f.shard, 10);
   }

@@ -66,6 +66,7 @@ class EtcdLedgerTxn final : public LedgerTxn {
   Status PutRecord(const RunRecord& record) override;
   Status PutCheckpoint(const FireKey& fire, const std::string& value) override;
   Result<JobState> LoadJobState(const std::string& job_id) override;
+  Result<std::optional<Instant>> MarkersPrunedBefore(const std::string& job_id) override;
   Status PutJobState(const std::string& job_id, const JobState& state) override;
   Status BumpJobsVersion(const std::string& job_id) override;
 

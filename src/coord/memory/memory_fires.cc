@@ -98,6 +98,11 @@ class Txn final : public coord::LedgerTxn {
     return it == s_.jobs.end() ? JobState{} : it->second.state;
   }
 
+  Result<std::optional<Instant>> MarkersPrunedBefore(const std::string& job_id) override {
+    auto it = s_.jobs.find(job_id);
+    return it == s_.jobs.end() ? std::nullopt : it->second.markers_pruned_before;
+  }
+
   Status PutJobState(const std::string& job_id, const JobState& state) override {
     s_.jobs[job_id].state = state;
     return Status::Ok();

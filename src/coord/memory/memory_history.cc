@@ -72,10 +72,14 @@ Status MemoryHistory::PruneHistory(const std::string& job_id, int keep_last, Dur
       ++it;
     }
   }
-  // Fire records are the claim keys that stop a second claim; they go only with max_age.
+  // Fire records are the claim keys that stop a second claim; they go only with max_age. A prune
+  // that drops any stores its cutoff, so that no claim by schedule reaches behind it
+  // (FireLedger::Claim).
   for (auto it = s_.fires.begin(); it != s_.fires.end();) {
     if (std::get<0>(it->first) == job_id && !it->second.open &&
         it->second.key.scheduled_at < cutoff) {
+      std::optional<Instant>& pruned = s_.jobs[job_id].markers_pruned_before;
+      if (!pruned || *pruned < cutoff) pruned = cutoff;
       it = s_.fires.erase(it);
     } else {
       ++it;

@@ -48,6 +48,8 @@ struct MemoryState {
   struct Job {
     JobState state;
     int64_t last_token = 0;  // the fencing counter
+    // The latest PruneHistory cutoff: closed fire markers before it are gone.
+    std::optional<Instant> markers_pruned_before;
   };
   struct Node {
     NodeInfo info;

@@ -1202,7 +1202,8 @@ const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedClusterEn
 
 std::vector<gnomon::testing::CoordinatorFactory> ClusterFactories() {
   if (access(kRedisServer, X_OK) != 0 || access(kRedisCli, X_OK) != 0) return {};
-  return {{"RedisCluster", [](gnomon::testing::FakeClock* clock) -> std::unique_ptr<Coordinator> {
+  return {{"RedisCluster",
+           [](gnomon::testing::FakeClock* clock) -> std::unique_ptr<Coordinator> {
              static std::atomic<int> n{0};
              RedisOptions o;
              o.cluster_seeds = {{"127.0.0.1", SharedCluster()->seed()}};
@@ -1213,7 +1214,8 @@ std::vector<gnomon::testing::CoordinatorFactory> ClusterFactories() {
              EXPECT_TRUE(c.ok()) << c.status().ToString();
              if (!c.ok()) return nullptr;
              return std::move(*c);
-           }}};
+           },
+           false}};
 }
 
 // Options for a coordinator over the shared cluster, keys under `prefix`, "now" from `clock`.

@@ -235,14 +235,16 @@ RedisOptions OptionsFor(int port) {
 
 std::vector<CoordinatorFactory> RedisFactories() {
   if (!HaveRedis()) return {};  // nothing to run against: the suite is not instantiated
-  return {{"Redis", [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
+  return {{"Redis",
+           [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
              RedisOptions o = OptionsFor(SharedServer()->port());
              o.clock_override = clock;
              Result<std::unique_ptr<RedisCoordinator>> c = RedisCoordinator::Open(o);
              EXPECT_TRUE(c.ok()) << c.status().ToString();
              if (!c.ok()) return nullptr;
              return std::move(*c);
-           }}};
+           },
+           false}};
 }
 
 // Not GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE: its Values() cannot be empty, and without

@@ -114,7 +114,8 @@ void ExpectWorks(const RedisOptions& o) {
 
 std::vector<CoordinatorFactory> TlsFactories() {
   if (!HaveRedisTlsTools()) return {};  // nothing to run against: the suite is not instantiated
-  return {{"RedisTls", [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
+  return {{"RedisTls",
+           [](FakeClock* clock) -> std::unique_ptr<Coordinator> {
              RedisOptions o = TlsOptionsFor(Get().server->port());
              o.connections = 8;  // the default, as in production
              o.clock_override = clock;
@@ -122,7 +123,8 @@ std::vector<CoordinatorFactory> TlsFactories() {
              EXPECT_TRUE(c.ok()) << c.status().ToString();
              if (!c.ok()) return nullptr;
              return std::move(*c);
-           }}};
+           },
+           false}};
 }
 
 // Not GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE: its Values() cannot be empty, and without

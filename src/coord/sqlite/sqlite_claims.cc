@@ -151,6 +151,17 @@ class SqliteLedgerTxn final : public coord::LedgerTxn {
     return db_.LoadJobState(job_id);
   }
 
+  Result<std::optional<Instant>> MarkersPrunedBefore(const std::string& job_id) override {
+    Result<Statement> s =
+        db_.conn().Prepare("SELECT markers_pruned_ms FROM job_state WHERE job_id = ?1");
+    if (!s.ok()) return s.status();
+    s->BindText(1, job_id);
+    Result<bool> row = s->Step();
+    if (!row.ok()) return row.status();
+    if (!*row || s->IsNull(0)) return std::optional<Instant>();
+    return std::optional<Instant>(Instant::FromUnixMillis(s->Int(0)));
+  }
+
   Status PutJobState(const std::string& job_id, const JobState& state) override {
     Result<Statement> s = db_.conn().Prepare(
         "INSERT INTO job_state (job_id, paused, pause_reason, consecutive_failures, "

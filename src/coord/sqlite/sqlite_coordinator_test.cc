@@ -196,6 +196,9 @@ TEST(SqliteCoordinatorTest, ANewDatabaseIsCreatedOwnerOnly) {
   }
 }
 
+// What schema version 5 added, undone.
+#define kDropV5 "ALTER TABLE job_state DROP COLUMN markers_pruned_ms; "
+
 // Makes the file at `path` an older version with `downgrade` (SQL on the raw file), opens it
 // again and checks that it was upgraded to this build's version; null (and a failure) if not.
 std::unique_ptr<SqliteCoordinator> ReopenedAfter(const std::string& path, FakeClock& clock,
@@ -230,7 +233,7 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion1File) {
   }
   auto c = ReopenedAfter(path, clock,
                          "DROP TABLE audit; ALTER TABLE runs DROP COLUMN params; "
-                         "ALTER TABLE runs DROP COLUMN cause; PRAGMA user_version = 1");
+                         "ALTER TABLE runs DROP COLUMN cause; " kDropV5 "PRAGMA user_version = 1");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->ListJobs()->size(), 1u);
   AuditRecord r;
@@ -253,8 +256,7 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion2File) {
   }
   auto c = ReopenedAfter(path, clock,
                          "DROP INDEX audit_by_class; ALTER TABLE runs DROP COLUMN params; ALTER "
-                         "TABLE runs DROP COLUMN cause; "
-                         "PRAGMA user_version = 2");
+                         "TABLE runs DROP COLUMN cause; " kDropV5 "PRAGMA user_version = 2");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->ListAudit(10, 0)->size(), 1u);
 }
@@ -302,9 +304,10 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion3File) {
     Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = old_fire, .node_id = "n"});
     ASSERT_TRUE(out.ok() && out->claim);
   }
-  auto c = ReopenedAfter(path, clock,
-                         "ALTER TABLE runs DROP COLUMN params; ALTER TABLE runs DROP COLUMN cause; "
-                         "PRAGMA user_version = 3");
+  auto c = ReopenedAfter(
+      path, clock,
+      "ALTER TABLE runs DROP COLUMN params; ALTER TABLE runs DROP COLUMN cause; " kDropV5
+      "PRAGMA user_version = 3");
   ASSERT_NE(c, nullptr);
   Result<std::vector<RunRecord>> old_runs = c->GetRun(old_fire.RunId());
   ASSERT_TRUE(old_runs.ok());
@@ -324,6 +327,35 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion3File) {
   ASSERT_TRUE(new_runs.ok());
   ASSERT_EQ(new_runs->size(), 1u);
   EXPECT_EQ((*new_runs)[0].params, r.params);
+}
+
+// A version-4 file (no prune cutoff) is upgraded in place: its fires keep refusing a second
+// claim, and once pruned, a fire behind the cutoff is too old to claim by schedule.
+TEST(SqliteCoordinatorTest, OpenUpgradesAVersion4File) {
+  const std::string path = NewDbPath();
+  FakeClock clock;
+  const FireKey old_fire{"upgraded", clock.Now() - std::chrono::hours(30)};
+  {
+    auto c = MustOpen(path, clock);
+    ASSERT_NE(c, nullptr);
+    Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = old_fire, .node_id = "n"});
+    ASSERT_TRUE(out.ok() && out->claim);
+    ASSERT_TRUE(c->Report(*out->claim,
+                          coord::NewRecord(old_fire, 1, out->claim->fencing_token, "n", clock.Now(),
+                                           RunOutcome::kSucceeded),
+                          true)
+                    .ok());
+  }
+  auto c = ReopenedAfter(path, clock, kDropV5 "PRAGMA user_version = 4");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Claim(ClaimRequest{.fire = old_fire, .node_id = "m"})->result,
+            ClaimOutcome::Result::kAlreadyClaimed);
+  ASSERT_TRUE(c->PruneHistory("upgraded", 1, std::chrono::hours(24)).ok());
+  EXPECT_EQ(RawDb(path).QueryText("SELECT count(*) FROM fires"), "0");
+  EXPECT_EQ(RawDb(path).QueryText("SELECT markers_pruned_ms FROM job_state"),
+            std::to_string((clock.Now() - std::chrono::hours(24)).unix_millis()));
+  EXPECT_EQ(c->Claim(ClaimRequest{.fire = old_fire, .node_id = "m"})->result,
+            ClaimOutcome::Result::kTooOld);
 }
 
 TEST(SqliteCoordinatorTest, OpenRefusesANewerSchema) {

@@ -109,6 +109,13 @@ ALTER TABLE runs ADD COLUMN cause BLOB NOT NULL DEFAULT '';
 PRAGMA user_version = 4;
 )sql";
 
+// Schema version 5 keeps each job's latest prune cutoff: fire rows before it may be gone, so a
+// claim by schedule before it is refused.
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE job_state ADD COLUMN markers_pruned_ms INTEGER;
+PRAGMA user_version = 5;
+)sql";
+
 }  // namespace
 
 namespace sqlite {
@@ -163,14 +170,15 @@ Status coord::SqliteDb::CreateSchema() {
                                      std::to_string(v) + " is newer than this gnomon's (" +
                                      std::to_string(SqliteCoordinator::kSchemaVersion) + ")");
     }
-    if (v < 0 || v > 3) {
+    if (v < 0 || v > 4) {
       return InternalError("sqlite " + conn_->path() + ": unknown schema version " +
                            std::to_string(v));
     }
     if (v < 1) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV1));
     if (v < 2) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV2));
     if (v < 3) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV3));
-    return conn_->Exec(kSchemaV4);
+    if (v < 4) GNOMON_RETURN_IF_ERROR(conn_->Exec(kSchemaV4));
+    return conn_->Exec(kSchemaV5);
   });
 }
 

@@ -111,7 +111,20 @@ Status SqliteRunHistory::PruneHistory(const std::string& job_id, int keep_last, 
       s->BindText(1, job_id).Bind(2, cutoff_ms).Bind(3, int64_t{keep_last});
       GNOMON_RETURN_IF_ERROR(s->Run());
     }
-    // Fire rows are the claim keys that refuse a second claim: they go only with max_age.
+    // Fire rows are the claim keys that refuse a second claim: they go only with max_age. A
+    // prune that drops any stores its cutoff, so that no claim by schedule reaches behind it
+    // (FireLedger::Claim).
+    {
+      Result<Statement> s = store_.writer().conn().Prepare(
+          "INSERT INTO job_state (job_id, markers_pruned_ms) SELECT ?1, ?2 WHERE EXISTS ("
+          "SELECT 1 FROM fires WHERE job_id = ?1 AND open = 0 AND scheduled_ms < ?2) "
+          "ON CONFLICT (job_id) DO UPDATE SET markers_pruned_ms = "
+          "max(coalesce(markers_pruned_ms, excluded.markers_pruned_ms), "
+          "excluded.markers_pruned_ms)");
+      if (!s.ok()) return s.status();
+      s->BindText(1, job_id).Bind(2, cutoff_ms);
+      GNOMON_RETURN_IF_ERROR(s->Run());
+    }
     Result<Statement> s = store_.writer().conn().Prepare(
         "DELETE FROM fires WHERE job_id = ?1 AND open = 0 AND scheduled_ms < ?2");
     if (!s.ok()) return s.status();
