@@ -27,10 +27,10 @@
 // ascending), <~ms> its inverse (5e15 - ms, 17 digits, newest first), <shard> and <~att>
 // (2^31-1 - attempt) 10 digits; job ids never contain '/' or ' ', and every prefix read ends in
 // '/' so job `j1` never matches `j10`:
-//   P state/<job>                     JSON: paused, reason, fails, last (ms), tok (last token)
-//   P pruned/<job>                    ms (decimal): the latest PruneHistory cutoff; fire markers
-//                                     before it may be gone, so a claim by schedule before it
-//                                     is refused (ClaimOutcome::kTooOld)
+//   P state/<job>                     JSON: paused, reason, fails, last (ms), tok (last token),
+//                                     pruned (ms: the latest PruneHistory cutoff that dropped
+//                                     fire markers; a claim by schedule before it is refused,
+//                                     ClaimOutcome::kTooOld)
 //   P fire/<job>/<ms> <shard>         JSON fire marker: sc, att, tok, node, lease (ms), open.
 //                                     Kept after the fire closes (refuses a second claim) until
 //                                     PruneHistory's max_age.

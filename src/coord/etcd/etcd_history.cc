@@ -215,14 +215,15 @@ Status EtcdHistory::TrimTotal(int64_t excess) {
 }
 
 Status EtcdHistory::RaisePrunedBefore(const std::string& job_id, int64_t cutoff_ms) {
-  const std::string key = keys_.PrunedKey(job_id);
+  const std::string key = keys_.StateKey(job_id);
   for (int round = 0; round < kMaxRounds; ++round) {
     Snapshot s;
     GNOMON_RETURN_IF_ERROR(kv_.Read(s, {key}));
-    int64_t stored = 0;
-    if (s.Has(key) && ParseI64(s.Value(key), stored) && stored >= cutoff_ms) return Status::Ok();
+    StateRec state = DecodeState(s.Value(key));
+    if (state.pruned && *state.pruned >= cutoff_ms) return Status::Ok();
+    state.pruned = cutoff_ms;
     Writes w;
-    w.Put(key, std::to_string(cutoff_ms));
+    w.Put(key, Encode(state));
     Result<EtcdKv::Committed> c = kv_.Commit(s, w);
     if (!c.ok()) return c.status();
     if (c->succeeded) return Status::Ok();

@@ -82,6 +82,7 @@ FireRec DecodeFire(const std::string& text) {
 std::string Encode(const StateRec& s) {
   json j{{"paused", s.paused}, {"reason", s.reason}, {"fails", s.fails}};
   if (s.last) j["last"] = *s.last;
+  if (s.pruned) j["pruned"] = *s.pruned;
   return j.dump();
 }
 
@@ -93,6 +94,9 @@ StateRec DecodeState(const std::string& text) {
   s.reason = j.value("reason", "");
   s.fails = j.value("fails", 0);
   if (j.contains("last")) s.last = j["last"].get<int64_t>();
+  if (auto it = j.find("pruned"); it != j.end() && it->is_number_integer()) {
+    s.pruned = it->get<int64_t>();
+  }
   return s;
 }
 

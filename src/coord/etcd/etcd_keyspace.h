@@ -77,6 +77,9 @@ struct StateRec {
   std::string reason;
   int fails = 0;
   std::optional<int64_t> last;  // unix ms
+  // The latest PruneHistory cutoff that dropped fire markers (unix ms): claims by schedule
+  // before it are refused. Not part of JobState: the ledger reads it apart.
+  std::optional<int64_t> pruned;
 };
 std::string Encode(const StateRec& s);
 StateRec DecodeState(const std::string& text);
@@ -110,7 +113,6 @@ class EtcdKeyspace {
   const std::string& prefix() const { return p_; }
 
   std::string StateKey(const std::string& job) const { return p_ + "state/" + job; }
-  std::string PrunedKey(const std::string& job) const { return p_ + "pruned/" + job; }
   std::string FireTail(const FireKey& f) const {
     return f.job_id + "/" + Asc(f.scheduled_at.unix_millis()) + " " + Pad(f.shard, 10);
   }

@@ -29,10 +29,7 @@ Status EtcdLedgerTxn::Prefetch(const FireKey& fire, int attempt, bool job_state,
   std::vector<std::string> keys = {keys_.FireMarkerKey(fire), keys_.OpenKey(fire),
                                    keys_.LiveKey(fire)};
   if (attempt > 0) keys.push_back(keys_.RunKey(fire, attempt));
-  if (job_state) {
-    keys.push_back(keys_.StateKey(fire.job_id));
-    keys.push_back(keys_.PrunedKey(fire.job_id));
-  }
+  if (job_state) keys.push_back(keys_.StateKey(fire.job_id));
   std::vector<std::string> prefixes;
   if (live_fires) prefixes = {keys_.OpenPrefix(fire.job_id), keys_.LivePrefix(fire.job_id)};
   return Ensure(std::move(keys), std::move(prefixes));
@@ -208,18 +205,19 @@ Result<JobState> EtcdLedgerTxn::LoadJobState(const std::string& job_id) {
 }
 
 Result<std::optional<Instant>> EtcdLedgerTxn::MarkersPrunedBefore(const std::string& job_id) {
-  const std::string pk = keys_.PrunedKey(job_id);
-  GNOMON_RETURN_IF_ERROR(Ensure({pk}));
-  if (!s_.Has(pk)) return std::optional<Instant>();
-  int64_t ms = 0;
-  if (!ParseI64(s_.Value(pk), ms)) {
-    return InternalError("etcd: " + pk + ": not a number of milliseconds");
-  }
-  return std::optional<Instant>(Instant::FromUnixMillis(ms));
+  const std::string sk = keys_.StateKey(job_id);
+  GNOMON_RETURN_IF_ERROR(Ensure({sk}));
+  const std::optional<int64_t> ms = DecodeState(s_.Value(sk)).pruned;
+  return ms ? std::optional<Instant>(Instant::FromUnixMillis(*ms)) : std::nullopt;
 }
 
 Status EtcdLedgerTxn::PutJobState(const std::string& job_id, const JobState& state) {
-  w_.Put(keys_.StateKey(job_id), Encode(ToStateRec(state)));
+  // The prune cutoff is not part of JobState: kept as read.
+  const std::string sk = keys_.StateKey(job_id);
+  GNOMON_RETURN_IF_ERROR(Ensure({sk}));
+  StateRec rec = ToStateRec(state);
+  rec.pruned = DecodeState(s_.Value(sk)).pruned;
+  w_.Put(sk, Encode(rec));
   return Status::Ok();
 }
 
