@@ -210,6 +210,21 @@ std::unique_ptr<SqliteCoordinator> ReopenedAfter(const std::string& path, FakeCl
   return c;
 }
 
+// Opens a new file at `path` and claims `fire` in it (reported succeeded when `close`), the data
+// an older release leaves; the file is closed again on return.
+void ClaimInANewFile(const std::string& path, FakeClock& clock, const FireKey& fire, bool close) {
+  auto c = MustOpen(path, clock);
+  ASSERT_NE(c, nullptr);
+  Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = fire, .node_id = "n"});
+  ASSERT_TRUE(out.ok() && out->claim);
+  if (!close) return;
+  ASSERT_TRUE(c->Report(*out->claim,
+                        coord::NewRecord(fire, 1, out->claim->fencing_token, "n", clock.Now(),
+                                         RunOutcome::kSucceeded),
+                        true)
+                  .ok());
+}
+
 TEST(SqliteCoordinatorTest, OpenSetsWalAndTheSchemaVersion) {
   const std::string path = NewDbPath();
   FakeClock clock;
@@ -298,12 +313,7 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion3File) {
   const std::string path = NewDbPath();
   FakeClock clock;
   const FireKey old_fire{"upgraded", clock.Now() - std::chrono::seconds(5)};
-  {
-    auto c = MustOpen(path, clock);
-    ASSERT_NE(c, nullptr);
-    Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = old_fire, .node_id = "n"});
-    ASSERT_TRUE(out.ok() && out->claim);
-  }
+  ASSERT_NO_FATAL_FAILURE(ClaimInANewFile(path, clock, old_fire, false));
   auto c = ReopenedAfter(
       path, clock,
       "ALTER TABLE runs DROP COLUMN params; ALTER TABLE runs DROP COLUMN cause; " kDropV5
@@ -335,17 +345,7 @@ TEST(SqliteCoordinatorTest, OpenUpgradesAVersion4File) {
   const std::string path = NewDbPath();
   FakeClock clock;
   const FireKey old_fire{"upgraded", clock.Now() - std::chrono::hours(30)};
-  {
-    auto c = MustOpen(path, clock);
-    ASSERT_NE(c, nullptr);
-    Result<ClaimOutcome> out = c->Claim(ClaimRequest{.fire = old_fire, .node_id = "n"});
-    ASSERT_TRUE(out.ok() && out->claim);
-    ASSERT_TRUE(c->Report(*out->claim,
-                          coord::NewRecord(old_fire, 1, out->claim->fencing_token, "n", clock.Now(),
-                                           RunOutcome::kSucceeded),
-                          true)
-                    .ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ClaimInANewFile(path, clock, old_fire, true));
   auto c = ReopenedAfter(path, clock, kDropV5 "PRAGMA user_version = 4");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->Claim(ClaimRequest{.fire = old_fire, .node_id = "m"})->result,
