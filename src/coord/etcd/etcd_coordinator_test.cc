@@ -15,6 +15,7 @@
 #include "src/coord/coordinator_conformance.h"
 #include "src/coord/coordinator_util.h"
 #include "src/coord/etcd/etcd_client.h"
+#include "src/coord/etcd/etcd_keyspace.h"
 #include "src/coord/etcd/etcd_test_util.h"
 
 namespace gnomon::testing {
@@ -108,6 +109,33 @@ ClaimRequest Req(const FireKey& fire, const std::string& node,
 }
 
 // --- ParseEtcdUrl ------------------------------------------------------------------------------
+
+// A job's state key is backend data: fields of the wrong type read as absent, never throw, and
+// a well-formed one round-trips with its prune cutoff.
+TEST(EtcdKeyspaceTest, AStateKeyReadsFieldsOfTheWrongTypeAsAbsent) {
+  using coord::etcd::DecodeState;
+  using coord::etcd::StateRec;
+  const StateRec bad =
+      DecodeState(R"({"paused":"yes","reason":7,"fails":"3","last":"12","pruned":1.5,"extra":[]})");
+  EXPECT_FALSE(bad.paused);
+  EXPECT_EQ(bad.reason, "");
+  EXPECT_EQ(bad.fails, 0);
+  EXPECT_FALSE(bad.last.has_value());
+  EXPECT_FALSE(bad.pruned.has_value());
+  EXPECT_EQ(DecodeState(R"({"fails":-4})").fails, 0);
+  StateRec good;
+  good.paused = true;
+  good.reason = "api";
+  good.fails = 2;
+  good.last = 1772323200000;
+  good.pruned = 1772236800000;
+  const StateRec back = DecodeState(coord::etcd::Encode(good));
+  EXPECT_TRUE(back.paused);
+  EXPECT_EQ(back.reason, "api");
+  EXPECT_EQ(back.fails, 2);
+  EXPECT_EQ(back.last, good.last);
+  EXPECT_EQ(back.pruned, good.pruned);
+}
 
 TEST(ParseEtcdUrlTest, AcceptsEndpointsCredentialsAndPrefix) {
   Result<EtcdOptions> o = ParseEtcdUrl("etcd://h1:2379,h2:2380,h3/prod/gnomon");

@@ -1,5 +1,6 @@
 #include "src/coord/etcd/etcd_keyspace.h"
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 
@@ -90,10 +91,17 @@ StateRec DecodeState(const std::string& text) {
   StateRec s;
   json j = json::parse(text, nullptr, false);
   if (!j.is_object()) return s;
-  s.paused = j.value("paused", false);
-  s.reason = j.value("reason", "");
-  s.fails = j.value("fails", 0);
-  if (j.contains("last")) s.last = j["last"].get<int64_t>();
+  // Backend data: a field of the wrong type reads as absent rather than throwing.
+  if (auto it = j.find("paused"); it != j.end() && it->is_boolean()) s.paused = it->get<bool>();
+  if (auto it = j.find("reason"); it != j.end() && it->is_string()) {
+    s.reason = it->get<std::string>();
+  }
+  if (auto it = j.find("fails"); it != j.end() && it->is_number_integer()) {
+    s.fails = static_cast<int>(std::clamp<int64_t>(it->get<int64_t>(), 0, INT_MAX));
+  }
+  if (auto it = j.find("last"); it != j.end() && it->is_number_integer()) {
+    s.last = it->get<int64_t>();
+  }
   if (auto it = j.find("pruned"); it != j.end() && it->is_number_integer()) {
     s.pruned = it->get<int64_t>();
   }
