@@ -12,9 +12,11 @@ call, over COST_JOBS jobs, so the history indexes fill up and the trims run as i
 and, from INFO commandstats, each command's calls and microseconds per fire; the scripts' own
 time (evalsha) minus the commands they call is the Lua interpreter's and the write propagation's
 share. Also a "minimal" pair (MIN_CLAIM, MIN_REPORT: ten commands per fire, the floor of a
-script-based layout) and a "no-op" pair of scripts that take the same arguments and do nothing:
-the cost of passing a fire's arguments in and the replies out, the floor under any script
-design.
+script-based layout with a key per fire), three "packed" pairs (a job's state and its fire markers
+in one hash, its history in streams: the floor of a layout with fewer keys and commands per fire;
+one of them drops old markers as the ledger backends do, another keeps each marker in a key of
+its own) and a "no-op" pair of scripts that take the same arguments and do nothing: the cost of
+passing a fire's arguments in and the replies out, the floor under any script design.
 
 COST_BASELINE=DIR measures, in the same run and right after gnomon's, the claim and report
 scripts another build wrote there (`fleet_load scripts DIR` of an earlier commit): a change to
@@ -154,6 +156,175 @@ end
 return out"""
 
 
+# A packed pair, the floor of a layout that keeps each job's state, token and fire markers as
+# fields of one hash per job (not gnomon's layout): a claim is one HMGET of the job's hash (token,
+# running count, pause, the fire's marker field) + one HSET (token, running count, marker); a
+# report is HMGET (marker, running count, failures) + HSET (marker closed, counts) + XADD of the
+# whole record to the job's history stream + XADD of a pointer to the global stream; the lease
+# index written once per batch (one ZADD, one ZREM). Overlap, pause, failure counts and the token
+# floor cost no command here (fields of the same hash). It leaves out what such a layout would
+# still need: dropping old marker fields (a hash field has no expiry on Redis 7.0), and a record
+# while the attempt runs (listing running attempts): a lower bound, not a design.
+PACKED_CLAIM = MIN_PROLOGUE + """local leases = {}
+for k = 0, A[5] - 1 do
+  local i = 6 + k * 11
+  local job, ms_s, shard_s, node = A[i], A[i + 1], A[i + 2], A[i + 4]
+  local jk = GB .. ':{' .. job .. '}'
+  local mf = 'm:' .. ms_s .. ':' .. shard_s
+  local s = redis.call('HMGET', jk, 'tok', 'run', 'paused', mf)
+  if s[4] or s[3] then
+    out[k + 1] = {'ALREADY', NOW_S}
+  else
+    local tok = math.max((tonumber(s[1]) or 0) + 1, NOW * 1000)
+    local tok_s = format('%d', tok)
+    local lease_s = format('%d', NOW + A[i + 5])
+    redis.call('HSET', jk, 'tok', tok_s, 'run', (tonumber(s[2]) or 0) + 1,
+               mf, tok_s .. ' 1 ' .. lease_s .. ' ' .. node)
+    leases[#leases + 1] = lease_s
+    leases[#leases + 1] = job .. ' ' .. mf
+    out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
+  end
+end
+if #leases > 0 then redis.call('ZADD', GB .. ':leases', unpack(leases)) end
+return out"""
+
+PACKED_REPORT = MIN_PROLOGUE + """local done = {}
+local i = 6
+for k = 1, A[5] do
+  local n = A[i] + 0
+  local job, ms_s, shard_s, tok = A[i + 1], A[i + 2], A[i + 3], A[i + 4]
+  local last = i + n
+  local jk = GB .. ':{' .. job .. '}'
+  local mf = 'm:' .. ms_s .. ':' .. shard_s
+  local s = redis.call('HMGET', jk, mf, 'run', 'fails')
+  local m_tok, m_open, m_lease = string.match(s[1] or '', '^(%d+) (%d) (%d+)')
+  if m_tok ~= tok or m_open ~= '1' or m_lease + 0 <= NOW then
+    out[k] = {'LEASE', 'x'}
+  else
+    local id = redis.call('XADD', jk .. ':h', 'MAXLEN', '~', A[2], '*', unpack(A, i + 8, last))
+    redis.call('HSET', jk, mf, tok .. ' 0 ' .. id, 'run', math.max((tonumber(s[2]) or 1) - 1, 0),
+               'fails', 0)
+    redis.call('XADD', GB .. ':h', 'MAXLEN', '~', A[3], '*', 'j', job, 'id', id)
+    done[#done + 1] = job .. ' ' .. mf
+    out[k] = {'OK'}
+  end
+  i = last + 1
+end
+if #done > 0 then redis.call('ZREM', GB .. ':leases', unpack(done)) end
+return out"""
+
+
+# The packed pair with each fire's marker a string key of its own instead of a field of the
+# job's hash, so that the marker expires with a TTL (SET ... PX) and nothing has to drop old
+# fields: a claim is HMGET (state) + SET NX PX (marker) + HSET (state); a report is GET (marker) +
+# SET XX PX (marker closed) + HSET (state) + the two XADD. Also a lower bound, not a design.
+PACKED_KEYS_CLAIM = MIN_PROLOGUE + """local leases = {}
+for k = 0, A[5] - 1 do
+  local i = 6 + k * 11
+  local job, ms_s, shard_s, node = A[i], A[i + 1], A[i + 2], A[i + 4]
+  local jk = GB .. ':{' .. job .. '}'
+  local fid = ms_s .. ':' .. shard_s
+  local s = redis.call('HMGET', jk, 'tok', 'run', 'paused')
+  local tok = math.max((tonumber(s[1]) or 0) + 1, NOW * 1000)
+  local tok_s = format('%d', tok)
+  local lease_s = format('%d', NOW + A[i + 5])
+  if s[3] or not redis.call('SET', jk .. ':f:' .. fid, tok_s .. ' 1 ' .. lease_s .. ' ' .. node,
+                            'NX', 'PX', A[4]) then
+    out[k + 1] = {'ALREADY', NOW_S}
+  else
+    redis.call('HSET', jk, 'tok', tok_s, 'run', (tonumber(s[2]) or 0) + 1)
+    leases[#leases + 1] = lease_s
+    leases[#leases + 1] = job .. ' ' .. fid
+    out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
+  end
+end
+if #leases > 0 then redis.call('ZADD', GB .. ':leases', unpack(leases)) end
+return out"""
+
+PACKED_KEYS_REPORT = MIN_PROLOGUE + """local done = {}
+local i = 6
+for k = 1, A[5] do
+  local n = A[i] + 0
+  local job, ms_s, shard_s, tok = A[i + 1], A[i + 2], A[i + 3], A[i + 4]
+  local last = i + n
+  local jk = GB .. ':{' .. job .. '}'
+  local fid = ms_s .. ':' .. shard_s
+  local fk = jk .. ':f:' .. fid
+  local m = redis.call('GET', fk)
+  local m_tok, m_open, m_lease = string.match(m or '', '^(%d+) (%d) (%d+)')
+  if m_tok ~= tok or m_open ~= '1' or m_lease + 0 <= NOW then
+    out[k] = {'LEASE', 'x'}
+  else
+    local s = redis.call('HMGET', jk, 'run', 'fails')
+    local id = redis.call('XADD', jk .. ':h', 'MAXLEN', '~', A[2], '*', unpack(A, i + 8, last))
+    redis.call('SET', fk, tok .. ' 0 ' .. id, 'XX', 'PX', A[4])
+    redis.call('HSET', jk, 'run', math.max((tonumber(s[1]) or 1) - 1, 0), 'fails', 0)
+    redis.call('XADD', GB .. ':h', 'MAXLEN', '~', A[3], '*', 'j', job, 'id', id)
+    done[#done + 1] = job .. ' ' .. fid
+    out[k] = {'OK'}
+  end
+  i = last + 1
+end
+if #done > 0 then redis.call('ZREM', GB .. ':leases', unpack(done)) end
+return out"""
+
+
+# The packed pair with its markers dropped as the ledger backends drop theirs: the claim also
+# indexes the marker by instant (ZADD to the job's marker index), and once the job's oldest
+# marker (a field of its hash, read by the same HMGET) is older than keep + slack before the
+# fire, it drops every marker older than keep (ZRANGEBYSCORE + HDEL + ZREMRANGEBYSCORE) and
+# records that cutoff in the job's hash, below which a claim is refused. With 10,000 jobs each
+# fires every ~78 rounds (78 s of fire time), so the defaults (COST_PRUNE_KEEP_S=80,
+# COST_PRUNE_SLACK_S=120) prune a job every ~2-3 of its fires, from the end of the warm-up on: a
+# real retention (days) drops thousands of markers per prune, so this counts the pruning high;
+# COST_PRUNE_KEEP_S=80000 (no prune in the run) counts it as nothing but the index write.
+PACKED_PRUNED_CLAIM_TEMPLATE = MIN_PROLOGUE + """local leases = {}
+for k = 0, A[5] - 1 do
+  local i = 6 + k * 11
+  local job, ms_s, shard_s, node = A[i], A[i + 1], A[i + 2], A[i + 4]
+  local ms = tonumber(ms_s)
+  local jk = GB .. ':{' .. job .. '}'
+  local mf = 'm:' .. ms_s .. ':' .. shard_s
+  local s = redis.call('HMGET', jk, 'tok', 'run', 'paused', 'mo', 'pr', mf)
+  if s[6] or s[3] then
+    out[k + 1] = {'ALREADY', NOW_S}
+  elseif s[5] and ms < tonumber(s[5]) then
+    out[k + 1] = {'OLD', NOW_S}
+  else
+    local tok = math.max((tonumber(s[1]) or 0) + 1, NOW * 1000)
+    local tok_s = format('%d', tok)
+    local lease_s = format('%d', NOW + A[i + 5])
+    local set = {'tok', tok_s, 'run', (tonumber(s[2]) or 0) + 1,
+                 mf, tok_s .. ' 1 ' .. lease_s .. ' ' .. node}
+    local mo = tonumber(s[4])
+    if not mo or mo > ms then
+      set[#set + 1] = 'mo'
+      set[#set + 1] = ms_s
+    elseif mo < ms - KEEP_MS - SLACK_MS then
+      local cut = format('%d', ms - KEEP_MS)
+      local old = redis.call('ZRANGEBYSCORE', jk .. ':mi', '-inf', '(' .. cut)
+      if #old > 0 then
+        redis.call('HDEL', jk, unpack(old))
+        redis.call('ZREMRANGEBYSCORE', jk .. ':mi', '-inf', '(' .. cut)
+      end
+      for _, v in ipairs({'mo', cut, 'pr', cut}) do set[#set + 1] = v end
+    end
+    redis.call('HSET', jk, unpack(set))
+    redis.call('ZADD', jk .. ':mi', ms_s, mf)
+    leases[#leases + 1] = lease_s
+    leases[#leases + 1] = job .. ' ' .. mf
+    out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
+  end
+end
+if #leases > 0 then redis.call('ZADD', GB .. ':leases', unpack(leases)) end
+return out"""
+
+
+def packed_pruned_claim(keep_ms, slack_ms):
+    return PACKED_PRUNED_CLAIM_TEMPLATE.replace("KEEP_MS", str(keep_ms)).replace(
+        "SLACK_MS", str(slack_ms))
+
+
 def as_function(name, src):
     """A Redis Functions library with one function `name` whose body is the script `src`."""
     return ("#!lua name=%s\nredis.register_function{function_name='%s', "
@@ -248,7 +419,12 @@ def main():
             variants.insert(0, base)
         else:
             variants.append(base)
-    variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("no-op", NOOP_CLAIM, NOOP_REPORT)]
+    pruned_claim = packed_pruned_claim(int(os.environ.get("COST_PRUNE_KEEP_S", "80")) * 1000,
+                                       int(os.environ.get("COST_PRUNE_SLACK_S", "120")) * 1000)
+    variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("packed", PACKED_CLAIM, PACKED_REPORT),
+                 ("packed, markers pruned", pruned_claim, PACKED_REPORT),
+                 ("packed, markers as keys", PACKED_KEYS_CLAIM, PACKED_KEYS_REPORT),
+                 ("no-op", NOOP_CLAIM, NOOP_REPORT)]
     if os.environ.get("COST_FUNCTIONS") == "1":
         variants += [("gnomon as functions", claim, report),
                      ("minimal as functions", MIN_CLAIM, MIN_REPORT)]
@@ -276,8 +452,11 @@ def main():
         extra += (", \"gnomon_functions_us_per_fire\": %.1f, \"minimal_functions_us_per_fire\": "
                   "%.1f" % (results["gnomon as functions"], results["minimal as functions"]))
     print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
-          "\"noop_us_per_fire\": %.1f%s}" % (results["gnomon"], results["minimal"],
-                                             results["no-op"], extra))
+          "\"packed_us_per_fire\": %.1f, \"packed_pruned_us_per_fire\": %.1f, "
+          "\"packed_marker_keys_us_per_fire\": %.1f, \"noop_us_per_fire\": %.1f%s}" %
+          (results["gnomon"], results["minimal"], results["packed"],
+           results["packed, markers pruned"], results["packed, markers as keys"],
+           results["no-op"], extra))
     return 0
 
 
