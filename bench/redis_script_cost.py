@@ -214,6 +214,87 @@ if #done > 0 then redis.call('ZREM', GB .. ':leases', unpack(done)) end
 return out"""
 
 
+# The packed pair with its markers dropped with their history records instead, as the ledger
+# backends drop theirs: no index, no command per fire more. A record (a stream entry) names its
+# fire; the job's hash counts its records (hn), and a report that brings them to keep + slack
+# reads the oldest beyond keep (XRANGE), drops their markers (HDEL) and them (XTRIM MAXLEN) and
+# raises the job's cutoff past their instants, below which a claim is refused. With the defaults
+# (COST_PRUNE_RECORDS=4, COST_PRUNE_RECORDS_SLACK=4) a job drops 4 markers every 4 of its fires
+# (three commands per 4 fires): a real cap (10,000 records, a slack of 625) drops them 625 at a
+# time, so this counts the dropping high.
+PACKED_WITH_RECORDS_CLAIM = MIN_PROLOGUE + """local leases = {}
+for k = 0, A[5] - 1 do
+  local i = 6 + k * 11
+  local job, ms_s, shard_s, node = A[i], A[i + 1], A[i + 2], A[i + 4]
+  local jk = GB .. ':{' .. job .. '}'
+  local mf = 'm:' .. ms_s .. ':' .. shard_s
+  local s = redis.call('HMGET', jk, 'tok', 'run', 'paused', 'pr', mf)
+  if s[5] or s[3] then
+    out[k + 1] = {'ALREADY', NOW_S}
+  elseif s[4] and tonumber(ms_s) < tonumber(s[4]) then
+    out[k + 1] = {'OLD', NOW_S}
+  else
+    local tok = math.max((tonumber(s[1]) or 0) + 1, NOW * 1000)
+    local tok_s = format('%d', tok)
+    local lease_s = format('%d', NOW + A[i + 5])
+    redis.call('HSET', jk, 'tok', tok_s, 'run', (tonumber(s[2]) or 0) + 1,
+               mf, tok_s .. ' 1 ' .. lease_s .. ' ' .. node)
+    leases[#leases + 1] = lease_s
+    leases[#leases + 1] = job .. ' ' .. mf
+    out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
+  end
+end
+if #leases > 0 then redis.call('ZADD', GB .. ':leases', unpack(leases)) end
+return out"""
+
+PACKED_WITH_RECORDS_REPORT_TEMPLATE = MIN_PROLOGUE + """local done = {}
+local i = 6
+for k = 1, A[5] do
+  local n = A[i] + 0
+  local job, ms_s, shard_s, tok = A[i + 1], A[i + 2], A[i + 3], A[i + 4]
+  local last = i + n
+  local jk = GB .. ':{' .. job .. '}'
+  local mf = 'm:' .. ms_s .. ':' .. shard_s
+  local s = redis.call('HMGET', jk, mf, 'run', 'hn', 'pr')
+  local m_tok, m_open, m_lease = string.match(s[1] or '', '^(%d+) (%d) (%d+)')
+  if m_tok ~= tok or m_open ~= '1' or m_lease + 0 <= NOW then
+    out[k] = {'LEASE', 'x'}
+  else
+    local id = redis.call('XADD', jk .. ':h', '*', 'f', mf, unpack(A, i + 8, last))
+    local hn = (tonumber(s[3]) or 0) + 1
+    local set = {mf, tok .. ' 0 ' .. id, 'run', math.max((tonumber(s[2]) or 1) - 1, 0),
+                 'fails', 0}
+    if hn >= KEEP + SLACK then
+      local old = redis.call('XRANGE', jk .. ':h', '-', '+', 'COUNT', hn - KEEP)
+      local fields, cut = {}, tonumber(s[4]) or 0
+      for _, e in ipairs(old) do
+        fields[#fields + 1] = e[2][2]
+        cut = math.max(cut, tonumber(string.match(e[2][2], '^m:(%d+)')) + 1)
+      end
+      redis.call('HDEL', jk, unpack(fields))
+      redis.call('XTRIM', jk .. ':h', 'MAXLEN', KEEP)
+      hn = KEEP
+      set[#set + 1] = 'pr'
+      set[#set + 1] = format('%d', cut)
+    end
+    set[#set + 1] = 'hn'
+    set[#set + 1] = hn
+    redis.call('HSET', jk, unpack(set))
+    redis.call('XADD', GB .. ':h', 'MAXLEN', '~', A[3], '*', 'j', job, 'id', id)
+    done[#done + 1] = job .. ' ' .. mf
+    out[k] = {'OK'}
+  end
+  i = last + 1
+end
+if #done > 0 then redis.call('ZREM', GB .. ':leases', unpack(done)) end
+return out"""
+
+
+def packed_with_records_report(keep, slack):
+    return PACKED_WITH_RECORDS_REPORT_TEMPLATE.replace("KEEP", str(keep)).replace(
+        "SLACK", str(slack))
+
+
 # The packed pair with each fire's marker a string key of its own instead of a field of the
 # job's hash, so that the marker expires with a TTL (SET ... PX) and nothing has to drop old
 # fields: a claim is HMGET (state) + SET NX PX (marker) + HSET (state); a report is GET (marker) +
@@ -421,8 +502,13 @@ def main():
             variants.append(base)
     pruned_claim = packed_pruned_claim(int(os.environ.get("COST_PRUNE_KEEP_S", "80")) * 1000,
                                        int(os.environ.get("COST_PRUNE_SLACK_S", "120")) * 1000)
+    with_records_report = packed_with_records_report(
+        int(os.environ.get("COST_PRUNE_RECORDS", "4")),
+        int(os.environ.get("COST_PRUNE_RECORDS_SLACK", "4")))
     variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("packed", PACKED_CLAIM, PACKED_REPORT),
                  ("packed, markers pruned", pruned_claim, PACKED_REPORT),
+                 ("packed, markers dropped with their records", PACKED_WITH_RECORDS_CLAIM,
+                  with_records_report),
                  ("packed, markers as keys", PACKED_KEYS_CLAIM, PACKED_KEYS_REPORT),
                  ("no-op", NOOP_CLAIM, NOOP_REPORT)]
     if os.environ.get("COST_FUNCTIONS") == "1":
@@ -453,10 +539,12 @@ def main():
                   "%.1f" % (results["gnomon as functions"], results["minimal as functions"]))
     print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
           "\"packed_us_per_fire\": %.1f, \"packed_pruned_us_per_fire\": %.1f, "
-          "\"packed_marker_keys_us_per_fire\": %.1f, \"noop_us_per_fire\": %.1f%s}" %
+          "\"packed_with_records_us_per_fire\": %.1f, \"packed_marker_keys_us_per_fire\": %.1f, "
+          "\"noop_us_per_fire\": %.1f%s}" %
           (results["gnomon"], results["minimal"], results["packed"],
-           results["packed, markers pruned"], results["packed, markers as keys"],
-           results["no-op"], extra))
+           results["packed, markers pruned"],
+           results["packed, markers dropped with their records"],
+           results["packed, markers as keys"], results["no-op"], extra))
     return 0
 
 
