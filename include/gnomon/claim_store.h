@@ -74,8 +74,8 @@ struct ClaimOutcome {
     kOverlap,         // overlap = forbid and a run is live: recorded as skipped (once)
     kPaused,          // the job is paused: recorded as skipped ("paused") (once)
     kBusy,            // overlap = buffer_*, a run is live: nothing recorded; claim again later
-    // A fire by schedule (cause "") older than the backend keeps its closed markers. Its marker
-    // may be gone, so whether it ran cannot be told: nothing is claimed or recorded. Redis:
+    // A fire (by schedule or a backfill) older than the backend keeps its closed markers. Its
+    // marker may be gone, so whether it ran cannot be told: nothing is claimed or recorded. Redis:
     // scheduled_at <= backend Now() - RedisOptions::fire_retention (markers expire on their
     // own). Memory, SQLite, etcd: scheduled_at before the cutoff of the job's latest
     // PruneHistory (now - max_age then), which drops closed markers with their history.

@@ -29,7 +29,7 @@
 // '/' so job `j1` never matches `j10`:
 //   P state/<job>                     JSON: paused, reason, fails, last (ms), tok (last token),
 //                                     pruned (ms: the latest PruneHistory cutoff that dropped
-//                                     fire markers; a claim by schedule before it is refused,
+//                                     fire markers; a claim before it is refused,
 //                                     ClaimOutcome::kTooOld)
 //   P fire/<job>/<ms> <shard>         JSON fire marker: sc, att, tok, node, lease (ms), open.
 //                                     Kept after the fire closes (refuses a second claim) until

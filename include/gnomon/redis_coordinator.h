@@ -72,10 +72,10 @@
 // try by a second, so no write scans the whole excess. A job's index is then bounded by its cap,
 // its running fires and a second of its writes. PruneHistory applies the per-job retention
 // (keep_last fires, max_age). Fire markers are kept fire_retention after the later of their
-// close and their instant, so a pruned fire still cannot be claimed twice; a claim by schedule of
-// a fire fire_retention or more before the server's clock is refused (ClaimOutcome::kTooOld), so
-// none can come once a marker is gone. The markers' memory is bounded by fire_retention times the
-// fires per second (246 bytes each, docs/operations.md).
+// close and their instant, so a pruned fire still cannot be claimed twice; a claim (by schedule or
+// a backfill) of a fire fire_retention or more before the server's clock is refused
+// (ClaimOutcome::kTooOld), so none can come once a marker is gone. The markers' memory is bounded
+// by fire_retention times the fires per second (246 bytes each, docs/operations.md).
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
 // per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc
@@ -175,10 +175,10 @@ struct RedisOptions {
   Duration reconnect_backoff_max = std::chrono::seconds(32);
   // How long a closed or skipped fire's marker is kept (it refuses a second claim of the fire),
   // counted from the later of its close and the fire's instant (URL `?fire_retention=2h`). A fire
-  // by schedule older than this (backend clock) is not claimed (ClaimOutcome::kTooOld): its
-  // marker may be gone. So it bounds how far back a catch-up reaches: keep it above every job's
-  // catchup_window. Markers take memory for it: 246 bytes per fire (docs/operations.md).
-  // kMinFireRetention (1 h) to kMaxFireRetention (366 days). Default 7 days.
+  // older than this (backend clock) is not claimed, by schedule or a backfill
+  // (ClaimOutcome::kTooOld): its marker may be gone. So it bounds how far back a catch-up reaches:
+  // keep it above every job's catchup_window. Markers take memory for it: 246 bytes per fire
+  // (docs/operations.md). kMinFireRetention (1 h) to kMaxFireRetention (366 days). Default 7 days.
   Duration fire_retention = std::chrono::hours(24 * 7);
   // History records kept per job (oldest finished ones are trimmed, in batches: up to
   // cap / 16, at most 63, more are held meanwhile; see Boundedness). Default 10000. Must be >= 1.

@@ -42,7 +42,7 @@ class RunHistory {
   // Deletes the job's finished records beyond the newest `keep_last` fires or older than
   // `max_age` (by scheduled_at, backend clock). Running records are never pruned. A backend
   // that keeps closed fire markers as long as their history (memory, SQLite, etcd) drops those
-  // older than `max_age` too, and from then on refuses a claim by schedule of any fire before
+  // older than `max_age` too, and from then on refuses a claim of any fire before
   // that cutoff (ClaimOutcome::kTooOld): a fire whose marker is gone is never claimed again.
   virtual Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) = 0;
 };

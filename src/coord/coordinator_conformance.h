@@ -39,7 +39,7 @@ struct CoordinatorFactory {
   // nullptr when the backend cannot be created (the test then fails).
   std::function<std::unique_ptr<Coordinator>(FakeClock* clock)> make;
   // Whether PruneHistory drops closed fire markers with their history (memory, SQLite, etcd):
-  // then a claim by schedule before its cutoff is kTooOld. False for a backend whose markers
+  // then a claim before its cutoff is kTooOld. False for a backend whose markers
   // expire on their own (Redis: RedisOptions::fire_retention).
   bool markers_go_with_history = true;
 };

@@ -79,13 +79,11 @@ Result<ClaimOutcome> FireLedger::Claim(const ClaimRequest& req) {
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return MakeOutcome(R::kAlreadyClaimed, now);
   if (fire.scheduled_at > now + req.skew_tolerance) return MakeOutcome(R::kTooEarly, now);
-  if (req.cause.empty()) {
-    // A fire by schedule older than the job's pruned markers: had it run, its marker is gone, so
-    // a claim could run it a second time. An operator's claim (it has a cause) is not held to it.
-    Result<std::optional<Instant>> pruned = txn_.MarkersPrunedBefore(fire.job_id);
-    if (!pruned.ok()) return pruned.status();
-    if (*pruned && fire.scheduled_at < **pruned) return MakeOutcome(R::kTooOld, now);
-  }
+  // A fire older than the job's pruned markers: had it run, its marker is gone, so a claim could
+  // run it a second time. A backfill (a claim with a cause) is held to it as well.
+  Result<std::optional<Instant>> pruned = txn_.MarkersPrunedBefore(fire.job_id);
+  if (!pruned.ok()) return pruned.status();
+  if (*pruned && fire.scheduled_at < **pruned) return MakeOutcome(R::kTooOld, now);
   Result<JobState> state = txn_.LoadJobState(fire.job_id);
   if (!state.ok()) return state.status();
   if (state->paused) {

@@ -229,12 +229,12 @@ TEST_P(CoordinatorConformanceTest, PruneHistoryDropsOldRecordsButNeverRunningOne
   EXPECT_TRUE(coord_->Renew(old_running, kTtl).ok());
 }
 
-// A fire that ran is never claimed again by schedule, even once its history was pruned. A
-// backend that drops the fire's marker with its history refuses, from the prune on, every claim
-// by schedule before the prune's cutoff as too old to check (kTooOld), whether the fire ran or
-// not; one whose markers expire on their own still finds the marker (kAlreadyClaimed). Fires
-// inside the cutoff, other jobs' fires, and an operator's claim (it has a cause) are claimed.
-TEST_P(CoordinatorConformanceTest, AFireWhoseHistoryWasPrunedIsNotClaimedAgainBySchedule) {
+// A fire that ran is never claimed again, even once its history was pruned. A backend that
+// drops the fire's marker with its history refuses, from the prune on, every claim before the
+// prune's cutoff as too old to check (kTooOld), whether the fire ran or not, a backfill's too;
+// one whose markers expire on their own still finds the marker (kAlreadyClaimed). Fires inside
+// the cutoff and other jobs' fires are claimed.
+TEST_P(CoordinatorConformanceTest, AFireWhoseHistoryWasPrunedIsNotClaimedAgain) {
   const bool dropped = GetParam().markers_go_with_history;
   const Instant t0 = clock_.Now();
   CLAIM_OR_FAIL(ran, *coord_, Req(Fire("j", t0 - hours(30)), "n"));
@@ -270,10 +270,17 @@ TEST_P(CoordinatorConformanceTest, AFireWhoseHistoryWasPrunedIsNotClaimedAgainBy
   CLAIM_OR_FAIL(recent, *coord_, Req(Fire("m", t0 - hours(1)), "n"));
   ASSERT_OK(coord_->PruneHistory("m", 1, hours(24)));
   CLAIM_OR_FAIL(older_than_the_cutoff, *coord_, Req(Fire("m", t0 - hours(30)), "n"));
-  ClaimRequest backfill = Req(Fire("j", t0 - hours(25)), "n");
-  backfill.cause = "backfill by ops";
-  CLAIM_OR_FAIL(operator_claim, *coord_, backfill);
-  EXPECT_EQ(operator_claim.cause, "backfill by ops");
+  // A backfill (a claim with a cause) is held to the cutoff too: the fire that ran, and one
+  // behind the cutoff that never ran, are refused; one inside it is claimed.
+  auto backfill = [](const FireKey& fire) {
+    ClaimRequest req = Req(fire, "ops");
+    req.cause = "backfill by ops";
+    return req;
+  };
+  expect_refused(backfill(ran.fire), pruned_answer);
+  if (dropped) expect_refused(backfill(Fire("j", t0 - hours(25))), R::kTooOld);
+  CLAIM_OR_FAIL(backfilled, *coord_, backfill(Fire("j", t0 - hours(23))));
+  EXPECT_EQ(backfilled.cause, "backfill by ops");
 }
 
 }  // namespace

@@ -415,6 +415,46 @@ TEST(SchedulerMisfireTest, FiresOlderThanTheBackendKeepsMarkersAreNeitherRunNorR
   for (const RunRecord& r : history) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded) << r.run_id;
 }
 
+// A backfill over a fire whose history the backend pruned (memory, SQLite and etcd drop its
+// marker with it): the backend reads the fire as unrecorded, so the backfill lists it, but the
+// fire cannot be told from one that never ran, so its claim is refused as too old: it is neither
+// run a second time nor recorded, and a `skipped` event "too-old" says so.
+TEST(SchedulerMisfireTest, ABackfillDoesNotRunAFireWhoseHistoryWasPruned) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator coord(clock);
+  RecordingExecutor exec;
+  JobSpec j = Job("bf", "0 * * * * *");
+  j.misfire = MisfirePolicy::kSkip;  // the start's catch-up runs nothing
+  ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(coord, exec, clock, j));
+  ASSERT_EQ(exec.attempts().size(), 1u);
+  const FireKey ran{"bf", exec.attempts()[0].scheduled_at};
+  clock.Advance(std::chrono::hours(2) + seconds(30));  // between two fires: none is due
+  ASSERT_TRUE(coord.PruneHistory("bf", 1, std::chrono::hours(1)).ok());
+  ASSERT_EQ(coord.FiresRecorded({ran}).value(), std::vector<bool>{false}) << "pruned";
+  Node b("b", coord, exec, clock);
+  ASSERT_TRUE(b.scheduler->AddJob(j).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  Result<BackfillPlan> plan = b.scheduler->Backfill(
+      "bf", ran.scheduled_at, ran.scheduled_at + seconds(1), 1, 100, "backfill by ops");
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->run_ids, std::vector<std::string>{ran.RunId()});
+  ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 1, "too-old"));
+  b.scheduler->Stop();
+  int runs_of_it = 0;
+  for (const auto& a : exec.attempts()) runs_of_it += a.scheduled_at == ran.scheduled_at;
+  EXPECT_EQ(runs_of_it, 1) << "not run a second time";
+  EXPECT_EQ(exec.attempts().size(), 1u) << "nor anything else";
+  EXPECT_EQ(coord.FiresRecorded({ran}).value(), std::vector<bool>{false}) << "nor recorded";
+  int too_old = 0;
+  for (const SchedulerEvent& e : b.observer.events()) {
+    if (e.kind == Kind::kSkipped && e.detail == "too-old") {
+      EXPECT_EQ(e.run_id, ran.RunId());
+      ++too_old;
+    }
+  }
+  EXPECT_EQ(too_old, 1);
+}
+
 // Moves `clock` to `t` in steps of `step`, letting n's engine react after each.
 void StepTo(FakeClock& clock, Node& n, Instant t, Duration step) {
   while (clock.Now() < t) {

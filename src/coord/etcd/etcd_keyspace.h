@@ -77,8 +77,8 @@ struct StateRec {
   std::string reason;
   int fails = 0;
   std::optional<int64_t> last;  // unix ms
-  // The latest PruneHistory cutoff that dropped fire markers (unix ms): claims by schedule
-  // before it are refused. Not part of JobState: the ledger reads it apart.
+  // The latest PruneHistory cutoff that dropped fire markers (unix ms): claims before it
+  // are refused. Not part of JobState: the ledger reads it apart.
   std::optional<int64_t> pruned;
 };
 std::string Encode(const StateRec& s);

@@ -54,8 +54,9 @@ bool Uses(std::string_view text, std::string_view name) {
 // now
 constexpr const char* kClaimFn = R"lua(
 -- A[i..]: job ms shard shard_count node ttl_ms skew_ms overlap run_id deadline cause
--- A fire by schedule at or before OLDEST is not claimed: a closed marker is kept fire_retention
--- after its instant (keep_closed), so an older fire's may be gone and nothing tells whether it ran.
+-- A fire at or before OLDEST is not claimed, by schedule or by a backfill: a closed marker is kept
+-- fire_retention after its instant (keep_closed), so an older fire's may be gone and nothing tells
+-- whether it ran.
 local OLDEST = NOW - ARGV[4]
 local function claim_one(A, i)
   local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
@@ -65,7 +66,7 @@ local function claim_one(A, i)
   if redis.call('EXISTS', jb .. ':fire:' .. fid) == 1 then return {'ALREADY', NOW_S} end
   local ms = ms_s + 0
   if ms > NOW + A[i + 6] then return {'EARLY', NOW_S} end
-  if ms <= OLDEST and A[i + 10] == '' then return {'OLD', NOW_S} end
+  if ms <= OLDEST then return {'OLD', NOW_S} end
   -- The job's state, read once: paused, the token counter, the last claimed instant.
   local st = redis.call('HMGET', jb .. ':state', 'paused', 'token', 'last')
   if st[1] == '1' then
