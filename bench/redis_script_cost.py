@@ -165,16 +165,24 @@ return out"""
 # floor cost no command here (fields of the same hash). It leaves out what such a layout would
 # still need: dropping old marker fields (a hash field has no expiry on Redis 7.0), and a record
 # while the attempt runs (listing running attempts): a lower bound, not a design.
-PACKED_CLAIM = MIN_PROLOGUE + """local leases = {}
+def packed_claim(with_cutoff=False):
+    """The packed claim; `with_cutoff` also reads the job's cutoff (field pr) in the same HMGET
+    and refuses a fire before it (OLD)."""
+    fields, marker, refuse = "'tok', 'run', 'paused', mf", "s[4]", ""
+    if with_cutoff:
+        fields, marker = "'tok', 'run', 'paused', 'pr', mf", "s[5]"
+        refuse = ("  elseif s[4] and tonumber(ms_s) < tonumber(s[4]) then\n"
+                  "    out[k + 1] = {'OLD', NOW_S}\n")
+    return MIN_PROLOGUE + """local leases = {}
 for k = 0, A[5] - 1 do
   local i = 6 + k * 11
   local job, ms_s, shard_s, node = A[i], A[i + 1], A[i + 2], A[i + 4]
   local jk = GB .. ':{' .. job .. '}'
   local mf = 'm:' .. ms_s .. ':' .. shard_s
-  local s = redis.call('HMGET', jk, 'tok', 'run', 'paused', mf)
-  if s[4] or s[3] then
+  local s = redis.call('HMGET', jk, FIELDS)
+  if MARKER or s[3] then
     out[k + 1] = {'ALREADY', NOW_S}
-  else
+REFUSE  else
     local tok = math.max((tonumber(s[1]) or 0) + 1, NOW * 1000)
     local tok_s = format('%d', tok)
     local lease_s = format('%d', NOW + A[i + 5])
@@ -186,7 +194,7 @@ for k = 0, A[5] - 1 do
   end
 end
 if #leases > 0 then redis.call('ZADD', GB .. ':leases', unpack(leases)) end
-return out"""
+return out""".replace("FIELDS", fields).replace("MARKER", marker).replace("REFUSE", refuse)
 
 PACKED_REPORT = MIN_PROLOGUE + """local done = {}
 local i = 6
@@ -221,32 +229,7 @@ return out"""
 # raises the job's cutoff past their instants, below which a claim is refused. With the defaults
 # (COST_PRUNE_RECORDS=4, COST_PRUNE_RECORDS_SLACK=4) a job drops 4 markers every 4 of its fires
 # (three commands per 4 fires): a real cap (10,000 records, a slack of 625) drops them 625 at a
-# time, so this counts the dropping high.
-PACKED_WITH_RECORDS_CLAIM = MIN_PROLOGUE + """local leases = {}
-for k = 0, A[5] - 1 do
-  local i = 6 + k * 11
-  local job, ms_s, shard_s, node = A[i], A[i + 1], A[i + 2], A[i + 4]
-  local jk = GB .. ':{' .. job .. '}'
-  local mf = 'm:' .. ms_s .. ':' .. shard_s
-  local s = redis.call('HMGET', jk, 'tok', 'run', 'paused', 'pr', mf)
-  if s[5] or s[3] then
-    out[k + 1] = {'ALREADY', NOW_S}
-  elseif s[4] and tonumber(ms_s) < tonumber(s[4]) then
-    out[k + 1] = {'OLD', NOW_S}
-  else
-    local tok = math.max((tonumber(s[1]) or 0) + 1, NOW * 1000)
-    local tok_s = format('%d', tok)
-    local lease_s = format('%d', NOW + A[i + 5])
-    redis.call('HSET', jk, 'tok', tok_s, 'run', (tonumber(s[2]) or 0) + 1,
-               mf, tok_s .. ' 1 ' .. lease_s .. ' ' .. node)
-    leases[#leases + 1] = lease_s
-    leases[#leases + 1] = job .. ' ' .. mf
-    out[k + 1] = {'CLAIMED', NOW_S, tok_s, lease_s}
-  end
-end
-if #leases > 0 then redis.call('ZADD', GB .. ':leases', unpack(leases)) end
-return out"""
-
+# time, so this counts the dropping high. Its claim is packed_claim(with_cutoff=True).
 PACKED_WITH_RECORDS_REPORT_TEMPLATE = MIN_PROLOGUE + """local done = {}
 local i = 6
 for k = 1, A[5] do
@@ -505,9 +488,9 @@ def main():
     with_records_report = packed_with_records_report(
         int(os.environ.get("COST_PRUNE_RECORDS", "4")),
         int(os.environ.get("COST_PRUNE_RECORDS_SLACK", "4")))
-    variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("packed", PACKED_CLAIM, PACKED_REPORT),
+    variants += [("minimal", MIN_CLAIM, MIN_REPORT), ("packed", packed_claim(), PACKED_REPORT),
                  ("packed, markers pruned", pruned_claim, PACKED_REPORT),
-                 ("packed, markers dropped with their records", PACKED_WITH_RECORDS_CLAIM,
+                 ("packed, markers dropped with their records", packed_claim(with_cutoff=True),
                   with_records_report),
                  ("packed, markers as keys", PACKED_KEYS_CLAIM, PACKED_KEYS_REPORT),
                  ("no-op", NOOP_CLAIM, NOOP_REPORT)]
