@@ -433,4 +433,46 @@ describe('dashboard on a server with its generated admin token', () => {
     assert.ok(!page.url().includes('token='));
     assert.deepEqual(consoleLog.errors, []);
   });
+
+  // The first render asks the server whether it wants a token. A page opened while that answer
+  // is out must stay the page shown: the first render, answered later, must not draw over it.
+  test('a page opened while the first one still loads is the one shown', async () => {
+    const page = await browser.context.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT);
+    const consoleLog = watchConsole(page);
+    // In the page, before its code: the answer to its first HEAD is held until the test lets it
+    // go; each answer is counted one task after the page's code has run on it (a render's steps
+    // after an await are microtasks, all done before that task); hash changes are counted before
+    // the page's own listener, which asks its question at once.
+    await page.addInitScript(() => {
+      const fetchOf = window.fetch.bind(window);
+      let letGo = null;
+      const gate = new Promise((resolve) => { letGo = resolve; });
+      window.seen = { asked: 0, answered: 0, hashchanges: 0, letGo };
+      window.addEventListener('hashchange', () => { window.seen.hashchanges += 1; });
+      window.fetch = (input, init) => {
+        if (!init || init.method !== 'HEAD') return fetchOf(input, init);
+        window.seen.asked += 1;
+        let reply = fetchOf(input, init);
+        if (window.seen.asked === 1) reply = reply.finally(() => gate);
+        const count = () => setTimeout(() => { window.seen.answered += 1; }, 0);
+        reply.then(count, count);
+        return reply;
+      };
+    });
+    const link = server.log().match(/dashboard="?([^\s"]+)/)[1];
+    await page.goto(link);
+    await page.waitForURL(/#\/jobs$/);
+    await page.goto(`${server.url}/#/playground`);
+    // Every question but the held one answered, then the held one let go.
+    await waitFor('the playground render to ask and be answered', async () => page.evaluate(
+      () => window.seen.hashchanges >= 1 && window.seen.asked - window.seen.answered === 1), STEP_TIMEOUT);
+    await page.evaluate(() => window.seen.letGo());
+    await waitFor('every question answered', async () => page.evaluate(
+      () => window.seen.answered === window.seen.asked), STEP_TIMEOUT);
+    assert.equal(await page.title(), 'Cron playground · gnomon');
+    await page.getByLabel('Cron expression').waitFor();
+    assert.equal(await page.locator('#main .page').count(), 1);
+    assert.deepEqual(consoleLog.errors, []);
+  });
 });

@@ -3,7 +3,7 @@
 
 const TOKEN_KEY = 'gnomon.token';
 
-let authMode = null; // "bearer" | "none", from the X-Gnomon-Auth header of the page itself
+let authMode = null; // a promise of "bearer" or "none", from the X-Gnomon-Auth header of the page
 
 export class ApiError extends Error {
   constructor(status, code, message, field) {
@@ -26,14 +26,12 @@ export function setToken(value) {
 // Whether the server wants a token. Asked once with a HEAD of the page (never answers 401).
 export async function authRequired() {
   if (authMode === null) {
-    try {
-      const res = await fetch('/', { method: 'HEAD', cache: 'no-store' });
-      authMode = res.headers.get('X-Gnomon-Auth') === 'none' ? 'none' : 'bearer';
-    } catch {
-      authMode = 'bearer';
-    }
+    // Renders that start while the question is out share its one request.
+    authMode = fetch('/', { method: 'HEAD', cache: 'no-store' })
+      .then((res) => (res.headers.get('X-Gnomon-Auth') === 'none' ? 'none' : 'bearer'))
+      .catch(() => 'bearer');
   }
-  return authMode === 'bearer';
+  return (await authMode) === 'bearer';
 }
 
 let unauthorizedHandler = () => {};

@@ -24,6 +24,9 @@ const routes = [
 ];
 
 let current = null; // { cleanups: [] } of the page on screen
+// Each render takes the next number; one that finds a newer number after an await was overtaken
+// by a later navigation and draws nothing (its page would cover the one the user went to).
+let renderSeq = 0;
 
 // "#/jobs/x?y=1" -> { path: "/jobs/x", query: URLSearchParams }
 function parseHash() {
@@ -81,6 +84,7 @@ function takeTokenFromLink() {
 }
 
 async function render() {
+  const seq = ++renderSeq;
   teardown();
   takeTokenFromLink();
   if (!location.hash || location.hash === '#' || location.hash === '#/') {
@@ -90,6 +94,7 @@ async function render() {
   const { path, query } = parseHash();
   const main = document.getElementById('main');
   const needsToken = await authRequired();
+  if (seq !== renderSeq) return;
   renderSession(needsToken);
 
   let route = routes.find((r) => r.pattern.test(path));
