@@ -400,8 +400,8 @@ def packed_pruned_claim(keep_ms, slack_ms):
 # from its open marker. The listing's count (hn) is a field of the job's hash, so a trim (drop the
 # oldest entries of closed fires beyond the cap, their records and markers, and raise the cutoff
 # "pr" below which a claim is refused) costs no command until it runs. A claim is HMGET + HSET +
-# ZADD, a report HMGET + HSET; a claim answers "<token> <lease end>" and a report "OK", one
-# string each (a refusal keeps its array). Overlap policies other than allow, pause (a skipped record), the
+# ZADD, a report HMGET + HSET; a claim answers "<now> <token> <lease end>" and a report "OK",
+# one string each (a refusal keeps its array). Overlap policies other than allow, pause (a skipped record), the
 # deadline, the too-early and too-old bounds and the token's server-clock floor are all in the
 # scripts; the bench's fires take the allow path.
 LEDGER_PROLOGUE = """local GB = KEYS[2]
@@ -557,7 +557,7 @@ local function claim_one(i)
   GPEND.leases[job .. ' ' .. fid] = lease_s
   GPEND.runs[m] = '0'
   if hn + 1 >= A[2] + slack_of(A[2] + 0) then trim_job(jb, hn + 1, pr) end
-  return tok_s .. ' ' .. lease_s
+  return NOW_S .. ' ' .. tok_s .. ' ' .. lease_s
 end
 for k = 0, A[5] - 1 do out[k + 1] = claim_one(6 + k * 11) end
 flush_global()
@@ -589,21 +589,18 @@ LEDGER_REPORT = LEDGER_PROLOGUE + """local function report_one(i)
   end
   return 'OK'
 end
-local at = 6
-for k = 1, A[5] + 0 do
-  local n = A[at] + 0
-  out[k] = report_one(at + 1)
-  at = at + n + 1
-end
+for k = 0, A[5] - 1 do out[k + 1] = report_one(6 + k * 8) end
 flush_global()
 return out"""
 
 
 def ledger_record(fields):
-    """A record as the ledger pair's client would send it: "<outcome>\\n", then each field as
-    "<length>:<value>" (the codec of src/coord/redis/redis_codec.cc)."""
-    values = dict(zip(fields[0::2], fields[1::2]))
-    return values["out"] + "\n" + "".join("%d:%s" % (len(v), v) for v in fields[1::2])
+    """A record as gnomon's client sends it since the ledger layout (EncodeRecord in
+    src/coord/redis/redis_codec.cc): "<outcome>\\n", then shard count, token, node, start, end,
+    error, output, skip reason, params, cause and exit code, each "<length>:<value>"."""
+    v = dict(zip(fields[0::2], fields[1::2]))
+    order = ["sc", "tok", "node", "st", "fin", "err", "output", "skip", "params", "cause", "exit"]
+    return v["out"] + "\n" + "".join("%d:%s" % (len(v.get(k, "")), v.get(k, "")) for k in order)
 
 
 def as_function(name, src):
@@ -614,6 +611,9 @@ def as_function(name, src):
 
 def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
             one_record=False):
+    """`one_record`: the pair takes a report's record as one argument (items of 8, no count
+    before each) and answers a claim "<now> <token> <lease end>" (gnomon's scripts since the
+    ledger layout, and the ledger pair)."""
     data = tempfile.mkdtemp(dir=workdir)
     redis = Redis(data)
     try:
@@ -637,8 +637,8 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
             for j in batch:
                 args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms, "", ""]
             claims = conn.cmd(*call["claim"], "2", BASE, BASE, *args)
-            if one_record:  # the ledger pair answers a claim with "<token> <lease end>"
-                claims = [["CLAIMED", ""] + c.split(" ") if isinstance(c, str) else c
+            if one_record:  # "<now> <token> <lease end>"
+                claims = [["CLAIMED"] + c.split(" ") if isinstance(c, str) else c
                           for c in claims]
             if len(claims) != BATCH or any(c[0] != "CLAIMED" for c in claims):
                 raise RuntimeError("%s: a claim was refused: %r" % (name, claims[:2]))
@@ -650,9 +650,10 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
                           "out", "succeeded", "err", "", "output", "done\n", "skip", "",
                           "exit", "0"]
                 if one_record:
-                    fields = [ledger_record(fields)]
-                item = [j, ms, "0", tok, "1", "1", "reset"] + fields
-                args += [str(len(item))] + item
+                    args += [j, ms, "0", tok, "1", "1", "reset", ledger_record(fields)]
+                else:
+                    item = [j, ms, "0", tok, "1", "1", "reset"] + fields
+                    args += [str(len(item))] + item
             reports = conn.cmd(*call["report"], "2", BASE, BASE, *args)
             if any(r != "OK" and r[0] != "OK" for r in reports):
                 raise RuntimeError("%s: a report was refused: %r" % (name, reports[:2]))
@@ -725,7 +726,7 @@ def main():
     for name, c, r in variants:
         cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir,
                                    functions=name.endswith("as functions"),
-                                   one_record=name == "ledger")
+                                   one_record=name == "ledger" or "'r:' .." in r)
         results[name] = cpu
         print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
               (name, cpu, keys))

@@ -1,6 +1,7 @@
-// `gnomon migrate redis-groups`: moves a Redis keyspace written by a release before key groups
-// to the layout this release opens (RedisCoordinator::MigrateKeyGroups; docs/operations.md
-// "Upgrading"). `gnomon serve` refuses such a keyspace and names this command.
+// `gnomon migrate redis-groups`: moves a Redis keyspace written by an earlier release (before key
+// groups, or key groups with a key per fire) to the layout this release opens
+// (RedisCoordinator::MigrateKeyGroups; docs/operations.md "Upgrading"). `gnomon serve` refuses
+// such a keyspace and names this command.
 #include <iostream>
 
 #include "apps/gnomon/commands.h"
@@ -41,10 +42,11 @@ int RunMigrateGroups(const MigrateArgs& args) {
   if (!done.ok()) return Fail(done.status());
   const std::string keyspace = options->prefix + ":" + options->ns;
   if (done->already_done) {
-    std::cout << keyspace << ": already on key groups, nothing to move\n";
+    std::cout << keyspace << ": already on this release's layout, nothing to move\n";
   } else {
-    std::cout << keyspace << ": moved to key groups: " << done->job_keys << " job keys, "
-              << done->shared_keys << " shared keys\n";
+    std::cout << keyspace << ": moved to this release's layout: " << done->job_keys
+              << " job keys into key groups, " << done->shared_keys << " shared keys, "
+              << done->ledger_keys << " keys into their job's hash\n";
   }
   return kExitOk;
 }
@@ -58,7 +60,8 @@ void AddMigrateCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MigrateArgs>();
   CLI::App* groups = migrate->add_subcommand(
       "redis-groups",
-      "Move a Redis keyspace of a release before key groups to them (stop every node first)");
+      "Move a Redis keyspace of an earlier release to this release's layout (stop every node "
+      "first)");
   groups->add_option("--config", args->config,
                      "Config file (TOML): backend, backend_password_file");
   groups->add_option("--backend", args->backend,

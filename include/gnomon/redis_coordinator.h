@@ -12,23 +12,26 @@
 // made at once by several threads are sent together, one script call per batch (claim_one and
 // report_one per item, each answered on its own; src/coord/redis/redis_batcher.h).
 //
-// Key layout ("key groups"). Every key starts with `<prefix>:<ns>` (RedisOptions::prefix / ns),
-// written B below. Each job belongs to one of 1,024 key groups, G = the low 10 bits of the
-// 64-bit FNV-1a hash of its id (coord::redis::KeyGroup; the scripts' group_of computes the same);
-// the group is the hash tag of every key of the job, so a job's keys share one Redis Cluster
-// slot, and so do a group's jobs. The hash and the 1,024 are part of the layout: changing either
-// re-keys every job. With J = B:{g<G>}:job:<job>:
-//   J:state                       hash: paused, reason, fails, last (ms), token (counter),
-//                                 trim_at (see Boundedness)
-//   J:fire:<ms>:<shard>           hash: the fire marker: att, tok, node, lease (ms), open, sc,
-//                                 cp (checkpoint). No TTL while open; once closed or skipped,
-//                                 a TTL of fire_retention from the later of then and <ms>.
-//   J:live                        zset: open fires of the job ("<ms>:<shard>"), score = lease end
+// Key layout ("ledger", docs/redis-ledger-layout.md). Every key starts with `<prefix>:<ns>`
+// (RedisOptions::prefix / ns), written B below. Each job belongs to one of 1,024 key groups, G =
+// the low 10 bits of the 64-bit FNV-1a hash of its id (coord::redis::KeyGroup; the scripts'
+// group_of computes the same); the group is the hash tag of every key of the job, so a job's keys
+// share one Redis Cluster slot, and so do a group's jobs. The hash and the 1,024 are part of the
+// layout: changing either re-keys every job. A fire creates no key of its own. With
+// J = B:{g<G>}:job:<job>:
+//   J                             hash: the job's state: paused, reason, fails, last (ms), token
+//                                 (counter), trim_at; hn (its listing's entries), pr (its cutoff,
+//                                 ms: a claim before it is too old); live, its open fires
+//                                 ("<ms>:<shard> " each); m:<ms>:<shard>, a fire marker:
+//                                 "<attempt> <token> <lease end> <open 1/0> <shard count>
+//                                 <attempt start> <node as <length>:<bytes>><cause>";
+//                                 cp:<ms>:<shard>, a fire's checkpoint; r:<member>, the history
+//                                 record of a listing member, as the client encodes it
+//                                 (src/coord/redis/redis_codec.h EncodeRecord). A running attempt
+//                                 has no record field (or its live output's): readers list it from
+//                                 its fire's open marker.
 //   J:runs                        zset (all scores 0, ordered by member = listing order):
 //                                 "<9e15-ms, 16 digits> <job> <shard, 10> <2^31-1-attempt, 10>"
-//   J:run:<ms>:<shard>:<n>        hash: one history record (attempt n); written when the
-//                                 attempt starts and updated in place by its reports (a running
-//                                 record has no err, output, skip nor exit yet: read as empty)
 // Shared keys, under the tag {~shared} (not a job id, so no job's tag can equal it):
 //   B:{~shared}:leases    zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
 //   B:{~shared}:runs      zset, the same members as every J:runs: the all-jobs listing
@@ -41,9 +44,10 @@
 //   B:{~shared}:audit_failed  the same for failed calls (status >= 400), capped apart
 //                         (newest `keep` kept); its seq is meta's audit_seq (same scheme as tokens)
 //   B:{~shared}:events    pub/sub channel: the new jobs version after each definition/pause change
-//   B:{~shared}:layout    "groups": the layout the keyspace holds. Open writes it into an empty
-//                         keyspace and refuses one of the earlier per-job layout ("B:{job}:…",
-//                         global B:leases, B:runs, …) until MigrateKeyGroups has moved it.
+//   B:{~shared}:layout    "ledger": the layout the keyspace holds. Open writes it into an empty
+//                         keyspace and refuses one of an earlier layout (key groups: "groups"; one
+//                         slot per job: "B:{job}:…", global B:leases, B:runs, …) until
+//                         MigrateKeyGroups has moved it.
 //   B:queue:<tag>         queue streams (gnomon/redis_queue.h), each its own slot
 // A script's writes to the lease index and the listing wait until it ends (also when it fails
 // halfway) and go as one ZADD / ZREM per index, the last write of a member winning, so a claim or
@@ -59,23 +63,25 @@
 // listing keeps max_records_total members without deleting the records it drops (each job's
 // cap still holds). docs/redis-cluster.md has the design and what is not done yet.
 //
-// Boundedness. History is capped per job (max_records_per_job) and in total (max_records_total),
-// with a slack of cap / 16 (1 to 64): once a new record makes an index exceed its cap by the
-// slack, the oldest finished records beyond the cap are dropped in one batch (running ones are
-// kept), so an index holds at most cap + slack - 1 records besides running ones (10,063 per job
-// and 100,063 in total by default) and the trimming work is shared by `slack` writes. A batch
-// looks at most at 4 slacks + 64 records (the global index, trimmed once per script: at most
-// max(4 slacks, the script's additions), and a claim script adds at most 128). Claims of old
-// instants (a misfire catch-up) list at the old end: in the global index a running record there
-// leaves the global listing only (it stays listed under its job); in a job's index running records
-// are kept, and when more than 64 hold the trim back, the job's trim_at (now + 1 s) defers the next
-// try by a second, so no write scans the whole excess. A job's index is then bounded by its cap,
-// its running fires and a second of its writes. PruneHistory applies the per-job retention
-// (keep_last fires, max_age). Fire markers are kept fire_retention after the later of their
-// close and their instant, so a pruned fire still cannot be claimed twice; a claim (by schedule or
-// a backfill) of a fire fire_retention or more before the server's clock is refused
-// (ClaimOutcome::kTooOld), so none can come once a marker is gone. The markers' memory is bounded
-// by fire_retention times the fires per second (246 bytes each, docs/operations.md).
+// Boundedness. A job's listing (J:runs) is capped at max_records_per_job and the all-jobs
+// listing at max_records_total, each with a slack of cap / 16 (1 to 64): once a new entry makes a
+// listing exceed its cap by the slack, its oldest entries beyond the cap go in one batch, so a
+// listing holds at most cap + slack - 1 entries besides open fires' (10,063 per job and 100,063
+// in total by default) and the trimming work is shared by `slack` writes. A job's trim drops
+// entries of closed fires only, with their records and fire markers, and raises the job's cutoff
+// pr past their instants: a claim of a fire before it (by schedule or a backfill) is refused
+// (ClaimOutcome::kTooOld), as the marker that would refuse it may be gone. The all-jobs trim
+// drops the members and their records only (a running attempt's live output too: its next save
+// writes it again); their jobs' entries and markers stay, bounded by each job's cap. A job's
+// listing counts its entries (hn), so a claim pays nothing for its trim until it runs; open fires
+// among the oldest (a misfire catch-up lists at the old end) are looked past, up to 64, and when
+// more hold the trim back, the job's trim_at (now + 1 s) defers the next try by a second, so no
+// claim scans the whole excess. PruneHistory applies the per-job retention: the records of the
+// fires beyond the newest keep_last go (their entries and markers stay: such a fire is still
+// refused as claimed), and fires older than max_age go whole, markers included, the cutoff then
+// now - max_age, as on the other backends. A claim of a fire fire_retention or more before the
+// server's clock is refused too. So a job's markers, entries and records are bounded by its cap,
+// whatever its rate.
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
 // per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc
@@ -110,8 +116,8 @@
 //
 // Persistence. Open() reads CONFIG GET appendonly and maxmemory-policy: without `appendonly yes`
 // the server loses acknowledged claims on a restart (docs/reliability.md F4), and under any
-// policy but `noeviction` a full server may evict fire markers (they carry a TTL once closed, so
-// the volatile-* policies pick them too) and a fire may then be claimed again. Open refuses
+// policy but `noeviction` a full server may evict a job's hash, its fire markers with it, and a
+// fire may then be claimed again. Open refuses
 // either with FailedPrecondition unless allow_unsafe is set; then unsafe_persistence() is true
 // (the daemon logs it loudly and exports it as a metric).
 //
@@ -173,12 +179,11 @@ struct RedisOptions {
   Duration reconnect_backoff_min = std::chrono::seconds(1);
   // Cap of the reconnect wait. Default 32 s. Must be >= reconnect_backoff_min.
   Duration reconnect_backoff_max = std::chrono::seconds(32);
-  // How long a closed or skipped fire's marker is kept (it refuses a second claim of the fire),
-  // counted from the later of its close and the fire's instant (URL `?fire_retention=2h`). A fire
-  // older than this (backend clock) is not claimed, by schedule or a backfill
-  // (ClaimOutcome::kTooOld): its marker may be gone. So it bounds how far back a catch-up reaches:
-  // keep it above every job's catchup_window. Markers take memory for it: 246 bytes per fire
-  // (docs/operations.md). kMinFireRetention (1 h) to kMaxFireRetention (366 days). Default 7 days.
+  // How far back a fire may be claimed (URL `?fire_retention=2h`): a fire older than this
+  // (backend clock) is not claimed, by schedule or a backfill (ClaimOutcome::kTooOld). It bounds
+  // how far back a catch-up reaches (so does the job's cutoff, see Boundedness): keep it above
+  // every job's catchup_window. kMinFireRetention (1 h) to kMaxFireRetention (366 days). Default
+  // 7 days.
   Duration fire_retention = std::chrono::hours(24 * 7);
   // History records kept per job (oldest finished ones are trimmed, in batches: up to
   // cap / 16, at most 63, more are held meanwhile; see Boundedness). Default 10000. Must be >= 1.
@@ -225,9 +230,10 @@ struct RedisOptions {
 
 // What RedisCoordinator::MigrateKeyGroups did.
 struct KeyGroupMigration {
-  bool already_done = false;  // the keyspace held key groups already; nothing was changed
+  bool already_done = false;  // the keyspace held this version's layout already; nothing changed
   int64_t job_keys = 0;       // per-job keys moved into their group
   int64_t shared_keys = 0;    // global keys moved under {~shared}
+  int64_t ledger_keys = 0;    // state, live, marker and record keys moved into their job's hash
 };
 
 // Parses `redis://[user[:password]@]host[:port][/db]` and
@@ -263,17 +269,20 @@ class RedisCoordinator final : public Coordinator {
   // TLS handshake (certificate chain or name; the message names the server and the reason);
   // FailedPrecondition when persistence is off, eviction is on (or either cannot be read) and
   // allow_unsafe is false, or
-  // when the keyspace holds the per-job layout of an earlier release (the message names
+  // when the keyspace holds the layout of an earlier release (the message names
   // `gnomon migrate redis-groups`) or a layout this version does not know.
   static Result<std::unique_ptr<RedisCoordinator>> Open(const RedisOptions& options);
 
-  // Moves a keyspace written by an earlier release (one slot per job) to key groups, in place:
-  // every per-job key is RENAMEd into its group (TTLs kept), the global keys move under
-  // {~shared}, and the layout marker is written last. Refuses
-  // (FailedPrecondition, naming them) while a node's heartbeat in the old keyspace has not
-  // expired: a node of the earlier release still running would claim again the fires whose
-  // markers moved. Can be repeated: a move stopped halfway is finished by the next run, and a
-  // keyspace already on key groups is left as it is (already_done). Errors as Open's otherwise.
+  // Moves a keyspace written by an earlier release to this version's layout, in place. One slot
+  // per job (one primary only): every per-job key is RENAMEd into its key group and the global
+  // keys move under {~shared}. Key groups (one primary or a Cluster): each job's state, open
+  // fires, fire markers, checkpoints and records move into its hash J, one key per script (a
+  // marker alone, whose records were trimmed, gets a listing entry so that the job's cap drops it
+  // in turn). The layout marker is written last. Refuses (FailedPrecondition, naming them) while
+  // a node's heartbeat in the old keyspace has not expired: a node of the earlier release still
+  // running would claim again the fires whose markers moved. Can be repeated: a move stopped
+  // halfway is finished by the next run, and a keyspace already on this layout is left as it is
+  // (already_done). Errors as Open's otherwise.
   static Result<KeyGroupMigration> MigrateKeyGroups(const RedisOptions& options);
   ~RedisCoordinator() override;
   RedisCoordinator(const RedisCoordinator&) = delete;

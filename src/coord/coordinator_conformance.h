@@ -38,9 +38,8 @@ struct CoordinatorFactory {
   // Returns a new, empty backend whose clock is `clock` (never null; outlives the backend), or
   // nullptr when the backend cannot be created (the test then fails).
   std::function<std::unique_ptr<Coordinator>(FakeClock* clock)> make;
-  // Whether PruneHistory drops closed fire markers with their history (memory, SQLite, etcd):
-  // then a claim before its cutoff is kTooOld. False for a backend whose markers
-  // expire on their own (Redis: RedisOptions::fire_retention).
+  // Whether PruneHistory drops closed fire markers with their history (every backend today): then
+  // a claim before its cutoff is kTooOld. False for a backend whose markers expire on their own.
   bool markers_go_with_history = true;
 };
 

@@ -201,7 +201,7 @@ class RedisUpgradeTest(UpgradeChecks, unittest.TestCase):
              "--node-id", "new"], cwd=self.dir, capture_output=True, text=True, timeout=60)
         self.assertNotEqual(refused.returncode, 0, refused.stdout)
         self.assertIn("gnomon migrate redis-groups", refused.stderr)
-        for expected in ("moved to key groups", "already on key groups"):
+        for expected in ("moved to this release's layout", "already on this release's layout"):
             migrated = subprocess.run([GNOMON, "migrate", "redis-groups", "--backend", url],
                                       capture_output=True, text=True, timeout=120)
             self.assertEqual(migrated.returncode, 0, migrated.stderr)

@@ -11,11 +11,61 @@ namespace {
 namespace scripts = redis_scripts;
 using namespace redis;  // NOLINT(google-build-using-namespace): the backend's codecs
 
+// A granted claim's answer from claim_one: "<now> <token> <lease>", or, when it replaced other
+// fires, the array CLAIMED now token lease replaced...
+struct Granted {
+  int64_t now = 0;
+  int64_t token = 0;
+  int64_t lease = 0;
+};
+std::optional<Granted> GrantedOf(const RedisReply& r) {
+  Granted g;
+  if (r.type == RedisReply::Type::kString) {
+    const size_t a = r.str.find(' ');
+    const size_t b = a == std::string::npos ? a : r.str.find(' ', a + 1);
+    const std::string_view s = r.str;
+    if (b == std::string::npos || !ParseInt(s.substr(0, a), g.now) ||
+        !ParseInt(s.substr(a + 1, b - a - 1), g.token) || !ParseInt(s.substr(b + 1), g.lease)) {
+      return std::nullopt;
+    }
+    return g;
+  }
+  if (!IsArray(r, 4) || Word(r) != "CLAIMED" || !IntAt(r, 1, g.now) || !IntAt(r, 2, g.token) ||
+      !IntAt(r, 3, g.lease)) {
+    return std::nullopt;
+  }
+  return g;
+}
+
 // One claim_one reply (redis_scripts.cc) as the outcome of `req`.
 Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& r) {
+  using R = ClaimOutcome::Result;
+  if (std::optional<Granted> g = GrantedOf(r)) {
+    ClaimOutcome out = coord::MakeOutcome(R::kClaimed, Instant::FromUnixMillis(g->now));
+    out.claim = gnomon::Claim{req.fire, 1, g->token, req.node_id, Instant::FromUnixMillis(g->lease),
+                              req.cause};
+    for (size_t i = 4; r.type == RedisReply::Type::kArray && i < r.elements.size(); ++i) {
+      // "<ms>:<shard>:<shard_count>"
+      const std::string& s = r.elements[i].str;
+      size_t c1 = s.find(':', 1);
+      size_t c2 = c1 == std::string::npos ? c1 : s.find(':', c1 + 1);
+      int64_t ms = 0, shard = 0, count = 0;
+      if (c2 == std::string::npos || !ParseInt(std::string_view(s).substr(0, c1), ms) ||
+          !ParseInt(std::string_view(s).substr(c1 + 1, c2 - c1 - 1), shard) ||
+          !ParseInt(std::string_view(s).substr(c2 + 1), count)) {
+        return Malformed("claim (replaced fires)");
+      }
+      FireKey replaced;
+      replaced.job_id = req.fire.job_id;
+      replaced.scheduled_at = Instant::FromUnixMillis(ms);
+      replaced.shard = static_cast<int>(shard);
+      replaced.shard_count = static_cast<int>(count);
+      out.replaced.push_back(std::move(replaced));
+    }
+    return out;
+  }
   int64_t now = 0;
   if (!IsArray(r, 2) || !IntAt(r, 1, now)) return Malformed("claim");
-  using R = ClaimOutcome::Result;
   const std::string& word = Word(r);
   if (word == "LATE") {
     // The command sat in a buffer (a paused or overloaded server) past the client's timeout:
@@ -30,32 +80,7 @@ Result<ClaimOutcome> ParseClaimReply(const ClaimRequest& req, const RedisReply& 
   if (word == "PAUSED") return coord::MakeOutcome(R::kPaused, backend_now);
   if (word == "OVERLAP") return coord::MakeOutcome(R::kOverlap, backend_now);
   if (word == "BUSY") return coord::MakeOutcome(R::kBusy, backend_now);
-  int64_t token = 0, lease = 0;
-  if (word != "CLAIMED" || !IntAt(r, 2, token) || !IntAt(r, 3, lease)) {
-    return Malformed("claim");
-  }
-  ClaimOutcome out = coord::MakeOutcome(R::kClaimed, backend_now);
-  out.claim =
-      gnomon::Claim{req.fire, 1, token, req.node_id, Instant::FromUnixMillis(lease), req.cause};
-  for (size_t i = 4; i < r.elements.size(); ++i) {
-    // "<ms>:<shard>:<shard_count>"
-    const std::string& s = r.elements[i].str;
-    size_t c1 = s.find(':', 1);
-    size_t c2 = c1 == std::string::npos ? c1 : s.find(':', c1 + 1);
-    int64_t ms = 0, shard = 0, count = 0;
-    if (c2 == std::string::npos || !ParseInt(std::string_view(s).substr(0, c1), ms) ||
-        !ParseInt(std::string_view(s).substr(c1 + 1, c2 - c1 - 1), shard) ||
-        !ParseInt(std::string_view(s).substr(c2 + 1), count)) {
-      return Malformed("claim (replaced fires)");
-    }
-    FireKey replaced;
-    replaced.job_id = req.fire.job_id;
-    replaced.scheduled_at = Instant::FromUnixMillis(ms);
-    replaced.shard = static_cast<int>(shard);
-    replaced.shard_count = static_cast<int>(count);
-    out.replaced.push_back(std::move(replaced));
-  }
-  return out;
+  return Malformed("claim");
 }
 
 }  // namespace
@@ -128,8 +153,7 @@ Result<RedisReply> RedisClaims::SendClaims(
               " ms (wait_replicas): its fires are not started" + Unclaim(part, *r, ib);
           if (r->type != RedisReply::Type::kArray) return Malformed("claim batch");
           for (RedisReply& e : r->elements) {
-            if (IsArray(e, 3) && Word(e) == "CLAIMED")
-              e = RedisReply{RedisReply::Type::kError, why};
+            if (GrantedOf(e)) e = RedisReply{RedisReply::Type::kError, why};
           }
         }
         return r;
@@ -146,11 +170,11 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
   scripts::ArgList args(scripts::ArgNames(scripts::kUnclaim), store_.CommonArgs());
   size_t granted = 0;
   for (size_t i = 0; i < items.size() && i < replies.elements.size(); ++i) {
-    const RedisReply& e = replies.elements[i];
-    if (!IsArray(e, 3) || Word(e) != "CLAIMED") continue;
+    const std::optional<Granted> g = GrantedOf(replies.elements[i]);
+    if (!g) continue;
     const std::vector<std::string>& item = *items[i];  // kClaimItem: job, ms, shard first
     for (size_t k = 0; k < 3; ++k) args.Add("fires...", item[k]);
-    args.Add("fires...", e.elements[2].str);
+    args.Add("fires...", std::to_string(g->token));
     ++granted;
   }
   if (granted == 0) return "";
@@ -171,7 +195,6 @@ Result<RedisReply> RedisClaims::SendReports(
     scripts::ArgList args(scripts::ArgNames(scripts::kReportMany), store_.CommonArgs());
     args.Add("n", std::to_string(part.size()));
     for (const std::vector<std::string>* item : part) {
-      args.Add("reports...", std::to_string(item->size()));
       for (const std::string& arg : *item) args.Add("reports...", arg);
     }
     return store_.Eval(scripts::kReportMany, {ib, ib}, args.Take());
@@ -257,27 +280,14 @@ Result<std::vector<std::string>> RedisClaims::ReportArgs(const gnomon::Claim& cl
       .Add("attempt", std::to_string(claim.attempt))
       .Add("final", final ? "1" : "0")
       .Add("failure_effect", effect);
-  auto field = [&](const char* name, std::string value) {
-    args.Add("fields...", name).Add("fields...", std::move(value));
-  };
-  field("sc", std::to_string(record.shard_count));
-  field("tok", std::to_string(record.fencing_token));
-  field("node", record.node_id);
-  field("st", Ms(record.started_at));
-  field("fin", Ms(record.finished_at));
-  field("out", std::string(ToString(record.outcome)));
-  field("err", record.error);
-  field("output", coord::TruncateOutput(record.output));
-  field("skip", record.skip_reason);
-  // params only when there are any (most runs have none: fewer bytes for the script).
-  if (!record.params.empty()) field("params", record.params);
-  if (!record.cause.empty()) field("cause", record.cause);
-  // exit comes last and only when known: the script removes a stored one otherwise.
-  if (record.exit_code) field("exit", std::to_string(*record.exit_code));
+  RunRecord stored = record;
+  stored.output = coord::TruncateOutput(record.output);
+  args.Add("record", EncodeRecord(stored));
   return args.Take();
 }
 
 Status RedisClaims::ParseReportReply(const gnomon::Claim& claim, const RedisReply& r) {
+  if (r.type == RedisReply::Type::kString && r.str == "OK") return Status::Ok();
   if (!IsArray(r, 1)) return Malformed("report");
   if (Word(r) == "LEASE") return LeaseLost(claim, r);
   if (Word(r) != "OK") return Malformed("report");

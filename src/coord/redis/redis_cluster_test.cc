@@ -27,6 +27,7 @@
 #include "gnomon/testing/fake_clock.h"
 #include "src/coord/conformance_helpers.h"
 #include "src/coord/coordinator_conformance.h"
+#include "src/coord/redis/redis_codec.h"
 #include "src/coord/redis/redis_scripts.h"
 #include "src/coord/redis/redis_store.h"
 #include "src/testing/free_port.h"
@@ -662,8 +663,10 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     ASSERT_EQ(claimed->elements.size(), 3u);
     std::vector<std::string> tokens;
     for (const RedisReply& c : claimed->elements) {
-      ASSERT_EQ(c.elements.at(0).str, "CLAIMED");
-      tokens.push_back(c.elements.at(2).str);
+      // "<now> <token> <lease>"
+      ASSERT_EQ(c.type, RedisReply::Type::kString) << c.str;
+      const size_t a = c.str.find(' ');
+      tokens.push_back(c.str.substr(a + 1, c.str.find(' ', a + 1) - a - 1));
     }
     Result<RedisReply> again = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs));
     ASSERT_TRUE(again.ok()) << again.status().ToString();
@@ -688,44 +691,32 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     std::vector<std::string> reports = common(t + 1000);
     reports.push_back("3");
     for (size_t k = 0; k < jobs.size(); ++k) {
-      const std::vector<std::string> item = {jobs[k],
-                                             std::to_string(t),
-                                             "0",
-                                             tokens[k],
-                                             "1",
-                                             "1",
-                                             "reset",
-                                             "sc",
-                                             "1",
-                                             "tok",
-                                             tokens[k],
-                                             "node",
-                                             "n1",
-                                             "st",
-                                             std::to_string(t),
-                                             "fin",
-                                             std::to_string(t + 1000),
-                                             "out",
-                                             "succeeded",
-                                             "err",
-                                             "",
-                                             "output",
-                                             "",
-                                             "skip",
-                                             "",
-                                             "exit",
-                                             "0"};
-      reports.push_back(std::to_string(item.size()));
-      reports.insert(reports.end(), item.begin(), item.end());
+      RunRecord record;
+      record.shard_count = 1;
+      record.fencing_token = std::stoll(tokens[k]);
+      record.node_id = "n1";
+      record.started_at = Instant::FromUnixMillis(t);
+      record.finished_at = Instant::FromUnixMillis(t + 1000);
+      record.outcome = RunOutcome::kSucceeded;
+      record.exit_code = 0;
+      for (std::string v :
+           {jobs[k], std::to_string(t), std::string("0"), tokens[k], std::string("1"),
+            std::string("1"), std::string("reset"), redis::EncodeRecord(record)}) {
+        reports.push_back(std::move(v));
+      }
     }
     Result<RedisReply> reported = client->Eval(slot, scripts::kReportMany, {gb, gb}, reports);
     ASSERT_TRUE(reported.ok()) << reported.status().ToString();
-    for (const RedisReply& r : reported->elements) EXPECT_EQ(r.elements.at(0).str, "OK");
+    for (const RedisReply& r : reported->elements) EXPECT_EQ(r.str, "OK");
     EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "0");
     const std::string jb = gb + ":job:" + jobs[0];
     const std::string fid = std::to_string(t) + ":0";
-    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":fire:" + fid, "open"})), "0");
-    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":run:" + fid + ":1", "out"})), "succeeded");
+    const std::optional<redis::FireMarker> marker =
+        redis::ParseMarker(Text(client->Command(slot, {"HGET", jb, "m:" + fid})));
+    ASSERT_TRUE(marker.has_value());
+    EXPECT_FALSE(marker->open);
+    const std::string member = redis::Member(coord::RunPosition{t, jobs[0], 0, 1});
+    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb, "r:" + member})).rfind("succeeded\n", 0), 0u);
 
     // A batch of this group's job and a job of another group of the same primary: one call,
     // each lease in its own group's index, the new history members in the routing group's.
@@ -744,7 +735,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     Result<RedisReply> both = client->Eval(slot, scripts::kClaimMany, {gb, gb}, pair);
     ASSERT_TRUE(both.ok()) << both.status().ToString();
     ASSERT_EQ(both->elements.size(), 2u);
-    for (const RedisReply& c : both->elements) EXPECT_EQ(c.elements.at(0).str, "CLAIMED");
+    for (const RedisReply& c : both->elements) EXPECT_EQ(c.type, RedisReply::Type::kString);
     EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "1");
     const int neighbour_slot = ClusterKeySlot(neighbour_gb);
     EXPECT_EQ(Text(client->Command(neighbour_slot, {"ZCARD", neighbour_gb + ":leases"})), "1");
@@ -764,10 +755,10 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     EXPECT_NE(refused.status().message().find("non local key"), std::string::npos)
         << refused.status().ToString();
     const std::string new_fid = std::to_string(t + 500) + ":0";
-    EXPECT_EQ(Text(client->Command(slot, {"EXISTS", jb + ":fire:" + new_fid})), "0");
+    EXPECT_EQ(Text(client->Command(slot, {"HEXISTS", jb, "m:" + new_fid})), "0");
     const std::string other_gb = redis::GroupBase(base, other);
     EXPECT_EQ(Text(client->Command(ClusterKeySlot(other_gb),
-                                   {"EXISTS", other_gb + ":job:" + stranger + ":fire:" + new_fid})),
+                                   {"HEXISTS", other_gb + ":job:" + stranger, "m:" + new_fid})),
               "0");
 
     // Pausing from the group's slot sets the state there and leaves the jobs version (in the
@@ -775,7 +766,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     Result<RedisReply> pause = client->Eval(slot, scripts::kSetPaused, {jb, gb},
                                             {"", "100", "1000", "60000", "1", "test"});
     ASSERT_TRUE(pause.ok()) << pause.status().ToString();
-    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb + ":state", "paused"})), "1");
+    EXPECT_EQ(Text(client->Command(slot, {"HGET", jb, "paused"})), "1");
     EXPECT_EQ(Text(client->Command(slot, {"EXISTS", gb + ":meta"})), "0");
   }
 
@@ -1215,7 +1206,7 @@ std::vector<gnomon::testing::CoordinatorFactory> ClusterFactories() {
              if (!c.ok()) return nullptr;
              return std::move(*c);
            },
-           false}};
+           true}};
 }
 
 // Options for a coordinator over the shared cluster, keys under `prefix`, "now" from `clock`.
@@ -1236,8 +1227,6 @@ TEST(RedisClusterCoordinatorTest, OptionsAClusterCannotHonourAreRefused) {
   o.db = 0;
   o.cluster_seeds = {{"", 6379}};
   EXPECT_EQ(RedisCoordinator::Open(o).status().code(), StatusCode::kInvalidArgument);
-  o.cluster_seeds = {{"127.0.0.1", 6379}};
-  EXPECT_EQ(RedisCoordinator::MigrateKeyGroups(o).status().code(), StatusCode::kInvalidArgument);
 }
 
 // wait_replicas under a Cluster: each primary's claim call waits for the replicas of that

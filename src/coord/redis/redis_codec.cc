@@ -69,52 +69,97 @@ std::optional<MemberParts> ParseMember(std::string_view member) {
                      kMaxAttempt - inv_att};
 }
 
-Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fields) {
+std::string EncodeRecord(const RunRecord& record) {
+  std::string out(ToString(record.outcome));
+  out += '\n';
+  AppendField(out, std::to_string(record.shard_count));
+  AppendField(out, std::to_string(record.fencing_token));
+  AppendField(out, record.node_id);
+  AppendField(out, Ms(record.started_at));
+  AppendField(out, Ms(record.finished_at));
+  AppendField(out, record.error);
+  AppendField(out, record.output);
+  AppendField(out, record.skip_reason);
+  AppendField(out, record.params);
+  AppendField(out, record.cause);
+  AppendField(out, record.exit_code ? std::to_string(*record.exit_code) : std::string());
+  return out;
+}
+
+Result<RunRecord> DecodeRecord(const std::string& member, std::string_view encoded) {
   const std::optional<MemberParts> m = ParseMember(member);
-  if (!m || fields.type != RedisReply::Type::kArray) return Malformed("history listing");
-  std::map<std::string, const std::string*> f;
-  for (size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
-    f[fields.elements[i].str] = &fields.elements[i + 1].str;
-  }
-  auto num = [&](const char* name, int64_t& out) {
-    auto it = f.find(name);
-    return it != f.end() && ParseInt(*it->second, out);
-  };
-  auto text = [&](const char* name) {
-    auto it = f.find(name);
-    return it == f.end() ? std::string() : *it->second;
-  };
-  int64_t sc = 0, tok = 0, st = 0, fin = 0;
-  if (!num("sc", sc) || !num("tok", tok) || !num("st", st) || !num("fin", fin)) {
+  if (!m) return Malformed("history listing");
+  const size_t nl = encoded.find('\n');
+  if (nl == std::string_view::npos) return Malformed("history record");
+  Result<RunOutcome> outcome = ParseRunOutcome(std::string(encoded.substr(0, nl)));
+  if (!outcome.ok()) return Malformed("history record outcome");
+  std::string_view in = encoded.substr(nl + 1);
+  std::string sc, tok, st, fin, exit;
+  RunRecord r;
+  int64_t n_sc = 0, n_tok = 0, n_st = 0, n_fin = 0;
+  if (!ReadField(in, sc) || !ReadField(in, tok) || !ReadField(in, r.node_id) ||
+      !ReadField(in, st) || !ReadField(in, fin) || !ReadField(in, r.error) ||
+      !ReadField(in, r.output) || !ReadField(in, r.skip_reason) || !ReadField(in, r.params) ||
+      !ReadField(in, r.cause) || !ReadField(in, exit) || !in.empty() || !ParseInt(sc, n_sc) ||
+      !ParseInt(tok, n_tok) || !ParseInt(st, n_st) || !ParseInt(fin, n_fin) || n_sc < 1 ||
+      n_sc > INT32_MAX) {
     return Malformed("history record");
   }
-  Result<RunOutcome> outcome = ParseRunOutcome(text("out"));
-  if (!outcome.ok()) return Malformed("history record outcome");
+  int64_t exit_code = 0;
+  if (!exit.empty()) {
+    if (!ParseInt(exit, exit_code) || exit_code < INT32_MIN || exit_code > INT32_MAX) {
+      return Malformed("history record exit code");
+    }
+    r.exit_code = static_cast<int>(exit_code);
+  }
   FireKey key;
   key.job_id = m->job;
   key.scheduled_at = Instant::FromUnixMillis(m->scheduled_ms);
   key.shard = static_cast<int>(m->shard);
-  key.shard_count = static_cast<int>(sc);
-  RunRecord r;
+  key.shard_count = static_cast<int>(n_sc);
   r.run_id = key.RunId();
   r.job_id = key.job_id;
   r.scheduled_at = key.scheduled_at;
   r.shard = key.shard;
   r.shard_count = key.shard_count;
   r.attempt = static_cast<int>(m->attempt);
-  r.fencing_token = tok;
-  r.node_id = text("node");
-  r.started_at = Instant::FromUnixMillis(st);
-  r.finished_at = Instant::FromUnixMillis(fin);
+  r.fencing_token = n_tok;
+  r.started_at = Instant::FromUnixMillis(n_st);
+  r.finished_at = Instant::FromUnixMillis(n_fin);
   r.outcome = *outcome;
-  int64_t exit_code = 0;
-  if (num("exit", exit_code)) r.exit_code = static_cast<int>(exit_code);
-  r.error = text("err");
-  r.output = text("output");
-  r.skip_reason = text("skip");
-  r.params = text("params");
-  r.cause = text("cause");
   return r;
+}
+
+std::optional<FireMarker> ParseMarker(std::string_view text) {
+  FireMarker m;
+  int64_t* numbers[] = {&m.attempt, &m.token, &m.lease_ms, nullptr, &m.shard_count, &m.started_ms};
+  for (int64_t* n : numbers) {
+    const size_t space = text.find(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    const std::string_view word = text.substr(0, space);
+    if (n == nullptr) {
+      if (word != "0" && word != "1") return std::nullopt;
+      m.open = word == "1";
+    } else if (!ParseInt(word, *n)) {
+      return std::nullopt;
+    }
+    text.remove_prefix(space + 1);
+  }
+  if (!ReadField(text, m.node)) return std::nullopt;
+  m.cause = std::string(text);
+  return m;
+}
+
+std::string RunningRecord(const FireMarker& m) {
+  RunRecord r;
+  r.outcome = RunOutcome::kRunning;
+  r.shard_count = static_cast<int>(m.shard_count);
+  r.fencing_token = m.token;
+  r.node_id = m.node;
+  r.started_at = Instant::FromUnixMillis(m.started_ms);
+  r.finished_at = Instant::FromUnixMillis(0);
+  r.cause = m.cause;
+  return EncodeRecord(r);
 }
 
 Result<std::vector<RunRecord>> DecodeRecords(const RedisReply& reply, const char* what) {
@@ -123,7 +168,8 @@ Result<std::vector<RunRecord>> DecodeRecords(const RedisReply& reply, const char
   }
   std::vector<RunRecord> out;
   for (size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
-    Result<RunRecord> r = DecodeRecord(reply.elements[i].str, reply.elements[i + 1]);
+    if (reply.elements[i + 1].type != RedisReply::Type::kString) return Malformed(what);
+    Result<RunRecord> r = DecodeRecord(reply.elements[i].str, reply.elements[i + 1].str);
     if (!r.ok()) return r.status();
     out.push_back(std::move(*r));
   }

@@ -59,10 +59,32 @@ struct MemberParts {
   int64_t attempt = 0;
 };
 std::optional<MemberParts> ParseMember(std::string_view member);
-// The record stored under `member` (fields from HGETALL).
-Result<RunRecord> DecodeRecord(const std::string& member, const RedisReply& fields);
-// Records from an "OK, member, fields, member, fields ..." reply.
+// A history record as a job's records hash (J:r) holds it and a report sends it:
+// "<outcome>\n", then shard count, token, node, start ms, end ms, error, output, skip reason,
+// params, cause and exit code ("" when unknown), each an AppendField. The scripts write the same
+// (record_of in redis_script_helpers.cc). The output is stored as given (the caller truncates).
+std::string EncodeRecord(const RunRecord& record);
+// The record stored under listing member `member`.
+Result<RunRecord> DecodeRecord(const std::string& member, std::string_view encoded);
+// Records from an "OK, member, record, member, record ..." reply.
 Result<std::vector<RunRecord>> DecodeRecords(const RedisReply& reply, const char* what);
+// A fire marker, the field m:<ms>:<shard> of its job's hash: "<attempt> <token> <lease end ms>
+// <open 1/0> <shard count> <attempt start ms> <node, AppendField><cause>" (redis_script_helpers.cc
+// marker_of).
+struct FireMarker {
+  int64_t attempt = 0;
+  int64_t token = 0;
+  int64_t lease_ms = 0;
+  bool open = false;
+  int64_t shard_count = 0;
+  int64_t started_ms = 0;
+  std::string node;
+  std::string cause;
+};
+std::optional<FireMarker> ParseMarker(std::string_view text);
+// The record (EncodeRecord's encoding) of the attempt that holds the fire of marker `m`, while
+// it runs (running_record in redis_script_helpers.cc).
+std::string RunningRecord(const FireMarker& m);
 // The LeaseLost answer of a script's "LEASE <reason>" reply to `claim`.
 Status LeaseLost(const gnomon::Claim& claim, const RedisReply& reply);
 

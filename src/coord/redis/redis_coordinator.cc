@@ -3,6 +3,8 @@
 // forwards every call to its part.
 #include "gnomon/redis_coordinator.h"
 
+#include <set>
+
 #include "src/coord/redis/redis_audit.h"
 #include "src/coord/redis/redis_claims.h"
 #include "src/coord/redis/redis_codec.h"
@@ -27,19 +29,49 @@ Result<std::unique_ptr<RedisCoordinator>> RedisCoordinator::Open(const RedisOpti
 }
 
 Result<KeyGroupMigration> RedisCoordinator::MigrateKeyGroups(const RedisOptions& options) {
-  if (!options.cluster_seeds.empty()) {
-    return InvalidArgumentError(
-        "redis: a Cluster holds key groups from its start; there is nothing to migrate");
-  }
   if (!coord::redis::IsValidKeyPart(options.prefix) || !coord::redis::IsValidKeyPart(options.ns)) {
     return InvalidArgumentError("redis: prefix and ns must match [A-Za-z0-9_.-]{1,64}");
   }
   Result<coord::RedisConnectionConfig> config = coord::RedisStore::ConnectionConfigOf(options);
   if (!config.ok()) return config.status();
+  const std::string base = options.prefix + ":" + options.ns;
+  KeyGroupMigration done;
+  done.already_done = true;
+  if (!options.cluster_seeds.empty()) {
+    // A Cluster held key groups from its start: only the move to the ledger layout can be due.
+    Result<std::unique_ptr<coord::RedisClusterClient>> cluster =
+        coord::RedisClusterClient::Connect(*config, options.cluster_seeds, 1, {});
+    if (!cluster.ok()) return cluster.status();
+    coord::RedisClusterClient& client = **cluster;
+    // One key of each primary (a key group's probe key) to send its SCAN to.
+    std::vector<std::string> scan_keys;
+    std::set<std::string> primaries;
+    for (int g = 0; g < coord::redis::kKeyGroups; ++g) {
+      const std::string key = coord::redis::GroupBase(base, g) + ":probe";
+      if (primaries.insert(client.OwnerOf(coord::ClusterKeySlot(key))).second) {
+        scan_keys.push_back(key);
+      }
+    }
+    const coord::redis::KeyCommand command = [&](const std::string& key,
+                                                 const std::vector<std::string>& argv) {
+      return client.Command(coord::ClusterKeySlot(key), argv);
+    };
+    GNOMON_RETURN_IF_ERROR(coord::redis::MoveToLedger(command, scan_keys, base, "cluster", done));
+    return done;
+  }
   Result<std::unique_ptr<coord::RedisConnectionPool>> conn =
       coord::RedisConnectionPool::Connect(*config, 1);
   if (!conn.ok()) return conn.status();
-  return coord::redis::MigrateToGroups(**conn, options.prefix + ":" + options.ns);
+  Result<KeyGroupMigration> groups = coord::redis::MigrateToGroups(**conn, base);
+  if (!groups.ok()) return groups.status();
+  done = *groups;
+  const coord::redis::KeyCommand command = [&](const std::string&,
+                                               const std::vector<std::string>& argv) {
+    return (*conn)->Command(argv);
+  };
+  GNOMON_RETURN_IF_ERROR(
+      coord::redis::MoveToLedger(command, {base}, base, (*conn)->address(), done));
+  return done;
 }
 
 RedisCoordinator::RedisCoordinator(std::unique_ptr<coord::RedisStore> store)

@@ -24,6 +24,7 @@
 
 #include "gnomon/redis_queue.h"
 #include "src/coord/coordinator_conformance.h"
+#include "src/coord/redis/redis_codec.h"
 #include "src/coord/redis/redis_layout.h"
 #include "src/coord/redis/redis_script_helpers.h"
 #include "src/coord/redis/redis_store.h"
@@ -244,7 +245,7 @@ std::vector<CoordinatorFactory> RedisFactories() {
              if (!c.ok()) return nullptr;
              return std::move(*c);
            },
-           false}};
+           true}};
 }
 
 // Not GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE: its Values() cannot be empty, and without
@@ -566,13 +567,22 @@ TEST(RedisCoordinatorTest, KeysOfOneJobShareAHashTag) {
     EXPECT_EQ(key.substr(open, key.find('}') - open + 1),
               "{g" + std::to_string(coord::redis::KeyGroup("tagged.job")) + "}")
         << key;
-    EXPECT_EQ(key.rfind(JobBase(o, "tagged.job") + ":", 0), 0u) << key;
+    EXPECT_TRUE(key == JobBase(o, "tagged.job") || key == JobBase(o, "tagged.job") + ":runs")
+        << key;
   }
-  // state, live, runs, 2 fire markers, 3 records at least.
-  EXPECT_GE(job_keys, 8);
+  // The job's hash (state, markers, checkpoints, records) and its listing.
+  EXPECT_EQ(job_keys, 2);
 }
 
 // --- Bounded growth --------------------------------------------------------------------------
+
+// The fields of the hash `key` whose names start with `prefix` (a job's hash: "m:" its fire
+// markers, "r:" its records).
+size_t Fields(Raw& raw, const std::string& key, const std::string& prefix) {
+  size_t n = 0;
+  for (const std::string& f : raw.Array({"HKEYS", key})) n += f.starts_with(prefix);
+  return n;
+}
 
 TEST(RedisCoordinatorTest, HistoryIsCapped) {
   SKIP_WITHOUT_REDIS();
@@ -598,27 +608,30 @@ TEST(RedisCoordinatorTest, HistoryIsCapped) {
     EXPECT_LE(std::stoi(raw.Str({"ZCARD", JobBase(o, job) + ":runs"})), 20) << job;
   }
   EXPECT_LE(std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})), 30);
-  EXPECT_LE(raw.Keys(b + ":*:run:*").size(), 30u);
+  size_t records = 0;
+  for (const char* job : {"a", "b", "c"}) records += Fields(raw, JobBase(o, job), "r:");
+  EXPECT_LE(records, 30u);
   // The newest records are the ones kept, and listing still works.
   Result<RunPage> page = c->ListRuns(RunQuery{.limit = 1000});
   ASSERT_TRUE(page.ok());
   ASSERT_FALSE(page->runs.empty());
   EXPECT_LE(page->runs.size(), 30u);
   EXPECT_EQ(page->runs.front().scheduled_at, base + seconds(59));
-  // Closed fire markers expire (retention) instead of staying forever.
-  const std::string marker =
-      JobBase(o, "a") + ":fire:" + std::to_string((base + seconds(3)).unix_millis()) + ":0";
-  const int64_t ttl = std::stoll(raw.Str({"PTTL", marker}));
-  EXPECT_GT(ttl, 0);
-  EXPECT_LE(ttl, std::chrono::duration_cast<milliseconds>(o.fire_retention).count());
+  // Fire markers go with their job's listing entries (at most cap + slack - 1 = 20), and a fire
+  // whose marker went is refused as too old: its job's cutoff is past it.
+  for (const char* job : {"a", "b", "c"}) {
+    EXPECT_LE(Fields(raw, JobBase(o, job), "m:"), 20u) << job;
+    EXPECT_GE(Fields(raw, JobBase(o, job), "m:"), 1u) << job;
+  }
+  Result<ClaimOutcome> again = c->Claim(Req(Fire("a", base + seconds(3)), "n"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->result, ClaimOutcome::Result::kTooOld);
   // Lease indexes hold only open fires.
   EXPECT_EQ(std::to_string(Leases(raw, b).size()), "0");
 }
 
-// A closed marker is kept fire_retention after the later of its close and its fire's instant,
-// and a fire by schedule older than fire_retention is refused (kTooOld), with nothing written:
-// so whenever a claim by schedule is allowed, the marker of an earlier claim of the fire still
-// exists. A backfill (a claim with a cause) is held to the bound as well.
+// A fire older than fire_retention is refused (kTooOld), with nothing written, by schedule or
+// by a backfill; a closed marker stays with its fire's listing entry.
 TEST(RedisCoordinatorTest, AFireOlderThanTheMarkerRetentionIsNotClaimed) {
   SKIP_WITHOUT_REDIS();
   FakeClock clock;
@@ -657,30 +670,22 @@ TEST(RedisCoordinatorTest, AFireOlderThanTheMarkerRetentionIsNotClaimed) {
   ASSERT_TRUE(asked.ok()) << asked.status().ToString();
   EXPECT_EQ(asked->result, R::kClaimed);
 
-  // Marker TTLs. A fire closed after its instant: fire_retention from the close.
+  // A closed marker has no TTL: it is a field of its job's hash, kept with the fire's listing
+  // entry (the job's cap), so the fire is refused as claimed long after it closed.
   Raw raw(SharedServer()->port());
-  auto pttl = [&](const FireKey& f) {
-    return std::stoll(raw.Str({"PTTL", JobBase(o, f.job_id) + ":fire:" +
-                                           std::to_string(f.scheduled_at.unix_millis()) + ":0"}));
-  };
-  const int64_t retention_ms = std::chrono::duration_cast<milliseconds>(o.fire_retention).count();
   ASSERT_TRUE(
       c->Report(*many[1]->claim, Finished(*many[1]->claim, RunOutcome::kSucceeded), true).ok());
-  EXPECT_GT(pttl(inside), retention_ms - 60'000);
-  EXPECT_LE(pttl(inside), retention_ms);
-  // A fire claimed ahead of its instant (within skew_tolerance) and closed before it: kept
-  // fire_retention from its instant, so it outlasts every claim the bound allows.
-  const FireKey ahead = Fire("r", now + milliseconds(400));
-  Result<ClaimOutcome> early = c->Claim(Req(ahead, "n"));
-  ASSERT_TRUE(early.ok() && early->claim) << early.status().ToString();
-  ASSERT_TRUE(c->Report(*early->claim, Finished(*early->claim, RunOutcome::kSucceeded), true).ok());
-  EXPECT_GT(pttl(ahead), retention_ms + 400 - 60'000);
-  EXPECT_LE(pttl(ahead), retention_ms + 400);
-  // A skip record's marker the same way; a skipped fire ahead of now (recorded by schedule).
-  const FireKey skipped = Fire("s", now + seconds(30));
+  EXPECT_EQ(raw.Str({"PTTL", JobBase(o, "r")}), "-1");
+  clock.Advance(hours(1));
+  Result<ClaimOutcome> again = c->Claim(Req(inside, "n2"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->result, R::kAlreadyClaimed);
+  // A skipped fire's marker the same way, also ahead of now (recorded by schedule).
+  const FireKey skipped = Fire("s", now + hours(1) + seconds(30));
   ASSERT_TRUE(c->RecordSkipped(skipped, "n", "excluded").ok());
-  EXPECT_GT(pttl(skipped), retention_ms + 30'000 - 60'000);
-  EXPECT_LE(pttl(skipped), retention_ms + 30'000);
+  again = c->Claim(Req(skipped, "n2"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->result, R::kAlreadyClaimed);
 }
 
 // Trimming waits for a slack of cap / 16 (at most 64) past the cap and then drops that many of
@@ -724,16 +729,27 @@ TEST(RedisCoordinatorTest, HistoryIsTrimmedInBatchesWithinCapPlusSlack) {
   // ... and not trimmed at every write.
   EXPECT_GT(most_a, 128 + 1);
   EXPECT_GT(most_all, 320 + 1);
-  // Every record listed under a job has its hash ...
+  // Every record is listed under its job, and in the all-jobs listing: the records the all-jobs
+  // cap dropped left both (their jobs' entries and markers stay, bounded by each job's cap), and
+  // the running one, which has no record yet, left the all-jobs listing when it was among the
+  // oldest (it stays listed under its job).
   int per_job = 0;
+  size_t records = 0;
+  std::set<std::string> listed;
   for (const char* job : {"a", "b", "c"}) {
     per_job += std::stoi(raw.Str({"ZCARD", JobBase(o, job) + ":runs"}));
+    for (const std::string& m : raw.Array({"ZRANGE", JobBase(o, job) + ":runs", "0", "-1"})) {
+      listed.insert(m);
+    }
+    for (const std::string& f : raw.Array({"HKEYS", JobBase(o, job)})) {
+      if (!f.starts_with("r:")) continue;
+      ++records;
+      EXPECT_TRUE(listed.contains(f.substr(2))) << f;
+    }
   }
-  // ... and every record hash under its job; the global listing has them all but the running
-  // one, which left it when it was among the oldest (it stays listed under its job).
   const int in_all = std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"}));
-  EXPECT_EQ(per_job, in_all + 1);
-  EXPECT_EQ(raw.Keys(b + ":*:run:*").size(), static_cast<size_t>(per_job));
+  EXPECT_EQ(records, static_cast<size_t>(in_all));
+  EXPECT_GE(per_job, in_all + 1);
   Result<std::vector<RunRecord>> kept = c->GetRun(running->claim->fire.RunId());
   ASSERT_TRUE(kept.ok()) << kept.status().ToString();
   ASSERT_EQ(kept->size(), 1u);
@@ -771,9 +787,9 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
   for (const Result<ClaimOutcome>& out : outs) {
     ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
   }
-  // Per fire a ZADD to its job's open fires and one to its job's listing; for the batch one to
-  // the lease index and one to the global listing (trimmed: running records leave it only).
-  EXPECT_EQ(CommandCalls(raw, "zadd"), 2 * 100 + 2);
+  // Per fire a ZADD to its job's listing; for the batch one to the lease index and one to the
+  // global listing (trimmed: running records leave it only).
+  EXPECT_EQ(CommandCalls(raw, "zadd"), 100 + 2);
   EXPECT_EQ(std::to_string(Leases(raw, b).size()), "100");
   EXPECT_LE(std::stoi(raw.Str({"ZCARD", SharedBase(o) + ":runs"})), 16);
   // Reported one by one, then closed: the lease index empties, the listing stays bounded, and
@@ -789,10 +805,10 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
   EXPECT_EQ(page->runs.size(), listed.size());
   for (const RunRecord& r : page->runs) EXPECT_EQ(r.outcome, RunOutcome::kSucceeded);
 
-  // A batch that fails halfway (the second job's listing is not a sorted set: its claim fails
-  // after its marker and lease were written) keeps the writes it made, both fires' lease entries
-  // among them: their claims are found by the lost-run scan, as they would be had each command
-  // been sent at once. The error is the server's.
+  // A batch that fails halfway (the second job's listing is not a sorted set: its claim fails at
+  // its first write) keeps the writes it made, the first fire's lease entry among them: its claim
+  // is found by the lost-run scan, as it would be had each command been sent at once. The error
+  // is the server's.
   const Instant later = at + seconds(1);
   raw.Str({"SET", JobBase(o, "broken") + ":runs", "not a sorted set"});
   std::vector<Result<ClaimOutcome>> failed =
@@ -804,8 +820,9 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
         << out.status().ToString();
   }
   const std::string ms = std::to_string(later.unix_millis());
-  EXPECT_EQ(Leases(raw, b),
-            (std::vector<std::string>{"broken " + ms + ":0", "first " + ms + ":0"}));
+  EXPECT_EQ(Leases(raw, b), (std::vector<std::string>{"first " + ms + ":0"}));
+  EXPECT_EQ(c->FiresRecorded({Fire("first", later), Fire("broken", later)}).value(),
+            (std::vector<bool>{true, false}));
 }
 
 // Running records among the oldest of an index (late claims of old instants: a misfire catch-up)
@@ -863,14 +880,18 @@ TEST(RedisCoordinatorTest, RunningRecordsAtTheOldEndDoNotMakeTrimsScan) {
   clock.Advance(seconds(2));  // a held-back trim of "p" looks again a second later
   for (int i = kWrites; i < kWrites + 120; ++i) write(i);
   EXPECT_LE(std::stoi(raw.Str({"ZCARD", JobBase(o, "p") + ":runs"})), 32 + 2 - 1);
-  // Every record hash is listed under its job.
-  int per_job = std::stoi(raw.Str({"ZCARD", JobBase(o, "p") + ":runs"})) + old_listed;
-  EXPECT_EQ(raw.Keys(b + ":*:run:*").size(), static_cast<size_t>(per_job));
+  // Every record is listed under its job.
+  for (const std::string& job : {std::string("p"), std::string("old-1"), std::string("old-5")}) {
+    for (const std::string& f : raw.Array({"HKEYS", JobBase(o, job)})) {
+      if (!f.starts_with("r:")) continue;
+      EXPECT_NE(raw.Str({"ZSCORE", JobBase(o, job) + ":runs", f.substr(2)}), "") << f;
+    }
+  }
 }
 
-// A report updates the record its attempt's claim wrote: one listing entry, and a field a later
-// report no longer has (the exit code) is gone. A record that is gone by then (trimmed after a
-// non-final report) is written and listed again.
+// A report replaces its attempt's record: one listing entry, and a field a later report no
+// longer has (the exit code) is gone. A record the all-jobs cap dropped while its fire was open
+// (after a non-final report) is written again by the final report, listed under its job.
 TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
   SKIP_WITHOUT_REDIS();
   FakeClock clock;
@@ -879,22 +900,22 @@ TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
   auto c = MustOpen(o);
   ASSERT_NE(c, nullptr);
   Raw raw(SharedServer()->port());
-  const std::string b = o.prefix + ":default";
   const Instant at = clock.Now() - seconds(10);
   Result<ClaimOutcome> out = c->Claim(Req(Fire("u", at), "n"));
   ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
   const Claim& claim = *out->claim;
-  const std::string rec = JobBase(o, "u") + ":run:" + std::to_string(at.unix_millis()) + ":0:1";
 
   RunRecord first = Finished(claim, RunOutcome::kFailed);
   first.exit_code = 3;
   first.error = "exit 3";
   ASSERT_TRUE(c->Report(claim, first, false).ok());
-  EXPECT_EQ(raw.Str({"HGET", rec, "exit"}), "3");
+  Result<std::vector<RunRecord>> run = c->GetRun(claim.fire.RunId());
+  ASSERT_TRUE(run.ok() && run->size() == 1u) << run.status().ToString();
+  EXPECT_EQ((*run)[0].exit_code, std::optional<int>(3));
   RunRecord last = Finished(claim, RunOutcome::kSucceeded);
   last.output = "done";
   ASSERT_TRUE(c->Report(claim, last, true).ok());
-  Result<std::vector<RunRecord>> run = c->GetRun(claim.fire.RunId());
+  run = c->GetRun(claim.fire.RunId());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ASSERT_EQ(run->size(), 1u);
   EXPECT_EQ((*run)[0].outcome, RunOutcome::kSucceeded);
@@ -905,16 +926,14 @@ TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
   EXPECT_EQ(raw.Str({"ZCARD", JobBase(o, "u") + ":runs"}), "1");
   EXPECT_EQ(raw.Str({"ZCARD", SharedBase(o) + ":runs"}), "1");
 
-  // The record of a second fire disappears (as a trim would drop it) after a non-final report.
+  // The record of a second fire is dropped after a non-final report, as the all-jobs cap drops
+  // it: its record field and its all-jobs member go, its job's entry stays (the fire is open).
   Result<ClaimOutcome> again = c->Claim(Req(Fire("u", at + seconds(1)), "n"));
   ASSERT_TRUE(again.ok() && again->claim) << again.status().ToString();
   ASSERT_TRUE(c->Report(*again->claim, Finished(*again->claim, RunOutcome::kFailed), false).ok());
-  const std::string rec2 =
-      JobBase(o, "u") + ":run:" + std::to_string((at + seconds(1)).unix_millis()) + ":0:1";
   std::vector<std::string> members = raw.Array({"ZRANGE", JobBase(o, "u") + ":runs", "0", "0"});
   ASSERT_EQ(members.size(), 1u);
-  ASSERT_EQ(raw.Str({"DEL", rec2}), "1");
-  ASSERT_EQ(raw.Str({"ZREM", JobBase(o, "u") + ":runs", members[0]}), "1");
+  ASSERT_EQ(raw.Str({"HDEL", JobBase(o, "u"), "r:" + members[0]}), "1");
   ASSERT_EQ(raw.Str({"ZREM", SharedBase(o) + ":runs", members[0]}), "1");
   ASSERT_TRUE(c->Report(*again->claim, Finished(*again->claim, RunOutcome::kSucceeded), true).ok());
   Result<RunPage> page = c->ListRuns(RunQuery{.job_id = "u"});
@@ -922,6 +941,43 @@ TEST(RedisCoordinatorTest, ReportUpdatesTheClaimedRecordInPlace) {
   ASSERT_EQ(page->runs.size(), 2u);
   EXPECT_EQ(page->runs[0].run_id, again->claim->fire.RunId());
   EXPECT_EQ(page->runs[0].outcome, RunOutcome::kSucceeded);
+}
+
+// PruneHistory runs for every job about once a minute: a prune reads what changed since the
+// last one, not the job's whole listing (whose entries and markers outlive the records that
+// keep_last drops). The records beyond keep_last go; their fires stay refused as claimed.
+TEST(RedisCoordinatorTest, APruneReadsOnlyWhatChangedSinceTheLast) {
+  SKIP_WITHOUT_REDIS();
+  FakeClock clock;
+  RedisOptions o = OptionsFor(SharedServer()->port());
+  o.clock_override = &clock;
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  Raw raw(SharedServer()->port());
+  const Instant base = clock.Now() - hours(1);
+  auto fire = [&](int i) {
+    Result<ClaimOutcome> out = c->Claim(Req(Fire("p", base + seconds(i)), "n"));
+    ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
+    ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
+  };
+  for (int i = 0; i < 300; ++i) fire(i);
+  ASSERT_TRUE(c->PruneHistory("p", 10, hours(24)).ok());
+  EXPECT_EQ(Fields(raw, JobBase(o, "p"), "r:"), 10u);
+  EXPECT_EQ(Fields(raw, JobBase(o, "p"), "m:"), 300u);
+  EXPECT_EQ(c->Claim(Req(Fire("p", base), "n"))->result, R::kAlreadyClaimed);
+  // Two more fires: the next prune reads the newest 10 fires (one call) and the 2 entries that
+  // crossed the boundary, and drops their records only.
+  fire(300);
+  fire(301);
+  ASSERT_EQ(raw.Str({"CONFIG", "RESETSTAT"}), "OK");
+  ASSERT_TRUE(c->PruneHistory("p", 10, hours(24)).ok());
+  EXPECT_EQ(CommandCalls(raw, "hmget"), 1);
+  EXPECT_EQ(CommandCalls(raw, "hdel"), 1);
+  EXPECT_EQ(Fields(raw, JobBase(o, "p"), "r:"), 10u);
+  Result<RunPage> page = c->ListRuns(RunQuery{.job_id = "p", .limit = 1000});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->runs.size(), 10u);
+  EXPECT_EQ(page->runs.front().scheduled_at, base + seconds(301));
 }
 
 // Claims and reports made at once by many threads go to the server together (RedisBatcher);
@@ -1261,133 +1317,124 @@ TEST(RedisCoordinatorTest, TheScriptsAndTheClientPutAJobInTheSameGroup) {
   }
 }
 
-// Turns the keyspace under `o` back into the layout of the releases before key groups (one slot
-// per job "B:{job}:…", the shared keys without a tag, no marker): the
-// exact inverse of the migration, so a test can start from what such a release wrote.
-void ToEarlierLayout(Raw& raw, const RedisOptions& o) {
-  const std::string b = o.prefix + ":" + o.ns;
-  for (const std::string& key : raw.Keys(b + ":*")) {
-    const std::string rest = key.substr(b.size());
-    if (rest.starts_with(":{~shared}:")) {
-      if (rest == ":{~shared}:layout") {
-        raw.Str({"DEL", key});
-      } else {
-        raw.Str({"RENAME", key, b + ":" + rest.substr(11)});
-      }
-    } else if (const size_t at = rest.find("}:job:"); at != std::string::npos) {
-      const std::string tail = rest.substr(at + 6);  // "<job>:<suffix>"
-      const size_t colon = tail.find(':');
-      raw.Str({"RENAME", key, b + ":{" + tail.substr(0, colon) + "}" + tail.substr(colon)});
+// A keyspace as the releases of the key-group layout wrote it: per job J:state, J:fire:<fid> (a
+// hash, with a TTL once closed), J:run:<fid>:<n>, J:runs and J:live; the shared keys under
+// {~shared}; the marker "groups". 20 jobs fired at `at`, job-7's fire still open (holder "old"),
+// job-4 paused, job-5 with an older fire whose record was trimmed (its marker alone), job-3
+// defined through the API, and a live heartbeat of node "old-node".
+void WriteKeyGroupLayout(Raw& raw, const RedisOptions& o, Instant at, int64_t token) {
+  const std::string shared = SharedBase(o);
+  const std::string ms = std::to_string(at.unix_millis());
+  const std::string fid = ms + ":0";
+  const std::string lease = std::to_string(at.unix_millis() + 30000);
+  raw.Str({"SET", shared + ":layout", "groups"});
+  for (int i = 0; i < 20; ++i) {
+    const std::string job = "job-" + std::to_string(i);
+    const std::string jb = JobBase(o, job);
+    const std::string tok = std::to_string(token + i);
+    const bool open = i == 7;
+    raw.Str({"HSET", jb + ":state", "token", tok, "last", ms});
+    raw.Str({"HSET", jb + ":fire:" + fid, "att", "1", "tok", tok, "node", "old", "lease",
+             open ? lease : ms, "open", open ? "1" : "0", "sc", "1"});
+    if (!open) raw.Str({"PEXPIRE", jb + ":fire:" + fid, "604800000"});
+    raw.Str({"HSET", jb + ":run:" + fid + ":1", "sc", "1", "tok", tok, "node", "old", "st", ms,
+             "fin", open ? "0" : ms, "out", open ? "running" : "succeeded"});
+    if (open) {
+      raw.Str({"HSET", jb + ":run:" + fid + ":1", "cause", "backfill by ops"});
+      raw.Str({"ZADD", jb + ":live", lease, fid});
+      raw.Str({"ZADD", shared + ":leases", lease, job + " " + fid});
+    } else {
+      raw.Str({"HSET", jb + ":run:" + fid + ":1", "exit", "0", "output", "hello " + job});
     }
+    const std::string member =
+        coord::redis::Member(coord::RunPosition{at.unix_millis(), job, 0, 1});
+    raw.Str({"ZADD", jb + ":runs", "0", member});
+    raw.Str({"ZADD", shared + ":runs", "0", member});
   }
+  raw.Str({"HSET", JobBase(o, "job-4") + ":state", "paused", "1", "reason", "ops"});
+  const std::string older = std::to_string(at.unix_millis() - 60000) + ":0";
+  raw.Str({"HSET", JobBase(o, "job-5") + ":fire:" + older, "att", "1", "tok", "5", "node", "old",
+           "lease", ms, "open", "0", "sc", "1"});
+  raw.Str({"PEXPIRE", JobBase(o, "job-5") + ":fire:" + older, "604800000"});
+  raw.Str({"HSET", shared + ":jobs", "job-3", "1\n{\"schedule\":\"@daily\"}"});
+  raw.Str({"HSET", shared + ":meta", "jobs_version", "1"});
+  const std::vector<std::string> time = raw.Array({"TIME"});
+  raw.Str({"HSET", shared + ":nodes", "old-node", ms + "\n"});
+  raw.Str({"ZADD", shared + ":nodes:exp", std::to_string(std::stoll(time[0]) * 1000 + 15000),
+           "old-node"});
 }
 
-// A keyspace of the earlier layout: Open refuses it and names the migration; the migration
-// refuses while a node of it still sends heartbeats, then moves everything (also after a run
-// stopped halfway), and the keyspace keeps every guarantee: recorded fires are not claimed again,
-// tokens keep increasing, history, definitions, audit, the open fire's lease, marker TTLs.
-TEST(RedisCoordinatorTest, AKeyspaceOfTheEarlierLayoutIsMigratedWithNothingLost) {
+// A keyspace of the key-group layout: Open refuses it and names the migration; the migration
+// refuses while a node of it still sends heartbeats, then moves every job's state, open fires,
+// markers and records into the job's hash, and the keyspace keeps every guarantee: recorded fires
+// are not claimed again (also one whose record was trimmed), tokens keep increasing, history,
+// definitions, pause, the open fire's lease and its holder.
+TEST(RedisCoordinatorTest, AKeyspaceOfTheKeyGroupLayoutIsMigratedWithNothingLost) {
   SKIP_WITHOUT_REDIS();
   FakeClock clock;
   RedisOptions o = OptionsFor(SharedServer()->port());
   o.clock_override = &clock;
-  auto c = MustOpen(o);
-  ASSERT_NE(c, nullptr);
-  const Instant t0 = clock.Now() - seconds(30);
-  int64_t last_token = 0;
-  for (int i = 0; i < 40; ++i) {
-    Result<ClaimOutcome> out = c->Claim(Req(Fire("job-" + std::to_string(i % 20), t0), "old"));
-    if (i >= 20) {
-      ASSERT_EQ(out->result, R::kAlreadyClaimed);
-      continue;
-    }
-    ASSERT_TRUE(out.ok() && out->claim) << out.status().ToString();
-    last_token = std::max(last_token, out->claim->fencing_token);
-    if (i == 7) continue;  // left open: its lease runs out
-    ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
-  }
-  ASSERT_TRUE(c->PutJob("job-3", R"({"schedule":"@daily"})", 0).ok());
-  ASSERT_TRUE(c->SetPaused("job-4", true, "ops").ok());
-  AuditRecord audit;
-  audit.who = "ops";
-  ASSERT_TRUE(c->AppendAudit(audit, 10).ok());
-  NodeInfo node;
-  node.node_id = "old-node";
-  ASSERT_TRUE(c->Heartbeat(node, seconds(15)).ok());
-  c.reset();
   Raw raw(SharedServer()->port());
-  ToEarlierLayout(raw, o);
+  const Instant t0 = clock.Now() - seconds(30);
+  const int64_t token = t0.unix_millis() * 1000;
+  WriteKeyGroupLayout(raw, o, t0, token);
   const std::string b = o.prefix + ":" + o.ns;
-  const std::string old_marker = b + ":{job-1}:fire:" + std::to_string(t0.unix_millis()) + ":0";
-  ASSERT_EQ(raw.Str({"EXISTS", old_marker}), "1");
-  ASSERT_EQ(raw.Str({"EXISTS", b + ":leases"}), "1");
 
   Result<std::unique_ptr<RedisCoordinator>> refused = RedisCoordinator::Open(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("gnomon migrate redis-groups"), std::string::npos)
       << refused.status().message();
-
-  // The node's heartbeat has not expired on the server's clock (the test's clock is fake).
-  const std::vector<std::string> time = raw.Array({"TIME"});
-  ASSERT_EQ(time.size(), 2u);
-  raw.Str(
-      {"ZADD", b + ":nodes:exp", std::to_string(std::stoll(time[0]) * 1000 + 15000), "old-node"});
   Result<KeyGroupMigration> busy = RedisCoordinator::MigrateKeyGroups(o);
   ASSERT_FALSE(busy.ok());
   EXPECT_EQ(busy.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(busy.status().message().find("old-node"), std::string::npos) << busy.status().message();
-  raw.Str({"ZADD", b + ":nodes:exp", "1", "old-node"});
+  raw.Str({"ZADD", SharedBase(o) + ":nodes:exp", "1", "old-node"});
 
-  // A run that stopped halfway moved some job keys already.
-  int moved_by_hand = 0;
-  for (const std::string& key : raw.Keys(b + ":{job-1*")) {
-    std::optional<std::string> to = coord::redis::GroupKeyOf(b, key);
-    ASSERT_TRUE(to.has_value()) << key;
-    raw.Str({"RENAME", key, *to});
-    ++moved_by_hand;
-  }
-  ASSERT_GT(moved_by_hand, 0);
-  const size_t old_keys = raw.Keys(b + ":{job-*").size();
   Result<KeyGroupMigration> moved = RedisCoordinator::MigrateKeyGroups(o);
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_FALSE(moved->already_done);
-  EXPECT_EQ(moved->job_keys, static_cast<int64_t>(old_keys));
-  EXPECT_EQ(moved->shared_keys, 7);  // jobs meta nodes nodes:exp audit runs leases
-  EXPECT_TRUE(raw.Keys(b + ":{job-*").empty());
-  EXPECT_EQ(raw.Str({"EXISTS", b + ":leases"}), "0");
+  EXPECT_EQ(moved->job_keys, 0);
+  EXPECT_GE(moved->ledger_keys, 20 + 20 + 1 + 20);  // states, markers, records
+  for (const char* left : {":*:state", ":*:live", ":*:fire:*", ":*:run:*"}) {
+    EXPECT_TRUE(raw.Keys(b + left).empty()) << left;
+  }
+  EXPECT_EQ(raw.Str({"GET", SharedBase(o) + ":layout"}), "ledger");
   Result<KeyGroupMigration> again = RedisCoordinator::MigrateKeyGroups(o);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(again->already_done);
 
-  c = MustOpen(o);
+  auto c = MustOpen(o);
   ASSERT_NE(c, nullptr);
-  const std::string marker =
-      JobBase(o, "job-1") + ":fire:" + std::to_string(t0.unix_millis()) + ":0";
-  const int64_t ttl = std::stoll(raw.Str({"PTTL", marker}));
-  EXPECT_GT(ttl, 0) << "the closed marker keeps its retention";
+  EXPECT_EQ(raw.Str({"PTTL", JobBase(o, "job-1")}), "-1") << "markers have no TTL now";
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(c->Claim(Req(Fire("job-" + std::to_string(i), t0), "new"))->result,
               R::kAlreadyClaimed)
         << i;
   }
+  EXPECT_EQ(c->Claim(Req(Fire("job-5", t0 - seconds(60)), "new"))->result, R::kAlreadyClaimed);
   Result<ClaimOutcome> next = c->Claim(Req(Fire("job-2", t0 + seconds(1)), "new"));
   ASSERT_TRUE(next.ok() && next->claim) << next.status().ToString();
-  EXPECT_GT(next->claim->fencing_token, last_token);
+  EXPECT_GT(next->claim->fencing_token, token + 19);
   EXPECT_EQ(c->Claim(Req(Fire("job-4", t0 + seconds(1)), "new"))->result, R::kPaused);
   Result<RunPage> all = c->ListRuns(RunQuery{.limit = 100});
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ(all->runs.size(), 22u);  // 20 fires, the new claim, job-4's skipped fire
   Result<RunPage> one = c->ListRuns(RunQuery{.job_id = "job-5"});
   ASSERT_TRUE(one.ok());
-  ASSERT_EQ(one->runs.size(), 1u);
+  ASSERT_EQ(one->runs.size(), 1u) << "the marker alone lists no record";
   EXPECT_EQ(one->runs[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(one->runs[0].output, "hello job-5");
+  EXPECT_EQ(one->runs[0].exit_code, std::optional<int>(0));
+  Result<std::vector<RunRecord>> open = c->GetRun(Fire("job-7", t0).RunId());
+  ASSERT_TRUE(open.ok() && open->size() == 1u) << open.status().ToString();
+  EXPECT_EQ((*open)[0].outcome, RunOutcome::kRunning);
+  EXPECT_EQ((*open)[0].node_id, "old");
+  EXPECT_EQ((*open)[0].cause, "backfill by ops");
+  EXPECT_EQ((*open)[0].fencing_token, token + 7);
   Result<StoredJob> job = c->GetJob("job-3");
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->definition, R"({"schedule":"@daily"})");
-  Result<std::vector<AuditRecord>> audits = c->ListAudit(10, 0);
-  ASSERT_TRUE(audits.ok());
-  EXPECT_EQ(audits->size(), 1u);
   clock.Advance(seconds(60));
   Result<std::vector<ExpiredFire>> lost = c->ListExpired(10);
   ASSERT_TRUE(lost.ok()) << lost.status().ToString();

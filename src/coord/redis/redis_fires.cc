@@ -27,9 +27,9 @@ JobState JobStateOf(const RedisReply& r) {
 
 Result<JobState> RedisFires::GetJobState(const std::string& job_id) {
   if (!IsValidJobId(job_id)) return JobState{};
-  Result<RedisReply> r = store_.Command(
-      store_.JobBase(job_id),
-      {"HMGET", store_.JobBase(job_id) + ":state", "paused", "reason", "fails", "last"});
+  Result<RedisReply> r =
+      store_.Command(store_.JobBase(job_id),
+                     {"HMGET", store_.JobBase(job_id), "paused", "reason", "fails", "last"});
   if (!r.ok()) return r.status();
   if (!IsArray(*r, 4)) return Malformed("job state");
   return JobStateOf(*r);
@@ -225,13 +225,15 @@ Status RedisFires::SaveCheckpoint(const gnomon::Claim& claim, const std::string&
 Status RedisFires::SaveFenced(int script, const gnomon::Claim& claim, const std::string& value,
                               const char* what) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(claim.fire));
-  std::vector<std::string> args =
-      scripts::ArgList(scripts::ArgNames(static_cast<scripts::Id>(script)), store_.CommonArgs())
-          .Add("ms", Ms(claim.fire.scheduled_at))
-          .Add("shard", std::to_string(claim.fire.shard))
-          .Add("token", std::to_string(claim.fencing_token))
-          .Add("value", value)
-          .Take();
+  const std::span<const std::string_view> names =
+      scripts::ArgNames(static_cast<scripts::Id>(script));
+  scripts::ArgList list(names, store_.CommonArgs());
+  if (names.front() == "job") list.Add("job", claim.fire.job_id);  // live output names its record
+  std::vector<std::string> args = list.Add("ms", Ms(claim.fire.scheduled_at))
+                                      .Add("shard", std::to_string(claim.fire.shard))
+                                      .Add("token", std::to_string(claim.fencing_token))
+                                      .Add("value", value)
+                                      .Take();
   Result<RedisReply> r =
       store_.Eval(static_cast<scripts::Id>(script),
                   {store_.JobBase(claim.fire.job_id), store_.IndexBase(claim.fire.job_id)}, args);
@@ -249,11 +251,10 @@ Status RedisFires::SaveLiveOutput(const gnomon::Claim& claim, const std::string&
 
 Result<std::optional<std::string>> RedisFires::LoadCheckpoint(const FireKey& fire) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(fire));
-  Result<RedisReply> r = store_.Command(
-      store_.JobBase(fire.job_id), {"HGET",
-                                    store_.JobBase(fire.job_id) + ":fire:" + Ms(fire.scheduled_at) +
-                                        ":" + std::to_string(fire.shard),
-                                    "cp"});
+  Result<RedisReply> r =
+      store_.Command(store_.JobBase(fire.job_id),
+                     {"HGET", store_.JobBase(fire.job_id),
+                      "cp:" + Ms(fire.scheduled_at) + ":" + std::to_string(fire.shard)});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return std::optional<std::string>();
   if (r->type != RedisReply::Type::kString) return Malformed("load checkpoint");

@@ -92,27 +92,40 @@ Result<RedisReply> RedisRunHistory::ListAllRuns(std::string start, const std::st
       const std::optional<MemberParts> parts = ParseMember(m.str);
       if (!parts) return Malformed("history listing");
       if (has_from && parts->scheduled_ms < from) return out;
-      const std::string key = store_.JobBase(parts->job) +
-                              ":run:" + std::to_string(parts->scheduled_ms) + ":" +
-                              std::to_string(parts->shard) + ":" + std::to_string(parts->attempt);
-      Result<RedisReply> rec = store_.Command(key, {"HGETALL", key});
+      Result<std::optional<std::string>> rec = RecordAt(m.str, *parts);
       if (!rec.ok()) return rec.status();
-      if (rec->type != RedisReply::Type::kArray) return Malformed("history record");
-      bool match = !rec->elements.empty();
-      if (match && !outcome.empty()) {
-        match = false;
-        for (size_t i = 0; i + 1 < rec->elements.size(); i += 2) {
-          if (rec->elements[i].str == "out") match = rec->elements[i + 1].str == outcome;
-        }
-      }
+      bool match = rec->has_value();
+      if (match && !outcome.empty()) match = (*rec)->starts_with(outcome + "\n");
       if (!match) continue;
       out.elements.push_back(m);
-      out.elements.push_back(std::move(*rec));
+      out.elements.push_back(RedisReply{RedisReply::Type::kString, std::move(**rec)});
       if (++n >= want) return out;
     }
     start = "(" + batch->elements.back().str;
   }
   return out;
+}
+
+// What record_at does in the scripts: the member's record field of its job's hash, else, while
+// its attempt runs, the running record its fire's marker makes (markers: redis_script_helpers.cc
+// marker_of).
+Result<std::optional<std::string>> RedisRunHistory::RecordAt(const std::string& member,
+                                                             const MemberParts& parts) {
+  const std::string jb = store_.JobBase(parts.job);
+  Result<RedisReply> rec = store_.Command(jb, {"HGET", jb, "r:" + member});
+  if (!rec.ok()) return rec.status();
+  if (rec->type == RedisReply::Type::kString) return std::optional<std::string>(rec->str);
+  if (rec->type != RedisReply::Type::kNil) return Malformed("history record");
+  Result<RedisReply> marker = store_.Command(
+      jb,
+      {"HGET", jb, "m:" + std::to_string(parts.scheduled_ms) + ":" + std::to_string(parts.shard)});
+  if (!marker.ok()) return marker.status();
+  if (marker->type == RedisReply::Type::kNil) return std::optional<std::string>();
+  if (marker->type != RedisReply::Type::kString) return Malformed("fire marker");
+  std::optional<FireMarker> mk = ParseMarker(marker->str);
+  if (!mk) return Malformed("fire marker");
+  if (!mk->open || mk->attempt != parts.attempt) return std::optional<std::string>();
+  return std::optional<std::string>(RunningRecord(*mk));
 }
 
 Result<std::vector<RunRecord>> RedisRunHistory::GetRun(const std::string& run_id) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gnomon/coordinator.h"
+#include "src/coord/redis/redis_codec.h"
 #include "src/coord/redis/redis_store.h"
 
 namespace gnomon::coord {
@@ -34,6 +35,9 @@ class RedisRunHistory {
   // at most `want` records.
   Result<RedisReply> ListAllRuns(std::string start, const std::string& outcome,
                                  const std::string& from_ms, int want);
+  // The encoded record of listing member `member` (its parts), or nullopt when it has none.
+  Result<std::optional<std::string>> RecordAt(const std::string& member,
+                                              const redis::MemberParts& parts);
 
   RedisStore& store_;
 };

@@ -123,83 +123,171 @@ local function parse_member(m)
   return job, 9000000000000000 - inv, shard + 0, 2147483647 - iatt
 end
 )lua"},
-    {"rec_key_of", R"lua(
-local function rec_key_of(m)
-  local job, ms, shard, att = parse_member(m)
-  return jb_of(job) .. ':run:' .. S(ms) .. ':' .. S(shard) .. ':' .. S(att)
+    {"enc", R"lua(
+-- Text fields, each "<length>:<value>" (the codec of redis_codec.cc, AppendField).
+local function enc(...)
+  local parts = {...}
+  for i = 1, #parts do parts[i] = #parts[i] .. ':' .. parts[i] end
+  return table.concat(parts)
 end
 )lua"},
-    {"drop_records", R"lua(
--- Deletes the records of the listing members `ms` and their index entries, 256 per command.
-local function drop_records(ms)
-  for from = 1, #ms, 256 do
-    local to = math.min(#ms, from + 255)
-    local keys, by_job = {}, {}
-    for i = from, to do
-      local m = ms[i]
-      local job = string.match(m, '^%d+ (%S+) ')
-      keys[#keys + 1] = rec_key_of(m)
-      local l = by_job[job]
-      if not l then
-        l = {}
-        by_job[job] = l
-      end
-      l[#l + 1] = m
-    end
-    redis.call('DEL', unpack(keys))
-    for i = from, to do g_run(ms[i], false) end
-    for job, l in pairs(by_job) do redis.call('ZREM', jb_of(job) .. ':runs', unpack(l)) end
+    {"record_of", R"lua(
+-- A history record as J:r holds it: "<outcome>\n", then sc tok node st fin err output skip params
+-- cause exit, each enc()'d ("" exit: not known). The client encodes the records it reports the
+-- same way (redis_codec.cc EncodeRecord).
+local function record_of(out, sc, tok, node, st, fin, err, output, skip, params, cause, exit)
+  return out .. '\n' .. enc(sc, tok, node, st, fin, err, output, skip, params, cause, exit)
+end
+)lua"},
+    {"parse_record", R"lua(
+-- record_of's fields back: {out, sc, tok, node, st, fin, err, output, skip, params, cause, exit}.
+local function parse_record(blob)
+  local nl = string.find(blob, '\n', 1, true)
+  local r = {string.sub(blob, 1, nl - 1)}
+  local at = nl + 1
+  while at <= #blob do
+    local colon = string.find(blob, ':', at, true)
+    local len = string.sub(blob, at, colon - 1) + 0
+    r[#r + 1] = string.sub(blob, colon + 1, colon + len)
+    at = colon + len + 1
   end
+  return r
 end
 )lua"},
-    {"trim", R"lua(
--- Bounds an index (a job's or the global listing) to `cap` finished records plus a slack:
--- nothing happens until the excess reaches the slack (cap / 16, 1 to 64), and then the oldest
--- finished records beyond the cap go in one batch of at most 4 slacks, so one fetch and a few
--- deletions serve `slack` writes and, in steady state, an index holds at most cap + slack - 1
--- records besides running ones. One call looks at no more than 4 slacks + 64 records.
--- A job's index keeps its running records (up to 64 of them among the oldest are looked past):
--- when more hold the trim back, the state's trim_at (now + 1 s) says to look again only a second
--- later (runs end with time), so the writes meanwhile pay one HGET, not a scan of the excess each.
--- The global index (no `hint`) never waits for running records: a running one among its oldest
--- leaves the global listing only (it stays listed under its job, which trims it once finished).
--- Late claims of old instants (a misfire catch-up) list at the old end of the indexes; a trim that
--- scanned past all of them at every write made a backlog slow every claim down.
--- `at_least`: the global index is trimmed once per script (flush_global), after all its writes,
--- so one call may drop up to that many (the script's additions) when that is more than 4 slacks.
-local function trim(zkey, cap, hint, at_least)
-  local global = not hint
-  local n = redis.call('ZCARD', zkey)
-  local excess = n - cap
+    {"marker_of", R"lua(
+-- A fire marker, the field m:<ms>:<shard> of the job's hash J:
+-- "<attempt> <token> <lease end> <open 1/0> <shard count> <attempt start> <len>:<node><cause>".
+local function marker_of(att, tok, lease, open, sc, st, node, cause)
+  return att .. ' ' .. tok .. ' ' .. lease .. ' ' .. open .. ' ' .. sc .. ' ' .. st .. ' ' ..
+         #node .. ':' .. node .. cause
+end
+)lua"},
+    {"parse_marker", R"lua(
+-- marker_of's fields back as a table {att, tok, lease, open, sc, st, node, cause} (text), or nil.
+local function parse_marker(v)
+  if not v then return nil end
+  local att, tok, lease, open, sc, st, len, rest =
+    string.match(v, '^(%d+) (%d+) (%d+) ([01]) (%d+) (%d+) (%d+):(.*)$')
+  if not att then return nil end
+  len = len + 0
+  return {att = att, tok = tok, lease = lease, open = open, sc = sc, st = st,
+          node = string.sub(rest, 1, len), cause = string.sub(rest, len + 1)}
+end
+)lua"},
+    {"marker_with", R"lua(
+-- The marker `mk` (parse_marker) with its open flag and lease end replaced.
+local function marker_with(mk, open, lease)
+  return marker_of(mk.att, mk.tok, lease, open, mk.sc, mk.st, mk.node, mk.cause)
+end
+)lua"},
+    {"live_without", R"lua(
+-- "live", the job's open fires: "<ms>:<shard> " each. A lease renewal does not touch it.
+local function live_without(live, fid)
+  local at = string.find(' ' .. live, ' ' .. fid .. ' ', 1, true)
+  if not at then return live end
+  return string.sub(live, 1, at - 1) .. string.sub(live, at + #fid + 1)
+end
+)lua"},
+    {"fence", R"lua(
+-- The hot path's fence (a report): nil, the attempt and the marker closed when `tok` holds the
+-- live lease of the fire whose marker field is `v`, else the reason it does not. No table: a
+-- report runs it once per fire.
+local function fence(v, tok)
+  local att, mtok, lease, open = string.match(v or '', '^(%d+) (%d+) (%d+) ([01]) ')
+  if not att then return 'the fire has no claim' end
+  if mtok ~= tok then return 'fenced off by token ' .. mtok end
+  if open ~= '1' then return 'the lease was released or revoked' end
+  if lease + 0 <= NOW then return 'the lease expired' end
+  return nil, att, att .. ' ' .. mtok .. ' ' .. lease .. ' 0' ..
+                   string.sub(v, #att + #mtok + #lease + 5)
+end
+)lua"},
+    {"fenced", R"lua(
+-- nil and the marker (parse_marker) when `tok` holds the live lease of the fire whose marker
+-- field is `v`, else the reason it does not.
+local function fenced(v, tok)
+  local mk = parse_marker(v)
+  if not mk then return 'the fire has no claim' end
+  if mk.tok ~= tok then return 'fenced off by token ' .. mk.tok end
+  if mk.open ~= '1' then return 'the lease was released or revoked' end
+  if mk.lease + 0 <= NOW then return 'the lease expired' end
+  return nil, mk
+end
+)lua"},
+    {"slack_of", R"lua(
+-- The trim slack of a cap: cap / 16, 1 to 64.
+local function slack_of(cap)
   local slack = (cap - cap % 16) / 16
-  if slack > 64 then slack = 64 elseif slack < 1 then slack = 1 end
-  if excess < slack then return end
-  local wait = nil
-  if not global then
-    wait = redis.call('HGET', hint, 'trim_at')
-    if wait and NOW < wait + 0 then return end
-  end
-  local want, most = excess, 4 * slack
-  if at_least and at_least > most then most = at_least end
-  if want > most then want = most end
-  local victims, unlisted = {}, {}
-  local look = want + 64
-  if global then look = want end
-  for _, m in ipairs(redis.call('ZREVRANGEBYLEX', zkey, '+', '-', 'LIMIT', '0', S(look))) do
+  if slack > 64 then return 64 elseif slack < 1 then return 1 end
+  return slack
+end
+)lua"},
+    {"drop_entries", R"lua(
+-- Drops, of the job's listing members `rows` (oldest first), the first `want` whose fire is
+-- closed: their entries (J:runs, the all-jobs listing), their records (J:r) and their fires'
+-- markers and checkpoints; the job's cutoff "pr" rises past their instants (a claim before it is
+-- refused: the marker that would refuse it may be gone). A fire that is open (a retry runs)
+-- keeps its entries and marker. -> how many were dropped.
+local function drop_entries(jb, rows, want)
+  local victims, gone = {}, {}
+  local cut = tonumber(redis.call('HGET', jb, 'pr')) or 0
+  for from = 1, #rows, 256 do
     if #victims >= want then break end
-    if redis.call('HGET', rec_key_of(m), 'out') ~= 'running' then
-      victims[#victims + 1] = m
-    elseif global then
-      unlisted[#unlisted + 1] = m
+    local to = math.min(#rows, from + 255)
+    local fields, at = {}, {}
+    for k = from, to do
+      local _, ms, shard = parse_member(rows[k])
+      at[#at + 1] = ms
+      fields[#fields + 1] = 'm:' .. S(ms) .. ':' .. S(shard)
+    end
+    local got = redis.call('HMGET', jb, unpack(fields))
+    for k = 1, #fields do
+      if #victims >= want then break end
+      local mk = parse_marker(got[k])
+      if not mk or mk.open == '0' then
+        victims[#victims + 1] = rows[from + k - 1]
+        gone[#gone + 1] = 'r:' .. rows[from + k - 1]
+        gone[#gone + 1] = fields[k]
+        gone[#gone + 1] = 'cp:' .. string.sub(fields[k], 3)
+        if at[k] + 1 > cut then cut = at[k] + 1 end
+      end
     end
   end
-  drop_records(victims)
-  if #unlisted > 0 then redis.call('ZREM', zkey, unpack(unlisted)) end
-  if global then return end
-  if #victims < want then
-    redis.call('HSET', hint, 'trim_at', S(NOW + 1000))
-  elseif wait then
-    redis.call('HDEL', hint, 'trim_at')
+  if #victims == 0 then return 0 end
+  local dropped = 0
+  for from = 1, #victims, 256 do
+    local to = math.min(#victims, from + 255)
+    dropped = dropped + redis.call('ZREM', jb .. ':runs', unpack(victims, from, to))
+    for i = from, to do g_run(victims[i], false) end
+  end
+  for from = 1, #gone, 768 do
+    redis.call('HDEL', jb, unpack(gone, from, math.min(#gone, from + 767)))
+  end
+  redis.call('HSET', jb, 'pr', S(cut))
+  redis.call('HINCRBY', jb, 'hn', S(-dropped))
+  return #victims
+end
+)lua"},
+    {"trim_job", R"lua(
+-- Bounds a job's listing (J:runs) to its cap (ARGV[2]) plus a slack: nothing happens until the
+-- entries `hn` reach cap + slack, and then the oldest entries of closed fires beyond the cap go
+-- in one batch (drop_entries), so in steady state the listing holds at most cap + slack - 1
+-- entries besides open fires', and one trim serves `slack` fires. Open fires (up to 64 of them
+-- among the oldest are looked past) are kept: when they hold the trim back, trim_at (now + 1 s)
+-- says to look again only a second later, so the claims meanwhile pay nothing for it. Late claims
+-- of old instants (a misfire catch-up) list at the old end of the listing.
+local function trim_job(jb, hn, trim_at)
+  local cap = ARGV[2] + 0
+  local excess = hn - cap
+  if excess < slack_of(cap) then return end
+  if trim_at and NOW < trim_at + 0 then return end
+  local want = math.min(excess, 4 * slack_of(cap))
+  local rows = redis.call('ZREVRANGEBYLEX', jb .. ':runs', '+', '-', 'LIMIT', '0', S(want + 64))
+  local dropped = drop_entries(jb, rows, want)
+  if dropped < want then
+    redis.call('HSET', jb, 'trim_at', S(NOW + 1000))
+  elseif trim_at then
+    redis.call('HDEL', jb, 'trim_at')
   end
 end
 )lua"},
@@ -227,120 +315,114 @@ local function apply_pend(pend, key, score)
 end
 )lua"},
     {"flush_global", R"lua(
--- Applies GPEND; then trims the global history listing once for all the members the script
--- added, and applies what that trim dropped.
+-- Applies GPEND; then bounds the all-jobs listing to its cap (ARGV[3]) plus a slack, once for all
+-- the members the script added: its oldest members leave it and their records go (a running
+-- attempt's live output too: its next save writes it again). Their jobs' entries and markers
+-- stay, bounded by each job's cap (trim_job), so no fire can be claimed again because this cap
+-- dropped its record; the job's listing skips an entry without a record.
 local function flush_global()
   apply_pend(GPEND.leases, GB .. ':leases')
   local added = apply_pend(GPEND.runs, GB .. ':runs')
   GPEND.leases, GPEND.runs = {}, {}
-  if added > 0 then
-    trim(GB .. ':runs', ARGV[3] + 0, nil, added)
-    apply_pend(GPEND.runs, GB .. ':runs')
-    GPEND.runs = {}
+  if added == 0 then return end
+  local cap = ARGV[3] + 0
+  local excess = redis.call('ZCARD', GB .. ':runs') - cap
+  if excess < slack_of(cap) then return end
+  local rows = redis.call('ZREVRANGEBYLEX', GB .. ':runs', '+', '-', 'LIMIT', '0',
+                          S(math.max(excess, 4 * slack_of(cap))))
+  local by_job = {}
+  for _, m in ipairs(rows) do
+    local job = string.match(m, '^%d+ (%S+) ')
+    local l = by_job[job]
+    if not l then
+      l = {}
+      by_job[job] = l
+    end
+    l[#l + 1] = 'r:' .. m
+  end
+  for job, l in pairs(by_job) do redis.call('HDEL', jb_of(job), unpack(l)) end
+  for from = 1, #rows, 256 do
+    redis.call('ZREM', GB .. ':runs', unpack(rows, from, math.min(#rows, from + 255)))
   end
 end
 )lua"},
-    {"index_record", R"lua(
--- Lists a new record in its job's index (jb:runs), trimmed here, and the global one (GPEND,
--- trimmed by flush_global).
-local function index_record(jb, job, ms, shard, att)
+    {"list_attempt", R"lua(
+-- Lists attempt `att` of the fire in its job's listing and the all-jobs one (GPEND). -> 1 when
+-- the job's listing had no entry for it (its count "hn" grows), else 0.
+local function list_attempt(jb, job, ms, shard, att)
   local m = member(job, ms, shard, att)
-  redis.call('ZADD', jb .. ':runs', '0', m)
   g_run(m, true)
-  trim(jb .. ':runs', ARGV[2] + 0, jb .. ':state')
+  return redis.call('ZADD', jb .. ':runs', '0', m)
 end
 )lua"},
-    {"new_record", R"lua(
--- Writes the record of a new attempt (or of a skipped fire); `...` are its field/value pairs.
--- Fields a running record does not have yet (err, output, skip, exit) are left out; readers
--- take a missing one as empty. HSET answers how many fields it added: all of them when the
--- record is new (then it is indexed); fewer when a record of an earlier claim of the fire is
--- still there (kept longer than its fire marker), which is replaced whole (it is indexed
--- already).
-local function new_record(jb, job, fid, ms, shard, att, att_s, ...)
-  local rk = jb .. ':run:' .. fid .. ':' .. att_s
-  if redis.call('HSET', rk, ...) * 2 == select('#', ...) then
-    index_record(jb, job, ms, shard, att)
-  else
-    redis.call('DEL', rk)
-    redis.call('HSET', rk, ...)
-  end
-end
-)lua"},
-    {"advance_last", R"lua(
-local function advance_last(jb, ms, ms_s)
-  local cur = redis.call('HGET', jb .. ':state', 'last')
-  if not cur or cur + 0 < ms then redis.call('HSET', jb .. ':state', 'last', ms_s) end
+    {"running_record", R"lua(
+-- The record of the attempt that holds the fire of marker `mk`, while it runs.
+local function running_record(mk, output)
+  return record_of('running', mk.sc, mk.tok, mk.node, mk.st, '0', '', output or '', '', '',
+                   mk.cause, '')
 end
 )lua"},
     {"finish_running", R"lua(
-local function finish_running(jb, fid, att_s, outcome, err)
-  local rk = jb .. ':run:' .. fid .. ':' .. att_s
-  if redis.call('HGET', rk, 'out') == 'running' then
-    redis.call('HSET', rk, 'out', outcome, 'fin', NOW_S, 'err', err)
+-- Ends the record of the attempt holding the fire of marker `mk` with `outcome` and `err`, when
+-- it still runs (it has no record, or its live output's); one that reported already (a retry
+-- was to follow) keeps its record.
+local function finish_running(jb, job, ms, shard, mk, outcome, err)
+  local m = member(job, ms, shard, mk.att + 0)
+  local cur = redis.call('HGET', jb, 'r:' .. m)
+  local output = ''
+  if cur then
+    if string.sub(cur, 1, 8) ~= 'running\n' then return end
+    output = parse_record(cur)[8]
   end
-end
-)lua"},
-    {"keep_closed", R"lua(
--- A closed marker is kept fire_retention (ARGV[4]) after the later of its close and its fire's
--- instant `ms`: while a claim by schedule is allowed (claim_one: until ms + fire_retention), the
--- marker that refuses it exists. The TTL is relative, so it runs on the server's own clock.
-local function keep_closed(fk, ms)
-  if ms > NOW then
-    redis.call('PEXPIRE', fk, S(ARGV[4] + ms - NOW))
-  else
-    redis.call('PEXPIRE', fk, ARGV[4])
-  end
-end
-)lua"},
-    {"close_fire", R"lua(
--- `ms`: the fire's instant, a number.
-local function close_fire(jb, job, fid, ms)
-  local fk = jb .. ':fire:' .. fid
-  redis.call('HSET', fk, 'open', '0')
-  keep_closed(fk, ms)
-  redis.call('ZREM', jb .. ':live', fid)
-  g_lease(job, fid, false)
-end
-)lua"},
-    {"start_attempt", R"lua(
--- Opens attempt `att` of a fire with fencing token `tok` and a lease of `ttl` ms: on a new
--- marker (a claim) or an open one (a retry, a rerun); neither has a TTL (PEXPIRE comes only
--- when a marker closes), so there is none to remove. -> token and lease end as text.
-local function start_attempt(jb, job, fid, ms, shard, sc_s, att, att_s, node, ttl, tok)
-  local tok_s, lease_s = S(tok), S(NOW + ttl)
-  redis.call('HSET', jb .. ':fire:' .. fid, 'att', att_s, 'tok', tok_s, 'node', node, 'lease',
-             lease_s, 'open', '1', 'sc', sc_s)
-  redis.call('ZADD', jb .. ':live', lease_s, fid)
-  g_lease(job, fid, lease_s)
-  new_record(jb, job, fid, ms, shard, att, att_s, 'sc', sc_s, 'tok', tok_s, 'node', node, 'st',
-             NOW_S, 'fin', '0', 'out', 'running')
-  return tok_s, lease_s
+  redis.call('HSET', jb, 'r:' .. m, record_of(outcome, mk.sc, mk.tok, mk.node, mk.st, NOW_S,
+                                              err, output, '', '', mk.cause, ''))
 end
 )lua"},
     {"record_skipped", R"lua(
-local function record_skipped(jb, job, ms_s, shard_s, sc_s, node, reason)
-  local fid = ms_s .. ':' .. shard_s
-  local fk = jb .. ':fire:' .. fid
-  redis.call('HSET', fk, 'att', '1', 'tok', '0', 'node', node, 'lease', NOW_S, 'open', '0',
-             'sc', sc_s)
-  local ms = ms_s + 0
-  keep_closed(fk, ms)
-  new_record(jb, job, fid, ms, shard_s + 0, 1, '1', 'sc', sc_s, 'tok', '0', 'node', node, 'st',
-             NOW_S, 'fin', NOW_S, 'out', 'skipped', 'skip', reason)
-  advance_last(jb, ms, ms_s)
+-- A fire skipped by `node` for `reason`: its marker (closed), its record and its listing entries,
+-- then the job's trim. `hn`, `last`, `trim_at`: the job's fields as read.
+local function record_skipped(jb, job, ms_s, shard_s, sc_s, node, reason, hn, last, trim_at)
+  local ms, shard = ms_s + 0, shard_s + 0
+  redis.call('HSET', jb, 'r:' .. member(job, ms, shard, 1),
+             record_of('skipped', sc_s, '0', node, NOW_S, NOW_S, '', '', reason, '', '', ''))
+  hn = hn + list_attempt(jb, job, ms, shard, 1)
+  local mk = marker_of('1', '0', NOW_S, '0', sc_s, NOW_S, node, '')
+  if not last or last + 0 < ms then
+    redis.call('HSET', jb, 'm:' .. ms_s .. ':' .. shard_s, mk, 'hn', S(hn), 'last', ms_s)
+  else
+    redis.call('HSET', jb, 'm:' .. ms_s .. ':' .. shard_s, mk, 'hn', S(hn))
+  end
+  trim_job(jb, hn, trim_at)
 end
 )lua"},
-    {"fenced", R"lua(
--- nil and the marker's fields tok open lease ... (the extra ones asked for) when `tok` holds
--- the live lease of the fire whose marker is `fk`, else the reason it does not.
-local function fenced(fk, tok, ...)
-  local f = redis.call('HMGET', fk, 'tok', 'open', 'lease', ...)
-  if not f[1] then return 'the fire has no claim' end
-  if f[1] ~= tok then return 'fenced off by token ' .. f[1] end
-  if f[2] ~= '1' then return 'the lease was released or revoked' end
-  if f[3] + 0 <= NOW then return 'the lease expired' end
-  return nil, f
+    {"open_attempt", R"lua(
+-- Opens attempt `att_s` of a fire that has a marker (a retry, a re-run, a lost run run again): a
+-- token above every earlier one of the job, a lease of `ttl` ms, its marker and listing entry.
+-- -> the token and the lease end, as text.
+local function open_attempt(jb, job, fid, ms, shard, sc_s, att_s, node, ttl, cause)
+  local s = redis.call('HMGET', jb, 'token', 'live', 'hn', 'trim_at')
+  local tok_s, lease_s = S(counter_after(s[1])), S(NOW + ttl)
+  local live = s[2] or ''
+  if not string.find(' ' .. live, ' ' .. fid .. ' ', 1, true) then live = live .. fid .. ' ' end
+  local hn = (tonumber(s[3]) or 0) + list_attempt(jb, job, ms, shard, att_s + 0)
+  redis.call('HSET', jb, 'm:' .. fid, marker_of(att_s, tok_s, lease_s, '1', sc_s, NOW_S, node,
+                                                cause), 'token', tok_s, 'live', live, 'hn', S(hn))
+  g_lease(job, fid, lease_s)
+  trim_job(jb, hn, s[4])
+  return tok_s, lease_s
+end
+)lua"},
+    {"record_at", R"lua(
+-- The record of listing member `m`: its field of J:r, else, while its attempt runs, the running
+-- record its fire's marker makes; nil when it has neither (dropped by the all-jobs cap).
+local function record_at(m)
+  local job, ms, shard, att = parse_member(m)
+  local jb = jb_of(job)
+  local rec = redis.call('HGET', jb, 'r:' .. m)
+  if rec then return rec end
+  local mk = parse_marker(redis.call('HGET', jb, 'm:' .. S(ms) .. ':' .. S(shard)))
+  if mk and mk.open == '1' and mk.att + 0 == att then return running_record(mk) end
+  return nil
 end
 )lua"},
 };

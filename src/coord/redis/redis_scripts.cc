@@ -30,8 +30,9 @@ namespace {
 // inverted instant always has 16 digits.
 //
 // Key names (GB = KEYS[2], the shared base "B:{~shared}"; NB = B; jb = a job's base
-// "B:{g<group>}:job:<job>", KEYS[1] in the scripts of one job): jb:state, jb:fire:<fid>, jb:live,
-// jb:runs, jb:run:<fid>:<attempt>, where the fid is "<ms>:<shard>"; see gnomon/redis_coordinator.h.
+// "B:{g<group>}:job:<job>", KEYS[1] in the scripts of one job): jb (the job's hash: its state,
+// its fire markers m:<fid>, checkpoints cp:<fid>, its open fires), jb:r (its records, by listing
+// member), jb:runs (its listing), where the fid is "<ms>:<shard>"; see gnomon/redis_coordinator.h.
 
 // True when `text` names `name`: not preceded nor followed by a name character.
 bool Uses(std::string_view text, std::string_view name) {
@@ -50,59 +51,69 @@ bool Uses(std::string_view text, std::string_view name) {
 
 // claim_one(A, i): A[i..i+10] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
 // run_id, deadline, cause ('' = by schedule).
-// -> CLAIMED now token lease replaced("<ms>:<shard>:<shard_count>")... | ALREADY/EARLY/OLD/BUSY/...
-// now
+// -> "<now> <token> <lease>" (claimed) | CLAIMED now token lease
+// replaced("<ms>:<shard>:<shard_count>")... (claimed, replacing other fires) |
+// ALREADY/EARLY/OLD/BUSY/... now
 constexpr const char* kClaimFn = R"lua(
 -- A[i..]: job ms shard shard_count node ttl_ms skew_ms overlap run_id deadline cause
--- A fire at or before OLDEST is not claimed, by schedule or by a backfill: a closed marker is kept
--- fire_retention after its instant (keep_closed), so an older fire's may be gone and nothing tells
--- whether it ran.
+-- A fire at or before OLDEST (fire_retention before now), or before its job's cutoff (pr: its
+-- marker may be gone with its history), is not claimed, by schedule or by a backfill.
 local OLDEST = NOW - ARGV[4]
 local function claim_one(A, i)
   local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
   -- A claim executed after its client gave up (it waited in a buffer) is not applied.
   if A[i + 9] ~= '' and NOW > A[i + 9] + 0 then return {'LATE', NOW_S} end
   local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
-  if redis.call('EXISTS', jb .. ':fire:' .. fid) == 1 then return {'ALREADY', NOW_S} end
+  -- The job's fields, read once: the fire's marker, paused, the token counter, the last claimed
+  -- instant, the cutoff, the open fires, the listing's count and trim deferral.
+  local st = redis.call('HMGET', jb, 'm:' .. fid, 'paused', 'token', 'last', 'pr', 'live', 'hn',
+                        'trim_at')
+  if st[1] then return {'ALREADY', NOW_S} end
   local ms = ms_s + 0
   if ms > NOW + A[i + 6] then return {'EARLY', NOW_S} end
-  if ms <= OLDEST then return {'OLD', NOW_S} end
-  -- The job's state, read once: paused, the token counter, the last claimed instant.
-  local st = redis.call('HMGET', jb .. ':state', 'paused', 'token', 'last')
-  if st[1] == '1' then
-    record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'paused')
+  if ms <= OLDEST or (st[5] and ms < st[5] + 0) then return {'OLD', NOW_S} end
+  local hn = tonumber(st[7]) or 0
+  if st[2] == '1' then
+    record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'paused', hn, st[4], st[8])
     return {'PAUSED', NOW_S}
   end
   local out = {'CLAIMED', NOW_S, '', ''}
-  -- The job's open fires matter only to the overlap policies that look at them. Under allow
-  -- the set is not pruned here; it holds only open fires (each leaves at its close, and a lost
-  -- one at its resolution), so it stays as small as the job's open fires.
-  local overlap = A[i + 7]
-  if overlap ~= 'allow' then
-    redis.call('ZREMRANGEBYSCORE', jb .. ':live', '-inf', NOW_S)
-    for _, ofid in ipairs(redis.call('ZRANGE', jb .. ':live', '0', '-1')) do
-      local oms_s = string.match(ofid, '^(-?%d+):')
-      if oms_s ~= ms_s then
+  -- The job's other open fires matter only to the overlap policies that look at them (their
+  -- markers say whether their leases still hold).
+  local live, overlap = st[6] or '', A[i + 7]
+  if overlap ~= 'allow' and live ~= '' then
+    for ofid in string.gmatch(live, '%S+') do
+      local oms_s, oshard_s = string.match(ofid, '^(-?%d+):(%d+)$')
+      local omk = oms_s ~= ms_s and parse_marker(redis.call('HGET', jb, 'm:' .. ofid))
+      if omk and omk.open == '1' and omk.lease + 0 > NOW then
         if overlap == 'buffer_one' or overlap == 'buffer_all' then return {'BUSY', NOW_S} end
         if overlap == 'forbid' then
-          record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'overlap')
+          record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'overlap', hn, st[4], st[8])
           return {'OVERLAP', NOW_S}
         end
-        local of = redis.call('HMGET', jb .. ':fire:' .. ofid, 'att', 'sc')
-        finish_running(jb, ofid, of[1], 'cancelled', 'replaced by ' .. A[i + 8])
-        close_fire(jb, job, ofid, oms_s + 0)
-        out[#out + 1] = ofid .. ':' .. of[2]
+        finish_running(jb, job, oms_s + 0, oshard_s + 0, omk, 'cancelled',
+                       'replaced by ' .. A[i + 8])
+        redis.call('HSET', jb, 'm:' .. ofid, marker_with(omk, '0', omk.lease))
+        live = live_without(live, ofid)
+        g_lease(job, ofid, false)
+        out[#out + 1] = ofid .. ':' .. omk.sc
       end
     end
   end
-  local tok_s, lease_s = start_attempt(jb, job, fid, ms, shard_s + 0, sc_s, 1, '1', node,
-                                       A[i + 5], counter_after(st[2]))
-  if A[i + 10] ~= '' then redis.call('HSET', jb .. ':run:' .. fid .. ':1', 'cause', A[i + 10]) end
-  if not st[3] or st[3] + 0 < ms then
-    redis.call('HSET', jb .. ':state', 'token', tok_s, 'last', ms_s)
+  local tok_s, lease_s = S(counter_after(st[3])), S(NOW + A[i + 5])
+  hn = hn + list_attempt(jb, job, ms, shard_s + 0, 1)
+  local mk = marker_of('1', tok_s, lease_s, '1', sc_s, NOW_S, node, A[i + 10])
+  if not st[4] or st[4] + 0 < ms then
+    redis.call('HSET', jb, 'm:' .. fid, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn',
+               S(hn), 'last', ms_s)
   else
-    redis.call('HSET', jb .. ':state', 'token', tok_s)
+    redis.call('HSET', jb, 'm:' .. fid, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn',
+               S(hn))
   end
+  g_lease(job, fid, lease_s)
+  trim_job(jb, hn, st[8])
+  -- One string for the common answer: an array costs the server more to build and send.
+  if #out == 4 then return NOW_S .. ' ' .. tok_s .. ' ' .. lease_s end
   out[3] = tok_s
   out[4] = lease_s
   return out
@@ -114,8 +125,7 @@ constexpr const char* kGetJobStatesBody = R"lua(
 -- ARGV[5..]: jobs...
 local out = {}
 for i = 5, #ARGV do
-  out[#out + 1] = redis.call('HMGET', jb_of(ARGV[i]) .. ':state', 'paused', 'reason', 'fails',
-                             'last')
+  out[#out + 1] = redis.call('HMGET', jb_of(ARGV[i]), 'paused', 'reason', 'fails', 'last')
 end
 return out
 )lua";
@@ -133,12 +143,10 @@ return out
 constexpr const char* kRenewBody = R"lua(
 -- ARGV[5..]: job ms shard token ttl_ms
 local fid = ARGV[6] .. ':' .. ARGV[7]
-local fk = JB .. ':fire:' .. fid
-local why = fenced(fk, ARGV[8])
+local why, mk = fenced(redis.call('HGET', JB, 'm:' .. fid), ARGV[8])
 if why then return {'LEASE', why} end
 local lease_s = S(NOW + ARGV[9])
-redis.call('HSET', fk, 'lease', lease_s)
-redis.call('ZADD', JB .. ':live', lease_s, fid)
+redis.call('HSET', JB, 'm:' .. fid, marker_with(mk, '1', lease_s))
 g_lease(ARGV[5], fid, lease_s)
 return {'OK', lease_s}
 )lua";
@@ -146,68 +154,55 @@ return {'OK', lease_s}
 // ARGV[5..]: job, ms, shard, token, ttl_ms, node. -> OK attempt token lease | LEASE reason
 constexpr const char* kNextAttemptBody = R"lua(
 -- ARGV[5..]: job ms shard token ttl_ms node
-local fid = ARGV[6] .. ':' .. ARGV[7]
-local why, f = fenced(JB .. ':fire:' .. fid, ARGV[8], 'att', 'sc')
+local job, fid, ms, shard = ARGV[5], ARGV[6] .. ':' .. ARGV[7], ARGV[6] + 0, ARGV[7] + 0
+local why, mk = fenced(redis.call('HGET', JB, 'm:' .. fid), ARGV[8])
 if why then return {'LEASE', why} end
-local att = f[4] + 1
-local att_s = S(att)
-finish_running(JB, fid, f[4], 'failed', 'superseded by attempt ' .. att_s .. ' without a report')
-local tok_s, lease_s = start_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0, f[5], att,
-                                     att_s, ARGV[10], ARGV[9],
-                                     next_counter(JB .. ':state', 'token'))
+local att_s = S(mk.att + 1)
+finish_running(JB, job, ms, shard, mk, 'failed',
+               'superseded by attempt ' .. att_s .. ' without a report')
+local tok_s, lease_s = open_attempt(JB, job, fid, ms, shard, mk.sc, att_s, ARGV[10], ARGV[9], '')
 return {'OK', att_s, tok_s, lease_s}
 )lua";
 
-// report_one(A, i, last): A[i..i+6] = job, ms, shard, token, attempt, final (1/0), failure
-// effect (reset/inc/none); A[i+7..last] the record's field/value pairs: all of sc tok node st fin
-// out err output skip, and exit last when known. -> OK | LEASE reason
+// report_one(A, i): A[i..i+7] = job, ms, shard, token, attempt, final (1/0), failure effect
+// (reset/inc/none), the record as the client encoded it (record_of). -> "OK" (a string) | LEASE
+// reason
 constexpr const char* kReportFn = R"lua(
--- A[i..]: job ms shard token attempt final failure_effect fields...
-local function report_one(A, i, last)
+-- A[i..]: job ms shard token attempt final failure_effect record
+local function report_one(A, i)
   local job, ms_s, shard_s = A[i], A[i + 1], A[i + 2]
   local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
-  local why = fenced(jb .. ':fire:' .. fid, A[i + 3])
+  local s = redis.call('HMGET', jb, 'm:' .. fid, 'live', 'fails')
+  local why, _, closed = fence(s[1], A[i + 3])
   if why then return {'LEASE', why} end
-  -- The attempt's record, written when it started, is updated in place (HSET answers the number
-  -- of fields it added: all of them only when the record is gone, e.g. trimmed after a non-final
-  -- report, and then it is listed again). Every field but exit is overwritten.
-  local rk = jb .. ':run:' .. fid .. ':' .. A[i + 4]
-  if redis.call('HSET', rk, unpack(A, i + 7, last)) * 2 == last - i - 6 then
-    index_record(jb, job, ms_s + 0, shard_s + 0, A[i + 4] + 0)
-  elseif A[last - 1] ~= 'exit' then
-    redis.call('HDEL', rk, 'exit')
+  -- The attempt's record replaces whatever it had (its live output). Its listing entries stay
+  -- while the fire is open, so it needs none.
+  local rf = 'r:' .. member(job, ms_s + 0, shard_s + 0, A[i + 4] + 0)
+  if A[i + 5] ~= '1' then
+    redis.call('HSET', jb, rf, A[i + 7])
+    return 'OK'
   end
-  if A[i + 5] == '1' then
-    close_fire(jb, job, fid, ms_s + 0)
-    if A[i + 6] == 'inc' then
-      redis.call('HINCRBY', jb .. ':state', 'fails', '1')
-    elseif A[i + 6] == 'reset' then
-      -- Read first: a write costs the server several times a read, and fails is mostly 0
-      -- (readers take a missing field as 0).
-      local fails = redis.call('HGET', jb .. ':state', 'fails')
-      if fails and fails ~= '0' then redis.call('HSET', jb .. ':state', 'fails', '0') end
-    end
+  local live = live_without(s[2] or '', fid)
+  -- fails is mostly 0 (or unset: read as 0), and a write costs the server more than the read.
+  if A[i + 6] == 'inc' then
+    redis.call('HSET', jb, rf, A[i + 7], 'm:' .. fid, closed, 'live', live, 'fails',
+               S((tonumber(s[3]) or 0) + 1))
+  elseif A[i + 6] == 'reset' and s[3] and s[3] ~= '0' then
+    redis.call('HSET', jb, rf, A[i + 7], 'm:' .. fid, closed, 'live', live, 'fails', '0')
+  else
+    redis.call('HSET', jb, rf, A[i + 7], 'm:' .. fid, closed, 'live', live)
   end
-  return {'OK'}
+  g_lease(job, fid, false)
+  return 'OK'
 end
 )lua";
 
-// ARGV[5]: n; then n reports, each its argument count and its arguments (report_one).
-// -> one reply per report.
+// ARGV[5]: n; then n reports of 8 arguments each (report_one). -> one reply per report.
 constexpr const char* kReportManyBody = R"lua(
 -- ARGV[5..]: n reports...
 local out = {}
-local at = 6
-for k = 1, ARGV[5] + 0 do
-  check_local(ARGV[at + 1])
-  at = at + ARGV[at] + 1
-end
-at = 6
-for k = 1, ARGV[5] + 0 do
-  local n = ARGV[at] + 0
-  out[k] = report_one(ARGV, at + 1, at + n)
-  at = at + n + 1
-end
+for k = 0, ARGV[5] - 1 do check_local(ARGV[6 + k * 8]) end
+for k = 0, ARGV[5] - 1 do out[k + 1] = report_one(ARGV, 6 + k * 8) end
 return out
 )lua";
 
@@ -224,10 +219,10 @@ local function scan(base)
   for _, m in ipairs(rows) do
     local job, ms_s, shard_s = string.match(m, '^(%S+) (-?%d+):(%d+)$')
     local fid = ms_s .. ':' .. shard_s
-    local f = redis.call('HMGET', jb_of(job) .. ':fire:' .. fid, 'att', 'tok', 'node', 'sc',
-                         'open', 'lease')
-    if f[1] and f[5] == '1' then
-      found[#found + 1] = {f[6] + 0, m, {job, ms_s, shard_s, f[4], f[1], f[2], f[3], f[6]}}
+    local mk = parse_marker(redis.call('HGET', jb_of(job), 'm:' .. fid))
+    if mk and mk.open == '1' then
+      found[#found + 1] = {mk.lease + 0, m,
+                           {job, ms_s, shard_s, mk.sc, mk.att, mk.tok, mk.node, mk.lease}}
     else
       g_lease(job, fid, false)
     end
@@ -266,52 +261,55 @@ return out
 // -> OK [attempt token lease] | NOTFOUND | PRECOND
 constexpr const char* kResolveLostBody = R"lua(
 -- ARGV[5..]: job ms shard token policy node ttl_ms
-local fid = ARGV[6] .. ':' .. ARGV[7]
-local f = redis.call('HMGET', JB .. ':fire:' .. fid, 'tok', 'open', 'lease', 'att', 'node', 'sc')
-if not f[1] then return {'NOTFOUND'} end
-if f[2] ~= '1' or f[1] ~= ARGV[8] or f[3] + 0 > NOW then return {'PRECOND'} end
-finish_running(JB, fid, f[4], 'lost', 'lease expired; holder ' .. f[5] .. ' vanished')
+local job, fid, ms, shard = ARGV[5], ARGV[6] .. ':' .. ARGV[7], ARGV[6] + 0, ARGV[7] + 0
+local s = redis.call('HMGET', JB, 'm:' .. fid, 'live', 'fails')
+local mk = parse_marker(s[1])
+if not mk then return {'NOTFOUND'} end
+if mk.open ~= '1' or mk.tok ~= ARGV[8] or mk.lease + 0 > NOW then return {'PRECOND'} end
+finish_running(JB, job, ms, shard, mk, 'lost', 'lease expired; holder ' .. mk.node .. ' vanished')
 if ARGV[9] == 'fail' then
-  close_fire(JB, ARGV[5], fid, ARGV[6] + 0)
-  redis.call('HINCRBY', JB .. ':state', 'fails', '1')
+  redis.call('HSET', JB, 'm:' .. fid, marker_with(mk, '0', mk.lease), 'live',
+             live_without(s[2] or '', fid), 'fails', S((tonumber(s[3]) or 0) + 1))
+  g_lease(job, fid, false)
   return {'OK'}
 end
-local att = f[4] + 1
-local att_s = S(att)
-local tok_s, lease_s = start_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0, f[6], att,
-                                     att_s, ARGV[10], ARGV[11],
-                                     next_counter(JB .. ':state', 'token'))
+local att_s = S(mk.att + 1)
+local tok_s, lease_s = open_attempt(JB, job, fid, ms, shard, mk.sc, att_s, ARGV[10], ARGV[11], '')
 return {'OK', att_s, tok_s, lease_s}
 )lua";
 
 // ARGV[5..]: job, ms, shard, shard_count, node, reason. -> OK | EXISTS
 constexpr const char* kRecordSkippedBody = R"lua(
 -- ARGV[5..]: job ms shard shard_count node reason
-if redis.call('EXISTS', JB .. ':fire:' .. ARGV[6] .. ':' .. ARGV[7]) == 1 then
-  return {'EXISTS'}
-end
-record_skipped(JB, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+local s = redis.call('HMGET', JB, 'm:' .. ARGV[6] .. ':' .. ARGV[7], 'hn', 'last', 'trim_at')
+if s[1] then return {'EXISTS'} end
+record_skipped(JB, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], tonumber(s[2]) or 0,
+               s[3], s[4])
 return {'OK'}
 )lua";
 
 // The job is KEYS[1]'s. -> OK | LEASE reason
 constexpr const char* kSaveCheckpointBody = R"lua(
 -- ARGV[5..]: ms shard token value
-local fk = JB .. ':fire:' .. ARGV[5] .. ':' .. ARGV[6]
-local why = fenced(fk, ARGV[7])
+local fid = ARGV[5] .. ':' .. ARGV[6]
+local why = fenced(redis.call('HGET', JB, 'm:' .. fid), ARGV[7])
 if why then return {'LEASE', why} end
-redis.call('HSET', fk, 'cp', ARGV[8])
+redis.call('HSET', JB, 'cp:' .. fid, ARGV[8])
 return {'OK'}
 )lua";
 
-// The job is KEYS[1]'s. -> OK | LEASE reason. Into the attempt's record, while it runs.
+// The job is KEYS[1]'s. -> OK | LEASE reason. The running attempt's record while it runs: one
+// that reported already (a retry is to follow) keeps its record.
 constexpr const char* kSaveLiveOutputBody = R"lua(
--- ARGV[5..]: ms shard token value
-local fk = JB .. ':fire:' .. ARGV[5] .. ':' .. ARGV[6]
-local why = fenced(fk, ARGV[7])
+-- ARGV[5..]: job ms shard token value
+local fid = ARGV[6] .. ':' .. ARGV[7]
+local why, mk = fenced(redis.call('HGET', JB, 'm:' .. fid), ARGV[8])
 if why then return {'LEASE', why} end
-local rk = JB .. ':run:' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. redis.call('HGET', fk, 'att')
-if redis.call('HGET', rk, 'out') == 'running' then redis.call('HSET', rk, 'output', ARGV[8]) end
+local m = member(ARGV[5], ARGV[6] + 0, ARGV[7] + 0, mk.att + 0)
+local cur = redis.call('HGET', JB, 'r:' .. m)
+if not cur or string.sub(cur, 1, 8) == 'running\n' then
+  redis.call('HSET', JB, 'r:' .. m, running_record(mk, ARGV[9]))
+end
 return {'OK'}
 )lua";
 
@@ -320,7 +318,7 @@ constexpr const char* kSetPausedBody = R"lua(
 -- ARGV[5..]: paused reason
 local reason = ARGV[6]
 if ARGV[5] ~= '1' then reason = '' end
-redis.call('HSET', JB .. ':state', 'paused', ARGV[5], 'reason', reason)
+redis.call('HSET', JB, 'paused', ARGV[5], 'reason', reason)
 bump_jobs_version()
 return {'OK'}
 )lua";
@@ -330,74 +328,109 @@ return {'OK'}
 // fire waits for its retry) keeps its outcome and its error says the retry was cancelled.
 constexpr const char* kCancelFireBody = R"lua(
 -- ARGV[5..]: job ms shard reason
-local fid = ARGV[6] .. ':' .. ARGV[7]
-local f = redis.call('HMGET', JB .. ':fire:' .. fid, 'att', 'open')
-if not f[1] then return {'NOTFOUND'} end
-if f[2] ~= '1' then return {'PRECOND'} end
-local rk = JB .. ':run:' .. fid .. ':' .. f[1]
-local r = redis.call('HMGET', rk, 'out', 'err')
-if r[1] == 'running' then
-  redis.call('HSET', rk, 'out', 'cancelled', 'fin', NOW_S, 'err', ARGV[8])
-elseif r[1] then
-  local err = r[2] or ''
-  if err == '' then err = 'retry ' .. ARGV[8] else err = err .. '; retry ' .. ARGV[8] end
-  redis.call('HSET', rk, 'err', err)
+local job, fid, ms, shard = ARGV[5], ARGV[6] .. ':' .. ARGV[7], ARGV[6] + 0, ARGV[7] + 0
+local s = redis.call('HMGET', JB, 'm:' .. fid, 'live')
+local mk = parse_marker(s[1])
+if not mk then return {'NOTFOUND'} end
+if mk.open ~= '1' then return {'PRECOND'} end
+local m = member(job, ms, shard, mk.att + 0)
+local cur = redis.call('HGET', JB, 'r:' .. m)
+if not cur or string.sub(cur, 1, 8) == 'running\n' then
+  finish_running(JB, job, ms, shard, mk, 'cancelled', ARGV[8])
+else
+  local r = parse_record(cur)
+  if r[7] == '' then r[7] = 'retry ' .. ARGV[8] else r[7] = r[7] .. '; retry ' .. ARGV[8] end
+  redis.call('HSET', JB, 'r:' .. m, record_of(unpack(r)))
 end
-close_fire(JB, ARGV[5], fid, ARGV[6] + 0)
+redis.call('HSET', JB, 'm:' .. fid, marker_with(mk, '0', mk.lease), 'live',
+           live_without(s[2] or '', fid))
+g_lease(job, fid, false)
 bump_jobs_version()
 return {'OK'}
 )lua";
 
 // ARGV[5..]: job, ms, shard, ttl ms, node, cause. -> OK attempt token lease | NOTFOUND | PRECOND
-// (the fire runs or waits for its retry). A closed marker has a TTL (close_fire): it goes.
+// (the fire runs or waits for its retry).
 constexpr const char* kRerunFireBody = R"lua(
 -- ARGV[5..]: job ms shard ttl_ms node cause
 local fid = ARGV[6] .. ':' .. ARGV[7]
-local fk = JB .. ':fire:' .. fid
-local f = redis.call('HMGET', fk, 'att', 'open', 'sc')
-if not f[1] then return {'NOTFOUND'} end
-if f[2] == '1' then return {'PRECOND'} end
-redis.call('PERSIST', fk)
-local att = f[1] + 1
-local att_s = S(att)
-local tok_s, lease_s = start_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0, f[3], att,
-                                     att_s, ARGV[9], ARGV[8],
-                                     next_counter(JB .. ':state', 'token'))
-if ARGV[10] ~= '' then
-  redis.call('HSET', JB .. ':run:' .. fid .. ':' .. att_s, 'cause', ARGV[10])
-end
+local mk = parse_marker(redis.call('HGET', JB, 'm:' .. fid))
+if not mk then return {'NOTFOUND'} end
+if mk.open == '1' then return {'PRECOND'} end
+local att_s = S(mk.att + 1)
+local tok_s, lease_s = open_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0, mk.sc, att_s,
+                                    ARGV[9], ARGV[8], ARGV[10])
 return {'OK', att_s, tok_s, lease_s}
 )lua";
 
-// ARGV[5..]: keep_last, max_age_ms. -> OK
+// ARGV[5..]: keep_last, max_age_ms. -> OK. The records of the job's fires beyond the newest
+// keep_last go (their listing entries and markers stay, so such a fire is still refused as
+// claimed; the job's cap drops them later); fires older than max_age go whole, entries, records
+// and closed markers, and the job's cutoff becomes now - max_age (drop_entries), as on the other
+// backends. Every job is pruned about once a minute, so a prune reads what changed since the
+// last: the newest keep_last fires, the entries that crossed that boundary since (J's field pk,
+// the boundary of the last prune; all of them the first time, at most the job's cap), and the
+// oldest entries past max_age (at most 1,024 a prune).
 constexpr const char* kPruneBody = R"lua(
 -- ARGV[5..]: keep_last max_age_ms
 local keep, cutoff = ARGV[5] + 0, NOW - ARGV[6]
-local fires, current = 0, nil
-local victims = {}
-for _, m in ipairs(redis.call('ZRANGE', JB .. ':runs', '0', '-1')) do
-  local _, ms, shard = parse_member(m)
-  local fid = S(ms) .. ':' .. S(shard)
-  if fid ~= current then
-    current = fid
-    fires = fires + 1
+local runs = JB .. ':runs'
+-- The first entry beyond the newest keep_last fires (the listing is newest first).
+local boundary, fires, current, start = nil, 0, nil, '-'
+while not boundary do
+  local rows = redis.call('ZRANGEBYLEX', runs, start, '+', 'LIMIT', '0', S(keep + 64))
+  if #rows == 0 then break end
+  for _, m in ipairs(rows) do
+    local _, ms, shard = parse_member(m)
+    local fid = S(ms) .. ':' .. S(shard)
+    if fid ~= current then
+      current = fid
+      fires = fires + 1
+    end
+    if fires > keep then
+      boundary = m
+      break
+    end
   end
-  if (fires > keep or ms < cutoff) and redis.call('HGET', rec_key_of(m), 'out') ~= 'running' then
-    victims[#victims + 1] = m
-  end
+  start = '(' .. rows[#rows]
 end
-drop_records(victims)
+if boundary then
+  -- Records from the boundary to the last prune's, but a running attempt's (live output).
+  local last = redis.call('HGET', JB, 'pk')
+  local stop = '+'
+  if last and last > boundary then stop = '(' .. last end
+  local beyond = redis.call('ZRANGEBYLEX', runs, '[' .. boundary, stop)
+  for from = 1, #beyond, 256 do
+    local part = {}
+    for k = from, math.min(#beyond, from + 255) do part[#part + 1] = 'r:' .. beyond[k] end
+    local got = redis.call('HMGET', JB, unpack(part))
+    local gone = {}
+    for k, v in ipairs(got) do
+      if v and string.sub(v, 1, 8) ~= 'running\n' then gone[#gone + 1] = part[k] end
+    end
+    if #gone > 0 then redis.call('HDEL', JB, unpack(gone)) end
+  end
+  redis.call('HSET', JB, 'pk', boundary)
+end
+-- Entries older than max_age: from the old end, at most 1,024 (oldest first).
+local old = redis.call('ZREVRANGEBYLEX', runs, '+',
+                       '[' .. format('%016d', 9000000000000000 - cutoff + 1), 'LIMIT', '0', '1024')
+if #old > 0 and drop_entries(JB, old, #old) > 0 then
+  local pr = redis.call('HGET', JB, 'pr')
+  if not pr or pr + 0 < cutoff then redis.call('HSET', JB, 'pr', S(cutoff)) end
+end
 return {'OK'}
 )lua";
 
-// KEYS[1] = the index (a job's or the global runs zset). ARGV[5..]: start bound (ZRANGEBYLEX
-// syntax), outcome ("" = any), scheduled_from ms ("" = none), how many to return.
-// -> OK, then per record: member, HGETALL array
+// KEYS[1] = the index (a job's J:runs or the all-jobs listing). ARGV[5..]: start bound
+// (ZRANGEBYLEX syntax), outcome ("" = any), scheduled_from ms ("" = none), how many to return.
+// -> OK, then per record: member, record (record_of)
 constexpr const char* kListRunsBody = R"lua(
 -- ARGV[5..]: start outcome from_ms count
 local start, outcome, want = ARGV[5], ARGV[6], tonumber(ARGV[8])
 local from = nil
 if ARGV[7] ~= '' then from = tonumber(ARGV[7]) end
+local prefix = outcome .. '\n'
 local out = {'OK'}
 local n = 0
 while n < want do
@@ -406,15 +439,8 @@ while n < want do
   for _, m in ipairs(batch) do
     local _, ms = parse_member(m)
     if from and ms < from then return out end
-    local rec = redis.call('HGETALL', rec_key_of(m))
-    local match = #rec > 0
-    if match and outcome ~= '' then
-      match = false
-      for i = 1, #rec, 2 do
-        if rec[i] == 'out' then match = rec[i + 1] == outcome end
-      end
-    end
-    if match then
+    local rec = record_at(m)
+    if rec and (outcome == '' or string.sub(rec, 1, #prefix) == prefix) then
       out[#out + 1] = m
       out[#out + 1] = rec
       n = n + 1
@@ -427,14 +453,14 @@ return out
 )lua";
 
 // ARGV[5]: the members' common prefix for one fire. -> OK, then per attempt (descending):
-// member, HGETALL array
+// member, record (record_of)
 constexpr const char* kGetRunBody = R"lua(
 -- ARGV[5..]: member_prefix
 local p = ARGV[5]
 local out = {'OK'}
 for _, m in ipairs(redis.call('ZRANGEBYLEX', JB .. ':runs', '[' .. p, '(' .. p .. '~')) do
-  local rec = redis.call('HGETALL', rec_key_of(m))
-  if #rec > 0 then
+  local rec = record_at(m)
+  if rec then
     out[#out + 1] = m
     out[#out + 1] = rec
   end
@@ -517,14 +543,14 @@ constexpr const char* kFiresRecordedBody = R"lua(
 -- ARGV[5..]: fires...
 local out = {'OK'}
 for i = 5, #ARGV, 3 do
-  out[#out + 1] = redis.call('EXISTS', jb_of(ARGV[i]) .. ':fire:' .. ARGV[i + 1] .. ':' .. ARGV[i + 2])
+  out[#out + 1] = redis.call('HEXISTS', jb_of(ARGV[i]), 'm:' .. ARGV[i + 1] .. ':' .. ARGV[i + 2])
 end
 return out
 )lua";
 
 // KEYS[1] unused. ARGV[5..]: quadruples job, ms, shard, token: claims whose batch fewer
 // replicas acknowledged than wait_replicas asks (RedisClaims::SendClaims). Each one still held by
-// its token (attempt 1, lease live) is withdrawn whole: its marker, its record and their index
+// its token (attempt 1, lease live) is withdrawn whole: its marker, its record and their listing
 // entries go, so the fire reads as never claimed and its retry claims it anew. The job's token
 // counter and last instant stay (a counter never goes back). -> OK, then OK / LEASE per claim.
 constexpr const char* kUnclaimBody = R"lua(
@@ -533,14 +559,17 @@ local out = {'OK'}
 for i = 5, #ARGV, 4 do
   local job, fid = ARGV[i], ARGV[i + 1] .. ':' .. ARGV[i + 2]
   local jb = jb_of(job)
-  local fk = jb .. ':fire:' .. fid
-  local why, f = fenced(fk, ARGV[i + 3], 'att')
-  if why or f[4] ~= '1' then
+  local s = redis.call('HMGET', jb, 'm:' .. fid, 'live')
+  local why, mk = fenced(s[1], ARGV[i + 3])
+  if why or mk.att ~= '1' then
     out[#out + 1] = 'LEASE'
   else
-    drop_records({member(job, ARGV[i + 1] + 0, ARGV[i + 2] + 0, 1)})
-    redis.call('DEL', fk)
-    redis.call('ZREM', jb .. ':live', fid)
+    local m = member(job, ARGV[i + 1] + 0, ARGV[i + 2] + 0, 1)
+    local gone = redis.call('ZREM', jb .. ':runs', m)
+    g_run(m, false)
+    redis.call('HDEL', jb, 'r:' .. m, 'm:' .. fid, 'cp:' .. fid)
+    redis.call('HSET', jb, 'live', live_without(s[2] or '', fid))
+    if gone == 1 then redis.call('HINCRBY', jb, 'hn', '-1') end
     g_lease(job, fid, false)
     out[#out + 1] = 'OK'
   end
@@ -666,7 +695,7 @@ constexpr std::string_view kResolveLostArgs[] = {"job",    "ms",   "shard", "tok
 constexpr std::string_view kRecordSkippedArgs[] = {"job",         "ms",   "shard",
                                                    "shard_count", "node", "reason"};
 constexpr std::string_view kSaveCheckpointArgs[] = {"ms", "shard", "token", "value"};
-constexpr std::string_view kSaveLiveOutputArgs[] = {"ms", "shard", "token", "value"};
+constexpr std::string_view kSaveLiveOutputArgs[] = {"job", "ms", "shard", "token", "value"};
 constexpr std::string_view kSetPausedArgs[] = {"paused", "reason"};
 constexpr std::string_view kPruneArgs[] = {"keep_last", "max_age_ms"};
 constexpr std::string_view kListRunsArgs[] = {"start", "outcome", "from_ms", "count"};
@@ -703,14 +732,18 @@ std::string Source(Id id, Topology topology) {
                      CrossSlot(id));
 }
 
+std::string SourceOf(std::string body) {
+  return WithHelpers(std::move(body), Topology::kSingle, false);
+}
+
 bool CrossSlot(Id id) {
   return id == kClaimMany || id == kReportMany || id == kGetJobStates || id == kFiresRecorded ||
          id == kUnclaim || id == kListExpired || id == kSweepNewRuns;
 }
 
 bool ListsRecords(Id id) {
-  return id == kClaimMany || id == kReportMany || id == kNextAttempt || id == kResolveLost ||
-         id == kRecordSkipped || id == kRerunFire;
+  return id == kClaimMany || id == kNextAttempt || id == kResolveLost || id == kRecordSkipped ||
+         id == kRerunFire;
 }
 
 std::span<const std::string_view> ArgNames(Id id) {

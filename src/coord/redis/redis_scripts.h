@@ -80,6 +80,9 @@ bool CrossSlot(Id id);
 
 // The full source (shared prelude + body) of script `id`.
 std::string Source(Id id, Topology topology = Topology::kSingle);
+// A one-off script (the layout moves, redis_layout.cc): `body` after the shared definitions it
+// names, without a "#!lua" line (it may touch any key of its first key's slot on a Cluster too).
+std::string SourceOf(std::string body);
 
 // --- Argument layouts ------------------------------------------------------------------------
 // The one description of what each script reads: ARGV[1..4] are kCommonArgs; a script's own
@@ -95,8 +98,8 @@ inline constexpr std::string_view kCommonArgs[] = {"now_ms", "max_records_per_jo
 inline constexpr std::string_view kClaimItem[] = {"job",    "ms",       "shard",   "shard_count",
                                                   "node",   "ttl_ms",   "skew_ms", "overlap",
                                                   "run_id", "deadline", "cause"};
-inline constexpr std::string_view kReportItem[] = {
-    "job", "ms", "shard", "token", "attempt", "final", "failure_effect", "fields..."};
+inline constexpr std::string_view kReportItem[] = {"job",     "ms",    "shard",          "token",
+                                                   "attempt", "final", "failure_effect", "record"};
 
 // The script's own arguments (ARGV[5] on).
 std::span<const std::string_view> ArgNames(Id id);

@@ -137,13 +137,13 @@ TEST(RedisScriptsTest, ClusterScriptsKeepToOneSlot) {
   EXPECT_EQ(claim.find("trim(GB"), std::string::npos);
 }
 
-// ListsRecords names exactly the scripts that can list a new record (index_record): under a
+// ListsRecords names exactly the scripts that can list a new record (list_attempt): under a
 // Cluster their callers copy the group's runs_new into the all-jobs listing.
 TEST(RedisScriptsTest, ListsRecordsNamesTheScriptsThatIndexNewRecords) {
   for (int i = 0; i < kCount; ++i) {
     const Id id = static_cast<Id>(i);
     EXPECT_EQ(ListsRecords(id),
-              Source(id).find("local function index_record(") != std::string::npos)
+              Source(id).find("local function list_attempt(") != std::string::npos)
         << "script " << i;
   }
 }

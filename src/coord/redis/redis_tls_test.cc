@@ -124,7 +124,7 @@ std::vector<CoordinatorFactory> TlsFactories() {
              if (!c.ok()) return nullptr;
              return std::move(*c);
            },
-           false}};
+           true}};
 }
 
 // Not GNOMON_INSTANTIATE_COORDINATOR_CONFORMANCE: its Values() cannot be empty, and without
