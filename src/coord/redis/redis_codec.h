@@ -59,7 +59,7 @@ struct MemberParts {
   int64_t attempt = 0;
 };
 std::optional<MemberParts> ParseMember(std::string_view member);
-// A history record as a job's records hash (J:r) holds it and a report sends it:
+// A history record as its field r:<member> of its job's hash holds it and a report sends it:
 // "<outcome>\n", then shard count, token, node, start ms, end ms, error, output, skip reason,
 // params, cause and exit code ("" when unknown), each an AppendField. The scripts write the same
 // (record_of in redis_script_helpers.cc). The output is stored as given (the caller truncates).

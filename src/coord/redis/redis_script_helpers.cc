@@ -132,9 +132,9 @@ local function enc(...)
 end
 )lua"},
     {"record_of", R"lua(
--- A history record as J:r holds it: "<outcome>\n", then sc tok node st fin err output skip params
--- cause exit, each enc()'d ("" exit: not known). The client encodes the records it reports the
--- same way (redis_codec.cc EncodeRecord).
+-- A history record as its field r:<member> of the job's hash holds it: "<outcome>\n", then sc
+-- tok node st fin err output skip params cause exit, each enc()'d ("" exit: not known). The
+-- client encodes the records it reports the same way (redis_codec.cc EncodeRecord).
 local function record_of(out, sc, tok, node, st, fin, err, output, skip, params, cause, exit)
   return out .. '\n' .. enc(sc, tok, node, st, fin, err, output, skip, params, cause, exit)
 end
@@ -224,7 +224,7 @@ end
 )lua"},
     {"drop_entries", R"lua(
 -- Drops, of the job's listing members `rows` (oldest first), the first `want` whose fire is
--- closed: their entries (J:runs, the all-jobs listing), their records (J:r) and their fires'
+-- closed: their entries (J:runs, the all-jobs listing), their records (r:<member>) and their fires'
 -- markers and checkpoints; the job's cutoff "pr" rises past their instants (a claim before it is
 -- refused: the marker that would refuse it may be gone). A fire that is open (a retry runs)
 -- keeps its entries and marker. -> how many were dropped.
@@ -413,8 +413,9 @@ local function open_attempt(jb, job, fid, ms, shard, sc_s, att_s, node, ttl, cau
 end
 )lua"},
     {"record_at", R"lua(
--- The record of listing member `m`: its field of J:r, else, while its attempt runs, the running
--- record its fire's marker makes; nil when it has neither (dropped by the all-jobs cap).
+-- The record of listing member `m`: its field r:<member> of the job's hash, else, while its
+-- attempt runs, the running record its fire's marker makes; nil when it has neither (dropped by
+-- the all-jobs cap).
 local function record_at(m)
   local job, ms, shard, att = parse_member(m)
   local jb = jb_of(job)
