@@ -189,29 +189,23 @@ local function live_without(live, fid)
 end
 )lua"},
     {"fence", R"lua(
--- The hot path's fence (a report): nil, the attempt and the marker closed when `tok` holds the
--- live lease of the fire whose marker field is `v`, else the reason it does not. No table: a
--- report runs it once per fire.
+-- nil and the marker closed when `tok` holds the live lease of the fire whose marker field is
+-- `v`, else the reason it does not. No table: a report runs it once per fire.
 local function fence(v, tok)
   local att, mtok, lease, open = string.match(v or '', '^(%d+) (%d+) (%d+) ([01]) ')
   if not att then return 'the fire has no claim' end
   if mtok ~= tok then return 'fenced off by token ' .. mtok end
   if open ~= '1' then return 'the lease was released or revoked' end
   if lease + 0 <= NOW then return 'the lease expired' end
-  return nil, att, att .. ' ' .. mtok .. ' ' .. lease .. ' 0' ..
-                   string.sub(v, #att + #mtok + #lease + 5)
+  return nil, att .. ' ' .. mtok .. ' ' .. lease .. ' 0' .. string.sub(v, #att + #mtok + #lease + 5)
 end
 )lua"},
     {"fenced", R"lua(
--- nil and the marker (parse_marker) when `tok` holds the live lease of the fire whose marker
--- field is `v`, else the reason it does not.
+-- fence, with the marker (parse_marker) in place of the closed one.
 local function fenced(v, tok)
-  local mk = parse_marker(v)
-  if not mk then return 'the fire has no claim' end
-  if mk.tok ~= tok then return 'fenced off by token ' .. mk.tok end
-  if mk.open ~= '1' then return 'the lease was released or revoked' end
-  if mk.lease + 0 <= NOW then return 'the lease expired' end
-  return nil, mk
+  local why = fence(v, tok)
+  if why then return why end
+  return nil, parse_marker(v)
 end
 )lua"},
     {"slack_of", R"lua(

@@ -173,7 +173,7 @@ local function report_one(A, i)
   local job, ms_s, shard_s = A[i], A[i + 1], A[i + 2]
   local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
   local s = redis.call('HMGET', jb, 'm:' .. fid, 'live', 'fails')
-  local why, _, closed = fence(s[1], A[i + 3])
+  local why, closed = fence(s[1], A[i + 3])
   if why then return {'LEASE', why} end
   -- The attempt's record replaces whatever it had (its live output). Its listing entries stay
   -- while the fire is open, so it needs none.
