@@ -15,8 +15,7 @@ share. Also a "minimal" pair (MIN_CLAIM, MIN_REPORT: ten commands per fire, the 
 script-based layout with a key per fire), three "packed" pairs (a job's state and its fire markers
 in one hash, its history in streams: the floor of a layout with fewer keys and commands per fire;
 one of them drops old markers as the ledger backends do, another keeps each marker in a key of
-its own), the "ledger" pair (the candidate layout of docs/redis-ledger-layout.md with the whole
-hot path of the contract: no key per fire, the record sent as one argument) and a "no-op" pair of scripts that take the same arguments and do nothing: the cost of
+its own) and a "no-op" pair of scripts that take the same arguments and do nothing: the cost of
 passing a fire's arguments in and the replies out, the floor under any script design.
 
 COST_BASELINE=DIR measures, in the same run and right after gnomon's, the claim and report
@@ -390,211 +389,7 @@ def packed_pruned_claim(keep_ms, slack_ms):
         "SLACK_MS", str(slack_ms))
 
 
-# The "ledger" pair: the candidate layout of docs/redis-ledger-layout.md with the whole hot path of
-# the contract, not a lower bound. A job's state, its fire markers ("m:<ms>:<shard>": attempt,
-# token, lease end, open, shard count, start, node), its open fires ("live") and its records
-# ("r:<listing member>", each the record the client encoded whole: "<outcome>\n" then
-# length-prefixed fields, one argument, not twenty) are fields of the job's hash; its listing is
-# the per-job index by instant as today (J:runs), and the all-jobs listing and the lease index
-# are written once per batch as today. A running attempt has no record field: readers list it
-# from its open marker. The listing's count (hn) is a field of the job's hash, so a trim (drop the
-# oldest entries of closed fires beyond the cap, their records and markers, and raise the cutoff
-# "pr" below which a claim is refused) costs no command until it runs. A claim is HMGET + HSET +
-# ZADD, a report HMGET + HSET; a claim answers "<now> <token> <lease end>" and a report "OK",
-# one string each (a refusal keeps its array). Overlap policies other than allow, pause (a skipped record), the
-# deadline, the too-early and too-old bounds and the token's server-clock floor are all in the
-# scripts; the bench's fires take the allow path.
-LEDGER_PROLOGUE = """local GB = KEYS[2]
-local NB = string.sub(GB, 1, -11)
-local format = string.format
-local function S(n) return format('%d', n) end
-local t = redis.call('TIME')
-local SERVER_MS = t[1] * 1000 + math.floor(t[2] / 1000)
-local NOW = SERVER_MS
-if ARGV[1] ~= '' then NOW = ARGV[1] + 0 end
-local NOW_S = S(NOW)
-local A = ARGV
-local GROUP, bxor, byte = {}, bit.bxor, string.byte
-local function group_of(job)
-  local h = GROUP[job]
-  if h then return h end
-  h = 805
-  for i = 1, #job do h = (bxor(h, byte(job, i)) * 435) % 1024 end
-  GROUP[job] = h
-  return h
-end
-local function jb_of(job) return NB .. ':{g' .. group_of(job) .. '}:job:' .. job end
-local function member(job, ms, shard, att)
-  return format('%016d %s %010d %010d', 9000000000000000 - ms, job, shard, 2147483647 - att)
-end
-local GPEND = {leases = {}, runs = {}}
-local function slack_of(cap)
-  local slack = (cap - cap % 16) / 16
-  if slack > 64 then return 64 elseif slack < 1 then return 1 end
-  return slack
-end
--- A job's listing entries go with their fires' markers, and only once the fire is closed (a
--- retry still runs): the oldest closed ones beyond the cap (A[2]), up to 64 open ones looked
--- past. Their record fields go too, and the job's cutoff "pr" rises past their instants: a claim
--- before it is refused, as the marker that would refuse it may be gone.
-local function trim_job(jb, hn, pr)
-  local want = hn - A[2]
-  local rows = redis.call('ZREVRANGEBYLEX', jb .. ':runs', '+', '-', 'LIMIT', '0', S(want + 64))
-  local marks, at = {}, {}
-  for k, m in ipairs(rows) do
-    local inv, shard = string.match(m, '^(%d+) %S+ (%d+) ')
-    at[k] = 9000000000000000 - inv
-    marks[k] = 'm:' .. S(at[k]) .. ':' .. S(shard + 0)
-  end
-  local got = redis.call('HMGET', jb, unpack(marks))
-  local victims, closed, cut = {}, {}, pr
-  for k, m in ipairs(rows) do
-    if #victims >= want then break end
-    if not got[k] or string.match(got[k], '^%d+ %d+ %d+ 0 ') then
-      victims[#victims + 1] = m
-      closed[#closed + 1] = marks[k]
-      if at[k] + 1 > cut then cut = at[k] + 1 end
-      GPEND.runs[m] = false
-    end
-  end
-  if #victims == 0 then return end
-  redis.call('ZREM', jb .. ':runs', unpack(victims))
-  for _, m in ipairs(victims) do closed[#closed + 1] = 'r:' .. m end
-  redis.call('HDEL', jb, unpack(closed))
-  redis.call('HSET', jb, 'hn', S(hn - #victims), 'pr', S(cut))
-end
-local function flush_global()
-  local add, rem = {}, {}
-  for m, v in pairs(GPEND.leases) do
-    if v then add[#add + 1] = v; add[#add + 1] = m else rem[#rem + 1] = m end
-  end
-  if #add > 0 then redis.call('ZADD', GB .. ':leases', unpack(add)) end
-  if #rem > 0 then redis.call('ZREM', GB .. ':leases', unpack(rem)) end
-  local radd, rrem = {}, {}
-  for m, v in pairs(GPEND.runs) do
-    if v then radd[#radd + 1] = '0'; radd[#radd + 1] = m else rrem[#rrem + 1] = m end
-  end
-  if #radd > 0 then redis.call('ZADD', GB .. ':runs', unpack(radd)) end
-  if #rrem > 0 then redis.call('ZREM', GB .. ':runs', unpack(rrem)) end
-  -- The all-jobs listing's cap: its oldest members leave it and their record fields go (a running
-  -- attempt's live output too: its next save writes it again). Their jobs' listing entries and
-  -- fire markers stay, bounded by each job's cap (trim_job), so a fire stays refused.
-  local excess = redis.call('ZCARD', GB .. ':runs') - (A[3] + 0)
-  if excess >= slack_of(A[3] + 0) then
-    local by_job = {}
-    local rows = redis.call('ZREVRANGEBYLEX', GB .. ':runs', '+', '-', 'LIMIT', '0', S(excess))
-    for _, m in ipairs(rows) do
-      local job = string.match(m, '^%d+ (%S+) ')
-      local l = by_job[job]
-      if not l then l = {}; by_job[job] = l end
-      l[#l + 1] = 'r:' .. m
-    end
-    for job, l in pairs(by_job) do redis.call('HDEL', jb_of(job), unpack(l)) end
-    redis.call('ZREM', GB .. ':runs', unpack(rows))
-  end
-end
--- "live": "<ms>:<shard> " per open fire (a renewal does not touch it; the overlap check reads
--- the other open fires' markers for their lease ends).
-local function live_without(live, fid)
-  local at = string.find(' ' .. live, ' ' .. fid .. ' ', 1, true)
-  if not at then return live end
-  return string.sub(live, 1, at - 1) .. string.sub(live, at + #fid + 1)
-end
-local out = {}
-"""
-
-LEDGER_CLAIM = LEDGER_PROLOGUE + """local OLDEST = NOW - A[4]
-local function skipped(jb, job, ms, ms_s, shard_s, sc_s, node, reason, hn)
-  local m = member(job, ms, shard_s + 0, 1)
-  redis.call('HSET', jb, 'm:' .. ms_s .. ':' .. shard_s,
-             '1 0 ' .. NOW_S .. ' 0 ' .. sc_s .. ' ' .. NOW_S .. ' ' .. node, 'hn', S(hn + 1))
-  redis.call('HSET', jb, 'r:' .. m, 'skipped\\n' .. reason)
-  redis.call('ZADD', jb .. ':runs', '0', m)
-  GPEND.runs[m] = '0'
-end
-local function claim_one(i)
-  if A[i + 9] ~= '' and NOW > A[i + 9] + 0 then return {'LATE', NOW_S} end
-  local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
-  local ms = ms_s + 0
-  if ms > NOW + A[i + 6] then return {'EARLY', NOW_S} end
-  if ms <= OLDEST then return {'OLD', NOW_S} end
-  local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
-  local mf = 'm:' .. fid
-  local s = redis.call('HMGET', jb, mf, 'paused', 'tok', 'last', 'pr', 'live', 'hn')
-  if s[1] then return {'ALREADY', NOW_S} end
-  local pr = tonumber(s[5]) or 0
-  if ms < pr then return {'OLD', NOW_S} end
-  local hn = tonumber(s[7]) or 0
-  if s[2] == '1' then
-    skipped(jb, job, ms, ms_s, shard_s, sc_s, node, 'paused', hn)
-    return {'PAUSED', NOW_S}
-  end
-  local live, overlap = s[6] or '', A[i + 7]
-  if overlap ~= 'allow' and live ~= '' then
-    for ofid in string.gmatch(live, '%S+') do
-      local om = redis.call('HGET', jb, 'm:' .. ofid)
-      local olease = om and string.match(om, '^%d+ %d+ (%d+) 1 ')
-      if olease and olease + 0 > NOW and string.match(ofid, '^(-?%d+):') ~= ms_s then
-        if overlap == 'forbid' then
-          skipped(jb, job, ms, ms_s, shard_s, sc_s, node, 'overlap', hn)
-          return {'OVERLAP', NOW_S}
-        end
-        return {'BUSY', NOW_S}
-      end
-    end
-  end
-  local prev = tonumber(s[3]) or 0
-  local tok = prev + 1
-  if SERVER_MS * 1000 > tok then tok = SERVER_MS * 1000 end
-  local tok_s, lease_s = S(tok), S(NOW + A[i + 5])
-  local set = {'tok', tok_s, mf, '1 ' .. tok_s .. ' ' .. lease_s .. ' 1 ' .. sc_s .. ' ' .. NOW_S ..
-               ' ' .. node, 'live', live .. fid .. ' ', 'hn', S(hn + 1)}
-  if not s[4] or s[4] + 0 < ms then set[#set + 1] = 'last'; set[#set + 1] = ms_s end
-  if A[i + 10] ~= '' then set[#set + 1] = 'c:' .. fid; set[#set + 1] = A[i + 10] end
-  redis.call('HSET', jb, unpack(set))
-  local m = member(job, ms, shard_s + 0, 1)
-  redis.call('ZADD', jb .. ':runs', '0', m)
-  GPEND.leases[job .. ' ' .. fid] = lease_s
-  GPEND.runs[m] = '0'
-  if hn + 1 >= A[2] + slack_of(A[2] + 0) then trim_job(jb, hn + 1, pr) end
-  return NOW_S .. ' ' .. tok_s .. ' ' .. lease_s
-end
-for k = 0, A[5] - 1 do out[k + 1] = claim_one(6 + k * 11) end
-flush_global()
-return out"""
-
-LEDGER_REPORT = LEDGER_PROLOGUE + """local function report_one(i)
-  local job, ms_s, shard_s, tok = A[i], A[i + 1], A[i + 2], A[i + 3]
-  local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
-  local mf = 'm:' .. fid
-  local s = redis.call('HMGET', jb, mf, 'live', 'fails')
-  local att, mtok, lease, open, rest = string.match(s[1] or '', '^(%d+) (%d+) (%d+) (%d) (.*)$')
-  if not att then return {'LEASE', 'the fire has no claim'} end
-  if mtok ~= tok then return {'LEASE', 'fenced off by token ' .. mtok} end
-  if open ~= '1' then return {'LEASE', 'the lease was released or revoked'} end
-  if lease + 0 <= NOW then return {'LEASE', 'the lease expired'} end
-  local rf = 'r:' .. member(job, ms_s + 0, shard_s + 0, A[i + 4] + 0)
-  if A[i + 5] ~= '1' then
-    redis.call('HSET', jb, rf, A[i + 7])
-  else
-    local set = {rf, A[i + 7], mf, att .. ' ' .. mtok .. ' ' .. lease .. ' 0 ' .. rest,
-                 'live', live_without(s[2] or '', fid)}
-    if A[i + 6] == 'inc' then
-      set[#set + 1] = 'fails'; set[#set + 1] = S((tonumber(s[3]) or 0) + 1)
-    elseif A[i + 6] == 'reset' and s[3] and s[3] ~= '0' then
-      set[#set + 1] = 'fails'; set[#set + 1] = '0'
-    end
-    redis.call('HSET', jb, unpack(set))
-    GPEND.leases[job .. ' ' .. fid] = false
-  end
-  return 'OK'
-end
-for k = 0, A[5] - 1 do out[k + 1] = report_one(6 + k * 8) end
-flush_global()
-return out"""
-
-
-def ledger_record(fields):
+def encoded_record(fields):
     """A record as gnomon's client sends it since the ledger layout (EncodeRecord in
     src/coord/redis/redis_codec.cc): "<outcome>\\n", then shard count, token, node, start, end,
     error, output, skip reason, params, cause and exit code, each "<length>:<value>"."""
@@ -613,7 +408,7 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
             one_record=False):
     """`one_record`: the pair takes a report's record as one argument (items of 8, no count
     before each) and answers a claim "<now> <token> <lease end>" (gnomon's scripts since the
-    ledger layout, and the ledger pair)."""
+    ledger layout)."""
     data = tempfile.mkdtemp(dir=workdir)
     redis = Redis(data)
     try:
@@ -650,7 +445,7 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
                           "out", "succeeded", "err", "", "output", "done\n", "skip", "",
                           "exit", "0"]
                 if one_record:
-                    args += [j, ms, "0", tok, "1", "1", "reset", ledger_record(fields)]
+                    args += [j, ms, "0", tok, "1", "1", "reset", encoded_record(fields)]
                 else:
                     item = [j, ms, "0", tok, "1", "1", "reset"] + fields
                     args += [str(len(item))] + item
@@ -718,7 +513,6 @@ def main():
                  ("packed, markers dropped with their records", packed_claim(with_cutoff=True),
                   with_records_report),
                  ("packed, markers as keys", PACKED_KEYS_CLAIM, PACKED_KEYS_REPORT),
-                 ("ledger", LEDGER_CLAIM, LEDGER_REPORT),
                  ("no-op", NOOP_CLAIM, NOOP_REPORT)]
     if os.environ.get("COST_FUNCTIONS") == "1":
         variants += [("gnomon as functions", claim, report),
@@ -726,11 +520,11 @@ def main():
     for name, c, r in variants:
         cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir,
                                    functions=name.endswith("as functions"),
-                                   one_record=name == "ledger" or "'r:' .." in r)
+                                   one_record="'r:' .." in r)
         results[name] = cpu
         print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
               (name, cpu, keys))
-        if name in ("gnomon", "baseline", "ledger"):
+        if name in ("gnomon", "baseline"):
             inner = sum(u for u, n, _ in stats if n != "evalsha")
             print("\n| command | calls per fire | µs per fire |\n|---|---:|---:|")
             for usec, cmd, calls in stats:
@@ -750,11 +544,11 @@ def main():
     print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
           "\"packed_us_per_fire\": %.1f, \"packed_pruned_us_per_fire\": %.1f, "
           "\"packed_with_records_us_per_fire\": %.1f, \"packed_marker_keys_us_per_fire\": %.1f, "
-          "\"ledger_us_per_fire\": %.1f, \"noop_us_per_fire\": %.1f%s}" %
+          "\"noop_us_per_fire\": %.1f%s}" %
           (results["gnomon"], results["minimal"], results["packed"],
            results["packed, markers pruned"],
            results["packed, markers dropped with their records"],
-           results["packed, markers as keys"], results["ledger"], results["no-op"], extra))
+           results["packed, markers as keys"], results["no-op"], extra))
     return 0
 
 
