@@ -398,6 +398,29 @@ def encoded_record(fields):
     return v["out"] + "\n" + "".join("%d:%s" % (len(v.get(k, "")), v.get(k, "")) for k in order)
 
 
+def key_group(job):
+    """A job's key group (KeyGroup in src/coord/redis/redis_store.cc): the low 10 bits of the job
+    id's 64-bit FNV-1a hash."""
+    h = 0xcbf29ce484222325
+    for b in job.encode():
+        h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+    return h % 1024
+
+
+def member(job, ms, shard, attempt):
+    """A history listing member (Member in src/coord/redis/redis_codec.cc)."""
+    return "%016d %s %010d %010d" % (9000000000000000 - ms, job, shard, 2147483647 - attempt)
+
+
+def item_names(src):
+    """The names of the arguments of one item of a batch script: its "-- A[i..]:" line (the
+    layout redis_scripts_test checks against the client's), or None for the bench's own pairs."""
+    for line in src.splitlines():
+        if line.startswith("-- A[i..]: "):
+            return line[len("-- A[i..]: "):].split()
+    return None
+
+
 def as_function(name, src):
     """A Redis Functions library with one function `name` whose body is the script `src`."""
     return ("#!lua name=%s\nredis.register_function{function_name='%s', "
@@ -423,6 +446,8 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
         t0 = int(time.time() * 1000) - 10_000_000
         next_job = 0
 
+        claim_names, report_names = item_names(claim_src), item_names(report_src)
+
         def one_round(k):
             nonlocal next_job
             ms = str(t0 + k * 1000)
@@ -430,7 +455,15 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
             next_job += BATCH
             args = COMMON + [str(BATCH)]
             for j in batch:
-                args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms, "", ""]
+                if claim_names:  # gnomon's scripts: the arguments their header names
+                    v = {"job": j, "group": str(key_group(j)), "ms": ms, "shard": "0",
+                         "shard_count": "1", "node": "node-a", "ttl_ms": "30000",
+                         "skew_ms": "1000", "overlap": "allow", "run_id": j + "@" + ms,
+                         "deadline": "", "cause": "", "member": member(j, int(ms), 0, 1)}
+                    args += [v[n] for n in claim_names]
+                else:
+                    args += [j, ms, "0", "1", "node-a", "30000", "1000", "allow", j + "@" + ms,
+                             "", ""]
             claims = conn.cmd(*call["claim"], "2", BASE, BASE, *args)
             if one_record:  # "<now> <token> <lease end>"
                 claims = [["CLAIMED"] + c.split(" ") if isinstance(c, str) else c
@@ -444,7 +477,13 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
                 fields = ["sc", "1", "tok", tok, "node", "node-a", "st", now, "fin", now,
                           "out", "succeeded", "err", "", "output", "done\n", "skip", "",
                           "exit", "0"]
-                if one_record:
+                if report_names:
+                    v = {"job": j, "group": str(key_group(j)), "ms": ms, "shard": "0",
+                         "fid": ms + ":0", "token": tok, "attempt": "1",
+                         "member": member(j, int(ms), 0, 1), "final": "1",
+                         "failure_effect": "reset", "record": encoded_record(fields)}
+                    args += [v[n] for n in report_names]
+                elif one_record:
                     args += [j, ms, "0", tok, "1", "1", "reset", encoded_record(fields)]
                 else:
                     item = [j, ms, "0", tok, "1", "1", "reset"] + fields

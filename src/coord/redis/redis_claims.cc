@@ -91,18 +91,20 @@ RedisClaims::RedisClaims(RedisStore& store)
       reports_(kReportChunk, [this](const auto& items) { return SendReports(items); }) {}
 
 std::vector<std::string> RedisClaims::ClaimArgs(const ClaimRequest& req) const {
+  const int64_t ms = req.fire.scheduled_at.unix_millis();
   return scripts::ArgList(scripts::kClaimItem)
       .Add("job", req.fire.job_id)
-      .Add("ms", Ms(req.fire.scheduled_at))
+      .Add("group", std::to_string(redis::KeyGroup(req.fire.job_id)))
+      .Add("ms", std::to_string(ms))
       .Add("shard", std::to_string(req.fire.shard))
       .Add("shard_count", std::to_string(req.fire.shard_count))
       .Add("node", req.node_id)
       .Add("ttl_ms", Ms(req.lease_ttl))
       .Add("skew_ms", Ms(req.skew_tolerance))
       .Add("overlap", std::string(ToString(req.overlap)))
-      .Add("run_id", req.fire.RunId())
       .Add("deadline", store_.ClaimDeadline(req.lease_ttl))
       .Add("cause", req.cause)
+      .Add("member", Member(coord::RunPosition{ms, req.fire.job_id, req.fire.shard, 1}))
       .Take();
 }
 
@@ -172,8 +174,8 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
   for (size_t i = 0; i < items.size() && i < replies.elements.size(); ++i) {
     const std::optional<Granted> g = GrantedOf(replies.elements[i]);
     if (!g) continue;
-    const std::vector<std::string>& item = *items[i];  // kClaimItem: job, ms, shard first
-    for (size_t k = 0; k < 3; ++k) args.Add("fires...", item[k]);
+    const std::vector<std::string>& item = *items[i];  // kClaimItem: job, group, ms, shard first
+    for (size_t k : {0, 2, 3}) args.Add("fires...", item[k]);
     args.Add("fires...", std::to_string(g->token));
     ++granted;
   }
@@ -273,11 +275,13 @@ Result<std::vector<std::string>> RedisClaims::ReportArgs(const gnomon::Claim& cl
     }
   }
   scripts::ArgList args(scripts::kReportItem);
+  const int64_t ms = claim.fire.scheduled_at.unix_millis();
   args.Add("job", claim.fire.job_id)
-      .Add("ms", Ms(claim.fire.scheduled_at))
-      .Add("shard", std::to_string(claim.fire.shard))
+      .Add("group", std::to_string(redis::KeyGroup(claim.fire.job_id)))
+      .Add("fid", std::to_string(ms) + ":" + std::to_string(claim.fire.shard))
       .Add("token", std::to_string(claim.fencing_token))
-      .Add("attempt", std::to_string(claim.attempt))
+      .Add("member",
+           Member(coord::RunPosition{ms, claim.fire.job_id, claim.fire.shard, claim.attempt}))
       .Add("final", final ? "1" : "0")
       .Add("failure_effect", effect);
   RunRecord stored = record;

@@ -640,13 +640,16 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
   auto common = [](int64_t now) {
     return std::vector<std::string>{std::to_string(now), "100", "1000", "60000"};
   };
-  auto claims = [&](const std::vector<std::string>& jobs) {
+  // Claims (kClaimItem) of `jobs`' fires at `ms`.
+  auto claims = [&](const std::vector<std::string>& jobs, int64_t ms) {
     std::vector<std::string> args = common(t);
     args.push_back(std::to_string(jobs.size()));
     for (const std::string& job : jobs) {
-      for (std::string v : {job, std::to_string(t), std::string("0"), std::string("1"),
-                            std::string("n1"), std::string("30000"), std::string("1000"),
-                            std::string("allow"), job + "@run", std::string(""), std::string("")}) {
+      for (std::string v :
+           {job, std::to_string(redis::KeyGroup(job)), std::to_string(ms), std::string("0"),
+            std::string("1"), std::string("n1"), std::string("30000"), std::string("1000"),
+            std::string("allow"), std::string(""), std::string(""),
+            redis::Member(coord::RunPosition{ms, job, 0, 1})}) {
         args.push_back(std::move(v));
       }
     }
@@ -658,7 +661,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     const int slot = ClusterKeySlot(gb);
     std::vector<std::string> jobs(by_group[group].begin(), by_group[group].begin() + 3);
 
-    Result<RedisReply> claimed = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs));
+    Result<RedisReply> claimed = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs, t));
     ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
     ASSERT_EQ(claimed->elements.size(), 3u);
     std::vector<std::string> tokens;
@@ -668,7 +671,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
       const size_t a = c.str.find(' ');
       tokens.push_back(c.str.substr(a + 1, c.str.find(' ', a + 1) - a - 1));
     }
-    Result<RedisReply> again = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs));
+    Result<RedisReply> again = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs, t));
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     for (const RedisReply& c : again->elements) EXPECT_EQ(c.elements.at(0).str, "ALREADY");
     EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "3");
@@ -700,8 +703,9 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
       record.outcome = RunOutcome::kSucceeded;
       record.exit_code = 0;
       for (std::string v :
-           {jobs[k], std::to_string(t), std::string("0"), tokens[k], std::string("1"),
-            std::string("1"), std::string("reset"), redis::EncodeRecord(record)}) {
+           {jobs[k], std::to_string(redis::KeyGroup(jobs[k])), std::to_string(t) + ":0", tokens[k],
+            redis::Member(coord::RunPosition{t, jobs[k], 0, 1}), std::string("1"),
+            std::string("reset"), redis::EncodeRecord(record)}) {
         reports.push_back(std::move(v));
       }
     }
@@ -730,8 +734,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     }
     ASSERT_NE(neighbour, -1);
     const std::string neighbour_gb = redis::GroupBase(base, neighbour);
-    std::vector<std::string> pair = claims({by_group[neighbour][0], jobs[0]});
-    pair[5 + 1] = pair[5 + 11 + 1] = std::to_string(t + 250);  // a new instant for both
+    std::vector<std::string> pair = claims({by_group[neighbour][0], jobs[0]}, t + 250);
     Result<RedisReply> both = client->Eval(slot, scripts::kClaimMany, {gb, gb}, pair);
     ASSERT_TRUE(both.ok()) << both.status().ToString();
     ASSERT_EQ(both->elements.size(), 2u);
@@ -747,8 +750,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
                           ? std::next(group_of_primary.begin())->second
                           : group_of_primary.begin()->second;
     const std::string stranger = by_group[other][0];
-    std::vector<std::string> mixed = claims({jobs[0], stranger});
-    mixed[5 + 1] = mixed[5 + 11 + 1] = std::to_string(t + 500);  // a new instant for both
+    std::vector<std::string> mixed = claims({jobs[0], stranger}, t + 500);
     Result<RedisReply> refused = client->Eval(slot, scripts::kClaimMany, {gb, gb}, mixed);
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();

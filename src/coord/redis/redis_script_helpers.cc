@@ -105,12 +105,16 @@ local function bump_jobs_version()
   return v
 end
 )lua"},
+    {"jb_in", R"lua(
+-- The base of `job`'s keys, in its key group `g` (group_of).
+local function jb_in(g, job) return NB .. ':{g' .. g .. '}:job:' .. job end
+)lua"},
     {"jb_of", R"lua(
-local function jb_of(job) return NB .. ':{g' .. group_of(job) .. '}:job:' .. job end
+local function jb_of(job) return jb_in(group_of(job), job) end
 )lua"},
     {"check_local", R"lua(
 -- On one primary every key is local.
-local function check_local(job) end
+local function check_local(g) end
 )lua"},
     {"member", R"lua(
 local function member(job, ms, shard, att)
@@ -262,20 +266,21 @@ local function drop_entries(jb, rows, want)
   return #victims
 end
 )lua"},
-    {"trim_job", R"lua(
+    {"TRIM_AT", R"lua(
 -- Bounds a job's listing (J:runs) to its cap (ARGV[2]) plus a slack: nothing happens until the
--- entries `hn` reach cap + slack, and then the oldest entries of closed fires beyond the cap go
+-- entries `hn` reach TRIM_AT (cap + slack, computed once per script), and then the oldest entries of closed fires beyond the cap go
 -- in one batch (drop_entries), so in steady state the listing holds at most cap + slack - 1
 -- entries besides open fires', and one trim serves `slack` fires. Open fires (up to 64 of them
 -- among the oldest are looked past) are kept: when they hold the trim back, trim_at (now + 1 s)
 -- says to look again only a second later, so the claims meanwhile pay nothing for it. Late claims
 -- of old instants (a misfire catch-up) list at the old end of the listing.
+local CAP = ARGV[2] + 0
+local TRIM_AT = CAP + slack_of(CAP)
+)lua"},
+    {"trim_job", R"lua(
 local function trim_job(jb, hn, trim_at)
-  local cap = ARGV[2] + 0
-  local excess = hn - cap
-  if excess < slack_of(cap) then return end
-  if trim_at and NOW < trim_at + 0 then return end
-  local want = math.min(excess, 4 * slack_of(cap))
+  if hn < TRIM_AT or (trim_at and NOW < trim_at + 0) then return end
+  local want = math.min(hn - CAP, 4 * slack_of(CAP))
   local rows = redis.call('ZREVRANGEBYLEX', jb .. ':runs', '+', '-', 'LIMIT', '0', S(want + 64))
   local dropped = drop_entries(jb, rows, want)
   if dropped < want then
@@ -341,10 +346,9 @@ local function flush_global()
 end
 )lua"},
     {"list_attempt", R"lua(
--- Lists attempt `att` of the fire in its job's listing and the all-jobs one (GPEND). -> 1 when
--- the job's listing had no entry for it (its count "hn" grows), else 0.
-local function list_attempt(jb, job, ms, shard, att)
-  local m = member(job, ms, shard, att)
+-- Lists the attempt of listing member `m` in its job's listing and the all-jobs one (GPEND).
+-- -> 1 when the job's listing had no entry for it (its count "hn" grows), else 0.
+local function list_attempt(jb, m)
   g_run(m, true)
   return redis.call('ZADD', jb .. ':runs', '0', m)
 end
@@ -373,13 +377,14 @@ local function finish_running(jb, job, ms, shard, mk, outcome, err)
 end
 )lua"},
     {"record_skipped", R"lua(
--- A fire skipped by `node` for `reason`: its marker (closed), its record and its listing entries,
--- then the job's trim. `hn`, `last`, `trim_at`: the job's fields as read.
-local function record_skipped(jb, job, ms_s, shard_s, sc_s, node, reason, hn, last, trim_at)
-  local ms, shard = ms_s + 0, shard_s + 0
-  redis.call('HSET', jb, 'r:' .. member(job, ms, shard, 1),
+-- A fire skipped by `node` for `reason`: its marker (closed), its record (listing member `m`, the
+-- first attempt's) and its listing entries, then the job's trim. `hn`, `last`, `trim_at`: the
+-- job's fields as read.
+local function record_skipped(jb, m, ms_s, shard_s, sc_s, node, reason, hn, last, trim_at)
+  local ms = ms_s + 0
+  redis.call('HSET', jb, 'r:' .. m,
              record_of('skipped', sc_s, '0', node, NOW_S, NOW_S, '', '', reason, '', '', ''))
-  hn = hn + list_attempt(jb, job, ms, shard, 1)
+  hn = hn + list_attempt(jb, m)
   local mk = marker_of('1', '0', NOW_S, '0', sc_s, NOW_S, node, '')
   if not last or last + 0 < ms then
     redis.call('HSET', jb, 'm:' .. ms_s .. ':' .. shard_s, mk, 'hn', S(hn), 'last', ms_s)
@@ -398,7 +403,7 @@ local function open_attempt(jb, job, fid, ms, shard, sc_s, att_s, node, ttl, cau
   local tok_s, lease_s = S(counter_after(s[1])), S(NOW + ttl)
   local live = s[2] or ''
   if not string.find(' ' .. live, ' ' .. fid .. ' ', 1, true) then live = live .. fid .. ' ' end
-  local hn = (tonumber(s[3]) or 0) + list_attempt(jb, job, ms, shard, att_s + 0)
+  local hn = (tonumber(s[3]) or 0) + list_attempt(jb, member(job, ms, shard, att_s + 0))
   redis.call('HSET', jb, 'm:' .. fid, marker_of(att_s, tok_s, lease_s, '1', sc_s, NOW_S, node,
                                                 cause), 'token', tok_s, 'live', live, 'hn', S(hn))
   g_lease(job, fid, lease_s)
@@ -449,14 +454,14 @@ local function bump_jobs_version()
 end
 )lua"},
     {"check_local", R"lua(
--- A batch calls this for each of its jobs before it writes anything: it reads, once per group,
--- the group's key "probe", which is never written. The server refuses it when it does not serve
--- the group's slot, and also while the slot is being migrated away (a key absent from a
--- MIGRATING slot is redirected), so such a group fails the call there with nothing written.
+-- A batch calls this with each of its jobs' key groups before it writes anything: it reads,
+-- once per group, the group's key "probe", which is never written. The server refuses it when
+-- it does not serve the group's slot, and also while the slot is being migrated away (a key
+-- absent from a MIGRATING slot is redirected), so such a group fails the call there with
+-- nothing written.
 -- The slots cannot move while a script runs.
 local LOCAL = {}
-local function check_local(job)
-  local g = group_of(job)
+local function check_local(g)
   if not LOCAL[g] then
     LOCAL[g] = true
     redis.call('EXISTS', NB .. ':{g' .. g .. '}:probe')

@@ -49,38 +49,40 @@ bool Uses(std::string_view text, std::string_view name) {
   return false;
 }
 
-// claim_one(A, i): A[i..i+10] = job, ms, shard, shard_count, node, ttl_ms, skew_ms, overlap,
-// run_id, deadline, cause ('' = by schedule).
+// claim_one(A, i): A[i..i+11] = job, group (its key group, KeyGroup), ms, shard, shard_count,
+// node, ttl_ms, skew_ms, overlap, deadline, cause ('' = by schedule), member (the listing member
+// of the fire's first attempt, Member()). The client sends what it computes cheaper than the
+// script: the group and the member.
 // -> "<now> <token> <lease>" (claimed) | CLAIMED now token lease
 // replaced("<ms>:<shard>:<shard_count>")... (claimed, replacing other fires) |
 // ALREADY/EARLY/OLD/BUSY/... now
 constexpr const char* kClaimFn = R"lua(
--- A[i..]: job ms shard shard_count node ttl_ms skew_ms overlap run_id deadline cause
+-- A[i..]: job group ms shard shard_count node ttl_ms skew_ms overlap deadline cause member
 -- A fire at or before OLDEST (fire_retention before now), or before its job's cutoff (pr: its
 -- marker may be gone with its history), is not claimed, by schedule or by a backfill.
 local OLDEST = NOW - ARGV[4]
 local function claim_one(A, i)
-  local job, ms_s, shard_s, sc_s, node = A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4]
+  local job, ms_s, shard_s, sc_s, node = A[i], A[i + 2], A[i + 3], A[i + 4], A[i + 5]
   -- A claim executed after its client gave up (it waited in a buffer) is not applied.
   if A[i + 9] ~= '' and NOW > A[i + 9] + 0 then return {'LATE', NOW_S} end
-  local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
+  local jb, fid, m = jb_in(A[i + 1], job), ms_s .. ':' .. shard_s, A[i + 11]
   -- The job's fields, read once: the fire's marker, paused, the token counter, the last claimed
   -- instant, the cutoff, the open fires, the listing's count and trim deferral.
   local st = redis.call('HMGET', jb, 'm:' .. fid, 'paused', 'token', 'last', 'pr', 'live', 'hn',
                         'trim_at')
   if st[1] then return {'ALREADY', NOW_S} end
   local ms = ms_s + 0
-  if ms > NOW + A[i + 6] then return {'EARLY', NOW_S} end
+  if ms > NOW + A[i + 7] then return {'EARLY', NOW_S} end
   if ms <= OLDEST or (st[5] and ms < st[5] + 0) then return {'OLD', NOW_S} end
   local hn = tonumber(st[7]) or 0
   if st[2] == '1' then
-    record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'paused', hn, st[4], st[8])
+    record_skipped(jb, m, ms_s, shard_s, sc_s, node, 'paused', hn, st[4], st[8])
     return {'PAUSED', NOW_S}
   end
   local out = {'CLAIMED', NOW_S, '', ''}
   -- The job's other open fires matter only to the overlap policies that look at them (their
   -- markers say whether their leases still hold).
-  local live, overlap = st[6] or '', A[i + 7]
+  local live, overlap = st[6] or '', A[i + 8]
   if overlap ~= 'allow' and live ~= '' then
     for ofid in string.gmatch(live, '%S+') do
       local oms_s, oshard_s = string.match(ofid, '^(-?%d+):(%d+)$')
@@ -88,11 +90,13 @@ local function claim_one(A, i)
       if omk and omk.open == '1' and omk.lease + 0 > NOW then
         if overlap == 'buffer_one' or overlap == 'buffer_all' then return {'BUSY', NOW_S} end
         if overlap == 'forbid' then
-          record_skipped(jb, job, ms_s, shard_s, sc_s, node, 'overlap', hn, st[4], st[8])
+          record_skipped(jb, m, ms_s, shard_s, sc_s, node, 'overlap', hn, st[4], st[8])
           return {'OVERLAP', NOW_S}
         end
+        -- The run id as FireKey::RunId() spells it.
+        local run_id = job .. '@' .. ms_s .. (sc_s ~= '1' and '#' .. shard_s or '')
         finish_running(jb, job, oms_s + 0, oshard_s + 0, omk, 'cancelled',
-                       'replaced by ' .. A[i + 8])
+                       'replaced by ' .. run_id)
         redis.call('HSET', jb, 'm:' .. ofid, marker_with(omk, '0', omk.lease))
         live = live_without(live, ofid)
         g_lease(job, ofid, false)
@@ -100,8 +104,8 @@ local function claim_one(A, i)
       end
     end
   end
-  local tok_s, lease_s = S(counter_after(st[3])), S(NOW + A[i + 5])
-  hn = hn + list_attempt(jb, job, ms, shard_s + 0, 1)
+  local tok_s, lease_s = S(counter_after(st[3])), S(NOW + A[i + 6])
+  hn = hn + list_attempt(jb, m)
   local mk = marker_of('1', tok_s, lease_s, '1', sc_s, NOW_S, node, A[i + 10])
   if not st[4] or st[4] + 0 < ms then
     redis.call('HSET', jb, 'm:' .. fid, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn',
@@ -130,12 +134,12 @@ end
 return out
 )lua";
 
-// ARGV[5]: n; ARGV[6..]: n claims of 11 arguments each (claim_one). -> one reply per claim.
+// ARGV[5]: n; ARGV[6..]: n claims of 12 arguments each (claim_one). -> one reply per claim.
 constexpr const char* kClaimManyBody = R"lua(
 -- ARGV[5..]: n claims...
 local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[6 + k * 11]) end
-for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 11) end
+for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 12]) end
+for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 12) end
 return out
 )lua";
 
@@ -164,20 +168,20 @@ local tok_s, lease_s = open_attempt(JB, job, fid, ms, shard, mk.sc, att_s, ARGV[
 return {'OK', att_s, tok_s, lease_s}
 )lua";
 
-// report_one(A, i): A[i..i+7] = job, ms, shard, token, attempt, final (1/0), failure effect
-// (reset/inc/none), the record as the client encoded it (record_of). -> "OK" (a string) | LEASE
-// reason
+// report_one(A, i): A[i..i+7] = job, group (KeyGroup), fire "<ms>:<shard>", token, the
+// attempt's listing member (Member()), final (1/0), failure effect (reset/inc/none), the record
+// as the client encoded it (record_of). -> "OK" (a string) | LEASE reason
 constexpr const char* kReportFn = R"lua(
--- A[i..]: job ms shard token attempt final failure_effect record
+-- A[i..]: job group fid token member final failure_effect record
 local function report_one(A, i)
-  local job, ms_s, shard_s = A[i], A[i + 1], A[i + 2]
-  local jb, fid = jb_of(job), ms_s .. ':' .. shard_s
+  local job, fid = A[i], A[i + 2]
+  local jb = jb_in(A[i + 1], job)
   local s = redis.call('HMGET', jb, 'm:' .. fid, 'live', 'fails')
   local why, closed = fence(s[1], A[i + 3])
   if why then return {'LEASE', why} end
   -- The attempt's record replaces whatever it had (its live output). Its listing entries stay
   -- while the fire is open, so it needs none.
-  local rf = 'r:' .. member(job, ms_s + 0, shard_s + 0, A[i + 4] + 0)
+  local rf = 'r:' .. A[i + 4]
   if A[i + 5] ~= '1' then
     redis.call('HSET', jb, rf, A[i + 7])
     return 'OK'
@@ -201,7 +205,7 @@ end
 constexpr const char* kReportManyBody = R"lua(
 -- ARGV[5..]: n reports...
 local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[6 + k * 8]) end
+for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 8]) end
 for k = 0, ARGV[5] - 1 do out[k + 1] = report_one(ARGV, 6 + k * 8) end
 return out
 )lua";
@@ -283,8 +287,8 @@ constexpr const char* kRecordSkippedBody = R"lua(
 -- ARGV[5..]: job ms shard shard_count node reason
 local s = redis.call('HMGET', JB, 'm:' .. ARGV[6] .. ':' .. ARGV[7], 'hn', 'last', 'trim_at')
 if s[1] then return {'EXISTS'} end
-record_skipped(JB, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], tonumber(s[2]) or 0,
-               s[3], s[4])
+record_skipped(JB, member(ARGV[5], ARGV[6] + 0, ARGV[7] + 0, 1), ARGV[6], ARGV[7], ARGV[8],
+               ARGV[9], ARGV[10], tonumber(s[2]) or 0, s[3], s[4])
 return {'OK'}
 )lua";
 

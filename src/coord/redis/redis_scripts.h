@@ -95,11 +95,11 @@ std::string SourceOf(std::string body);
 
 inline constexpr std::string_view kCommonArgs[] = {"now_ms", "max_records_per_job",
                                                    "max_records_total", "fire_retention_ms"};
-inline constexpr std::string_view kClaimItem[] = {"job",    "ms",       "shard",   "shard_count",
-                                                  "node",   "ttl_ms",   "skew_ms", "overlap",
-                                                  "run_id", "deadline", "cause"};
-inline constexpr std::string_view kReportItem[] = {"job",     "ms",    "shard",          "token",
-                                                   "attempt", "final", "failure_effect", "record"};
+inline constexpr std::string_view kClaimItem[] = {"job",         "group",    "ms",     "shard",
+                                                  "shard_count", "node",     "ttl_ms", "skew_ms",
+                                                  "overlap",     "deadline", "cause",  "member"};
+inline constexpr std::string_view kReportItem[] = {
+    "job", "group", "fid", "token", "member", "final", "failure_effect", "record"};
 
 // The script's own arguments (ARGV[5] on).
 std::span<const std::string_view> ArgNames(Id id);
