@@ -674,7 +674,7 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     Result<RedisReply> again = client->Eval(slot, scripts::kClaimMany, {gb, gb}, claims(jobs, t));
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     for (const RedisReply& c : again->elements) EXPECT_EQ(c.elements.at(0).str, "ALREADY");
-    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "3");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCOUNT", gb + ":leases", "-inf", "(+inf"})), "3");
     EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":runs_new"})), "3");
     EXPECT_EQ(Text(client->Command(shared_slot, {"EXISTS", shared + ":leases", shared + ":runs"})),
               "0");
@@ -712,7 +712,9 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     Result<RedisReply> reported = client->Eval(slot, scripts::kReportMany, {gb, gb}, reports);
     ASSERT_TRUE(reported.ok()) << reported.status().ToString();
     for (const RedisReply& r : reported->elements) EXPECT_EQ(r.str, "OK");
-    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "0");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCOUNT", gb + ":leases", "-inf", "(+inf"})), "0");
+    // The group's index keeps its keeper, at +inf, and the skiplist encoding (LEASE_KEEPER).
+    EXPECT_EQ(Text(client->Command(slot, {"OBJECT", "ENCODING", gb + ":leases"})), "skiplist");
     const std::string jb = gb + ":job:" + jobs[0];
     const std::string fid = std::to_string(t) + ":0";
     const std::optional<redis::FireMarker> marker =
@@ -739,9 +741,11 @@ TEST_F(RedisClusterServerTest, TheFireScriptsRunInTheirKeyGroupsSlot) {
     ASSERT_TRUE(both.ok()) << both.status().ToString();
     ASSERT_EQ(both->elements.size(), 2u);
     for (const RedisReply& c : both->elements) EXPECT_EQ(c.type, RedisReply::Type::kString);
-    EXPECT_EQ(Text(client->Command(slot, {"ZCARD", gb + ":leases"})), "1");
+    EXPECT_EQ(Text(client->Command(slot, {"ZCOUNT", gb + ":leases", "-inf", "(+inf"})), "1");
     const int neighbour_slot = ClusterKeySlot(neighbour_gb);
-    EXPECT_EQ(Text(client->Command(neighbour_slot, {"ZCARD", neighbour_gb + ":leases"})), "1");
+    EXPECT_EQ(Text(client->Command(neighbour_slot,
+                                   {"ZCOUNT", neighbour_gb + ":leases", "-inf", "(+inf"})),
+              "1");
     EXPECT_EQ(Text(client->Command(neighbour_slot, {"EXISTS", neighbour_gb + ":runs_new"})), "0");
 
     // A claim batch with a job of another primary, after jobs of this one, is refused before

@@ -298,9 +298,11 @@ std::string JobBase(const RedisOptions& o, const std::string& job) {
          ":job:" + job;
 }
 std::string SharedBase(const RedisOptions& o) { return o.prefix + ":" + o.ns + ":{~shared}"; }
-// The members of the lease index under base `b` (its shared keys' base's), sorted.
+// The leases in the lease index under base `b` (its shared keys' base's), sorted: its members
+// below +inf (at +inf is the member that keeps it a skiplist, LEASE_KEEPER).
 std::vector<std::string> Leases(Raw& raw, const std::string& b) {
-  std::vector<std::string> out = raw.Array({"ZRANGE", b + ":{~shared}:leases", "0", "-1"});
+  std::vector<std::string> out =
+      raw.Array({"ZRANGE", b + ":{~shared}:leases", "-inf", "(+inf", "BYSCORE"});
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -798,6 +800,10 @@ TEST(RedisCoordinatorTest, ABatchWritesTheGlobalIndexesOnceAndKeepsTheirBounds) 
     ASSERT_TRUE(c->Report(*out->claim, Finished(*out->claim, RunOutcome::kSucceeded), true).ok());
   }
   EXPECT_EQ(std::to_string(Leases(raw, b).size()), "0");
+  // The index keeps its keeper (LEASE_KEEPER), and with it the skiplist encoding: as a small
+  // sorted set it would be a listpack, which a batch's every ZADD and ZREM walks.
+  EXPECT_EQ(raw.Str({"OBJECT", "ENCODING", SharedBase(o) + ":leases"}), "skiplist");
+  EXPECT_EQ(raw.Str({"ZCARD", SharedBase(o) + ":leases"}), "1");
   const std::vector<std::string> listed = raw.Array({"ZRANGE", SharedBase(o) + ":runs", "0", "-1"});
   EXPECT_LE(listed.size(), 16u);
   Result<RunPage> page = c->ListRuns(RunQuery{.limit = 1000});

@@ -290,10 +290,21 @@ local function trim_job(jb, hn, trim_at)
   end
 end
 )lua"},
+    {"LEASE_KEEPER", R"lua(
+-- A member that every lease index holds at score +inf, where no lease ends (so no scan reads it).
+-- Longer than zset-max-listpack-value (64 by default), it puts the index in Redis's skiplist
+-- encoding, and, never removed, keeps the index from being emptied and made again small. A small
+-- sorted set is a listpack, which every ZADD and ZREM walks: 128 claims (or reports) of a batch
+-- against an index of a few hundred leases or fewer then cost the server some 20k instructions
+-- more per fire than in a skiplist (callgrind; docs/benchmarks.md).
+local LEASE_KEEPER = '~ keeps this lease index a skiplist: a member longer than ' ..
+                     'zset-max-listpack-value, at +inf (redis_script_helpers.cc)'
+)lua"},
     {"apply_pend", R"lua(
 -- Writes one GPEND table to the sorted set `key`: one ZADD per 256 members added (each with its
--- pending score, or `score` when given) and one ZREM per 256 removed. -> the number added.
-local function apply_pend(pend, key, score)
+-- pending score, or `score` when given; with `keeper` too, at +inf, when any is added) and one
+-- ZREM per 256 removed. -> the number added.
+local function apply_pend(pend, key, score, keeper)
   local function send(cmd, list, width)
     for from = 1, #list, width do
       redis.call(cmd, key, unpack(list, from, math.min(#list, from + width - 1)))
@@ -308,9 +319,14 @@ local function apply_pend(pend, key, score)
       rem[#rem + 1] = m
     end
   end
+  local added = #add / 2
+  if keeper and added > 0 then
+    add[#add + 1] = '+inf'
+    add[#add + 1] = keeper
+  end
   send('ZADD', add, 512)
   send('ZREM', rem, 256)
-  return #add / 2
+  return added
 end
 )lua"},
     {"flush_global", R"lua(
@@ -320,7 +336,7 @@ end
 -- stay, bounded by each job's cap (trim_job), so no fire can be claimed again because this cap
 -- dropped its record; the job's listing skips an entry without a record.
 local function flush_global()
-  apply_pend(GPEND.leases, GB .. ':leases')
+  apply_pend(GPEND.leases, GB .. ':leases', nil, LEASE_KEEPER)
   local added = apply_pend(GPEND.runs, GB .. ':runs')
   GPEND.leases, GPEND.runs = {}, {}
   if added == 0 then return end
@@ -483,7 +499,9 @@ local function flush_global()
     end
     pend[m] = v
   end
-  for g, pend in pairs(by_group) do apply_pend(pend, NB .. ':{g' .. g .. '}:leases') end
+  for g, pend in pairs(by_group) do
+    apply_pend(pend, NB .. ':{g' .. g .. '}:leases', nil, LEASE_KEEPER)
+  end
   apply_pend(GPEND.runs, GB .. ':runs_new', NOW_S)
   GPEND.leases, GPEND.runs = {}, {}
 end

@@ -66,9 +66,10 @@ local function claim_one(A, i)
   -- A claim executed after its client gave up (it waited in a buffer) is not applied.
   if A[i + 9] ~= '' and NOW > A[i + 9] + 0 then return {'LATE', NOW_S} end
   local jb, fid, m = jb_in(A[i + 1], job), ms_s .. ':' .. shard_s, A[i + 11]
+  local mf = 'm:' .. fid
   -- The job's fields, read once: the fire's marker, paused, the token counter, the last claimed
   -- instant, the cutoff, the open fires, the listing's count and trim deferral.
-  local st = redis.call('HMGET', jb, 'm:' .. fid, 'paused', 'token', 'last', 'pr', 'live', 'hn',
+  local st = redis.call('HMGET', jb, mf, 'paused', 'token', 'last', 'pr', 'live', 'hn',
                         'trim_at')
   if st[1] then return {'ALREADY', NOW_S} end
   local ms = ms_s + 0
@@ -79,7 +80,7 @@ local function claim_one(A, i)
     record_skipped(jb, m, ms_s, shard_s, sc_s, node, 'paused', hn, st[4], st[8])
     return {'PAUSED', NOW_S}
   end
-  local out = {'CLAIMED', NOW_S, '', ''}
+  local replaced -- the fires this claim replaced, if any (overlap replace)
   -- The job's other open fires matter only to the overlap policies that look at them (their
   -- markers say whether their leases still hold).
   local live, overlap = st[6] or '', A[i + 8]
@@ -100,7 +101,8 @@ local function claim_one(A, i)
         redis.call('HSET', jb, 'm:' .. ofid, marker_with(omk, '0', omk.lease))
         live = live_without(live, ofid)
         g_lease(job, ofid, false)
-        out[#out + 1] = ofid .. ':' .. omk.sc
+        replaced = replaced or {'CLAIMED', NOW_S, '', ''}
+        replaced[#replaced + 1] = ofid .. ':' .. omk.sc
       end
     end
   end
@@ -108,19 +110,18 @@ local function claim_one(A, i)
   hn = hn + list_attempt(jb, m)
   local mk = marker_of('1', tok_s, lease_s, '1', sc_s, NOW_S, node, A[i + 10])
   if not st[4] or st[4] + 0 < ms then
-    redis.call('HSET', jb, 'm:' .. fid, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn',
-               S(hn), 'last', ms_s)
+    redis.call('HSET', jb, mf, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn', S(hn),
+               'last', ms_s)
   else
-    redis.call('HSET', jb, 'm:' .. fid, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn',
-               S(hn))
+    redis.call('HSET', jb, mf, mk, 'token', tok_s, 'live', live .. fid .. ' ', 'hn', S(hn))
   end
   g_lease(job, fid, lease_s)
   trim_job(jb, hn, st[8])
   -- One string for the common answer: an array costs the server more to build and send.
-  if #out == 4 then return NOW_S .. ' ' .. tok_s .. ' ' .. lease_s end
-  out[3] = tok_s
-  out[4] = lease_s
-  return out
+  if not replaced then return NOW_S .. ' ' .. tok_s .. ' ' .. lease_s end
+  replaced[3] = tok_s
+  replaced[4] = lease_s
+  return replaced
 end
 )lua";
 
@@ -175,8 +176,8 @@ constexpr const char* kReportFn = R"lua(
 -- A[i..]: job group fid token member final failure_effect record
 local function report_one(A, i)
   local job, fid = A[i], A[i + 2]
-  local jb = jb_in(A[i + 1], job)
-  local s = redis.call('HMGET', jb, 'm:' .. fid, 'live', 'fails')
+  local jb, mf = jb_in(A[i + 1], job), 'm:' .. fid
+  local s = redis.call('HMGET', jb, mf, 'live', 'fails')
   local why, closed = fence(s[1], A[i + 3])
   if why then return {'LEASE', why} end
   -- The attempt's record replaces whatever it had (its live output). Its listing entries stay
@@ -186,15 +187,17 @@ local function report_one(A, i)
     redis.call('HSET', jb, rf, A[i + 7])
     return 'OK'
   end
-  local live = live_without(s[2] or '', fid)
+  -- Mostly the job's one open fire is this one.
+  local live = s[2] or ''
+  if live == fid .. ' ' then live = '' else live = live_without(live, fid) end
   -- fails is mostly 0 (or unset: read as 0), and a write costs the server more than the read.
   if A[i + 6] == 'inc' then
-    redis.call('HSET', jb, rf, A[i + 7], 'm:' .. fid, closed, 'live', live, 'fails',
+    redis.call('HSET', jb, rf, A[i + 7], mf, closed, 'live', live, 'fails',
                S((tonumber(s[3]) or 0) + 1))
   elseif A[i + 6] == 'reset' and s[3] and s[3] ~= '0' then
-    redis.call('HSET', jb, rf, A[i + 7], 'm:' .. fid, closed, 'live', live, 'fails', '0')
+    redis.call('HSET', jb, rf, A[i + 7], mf, closed, 'live', live, 'fails', '0')
   else
-    redis.call('HSET', jb, rf, A[i + 7], 'm:' .. fid, closed, 'live', live)
+    redis.call('HSET', jb, rf, A[i + 7], mf, closed, 'live', live)
   end
   g_lease(job, fid, false)
   return 'OK'
