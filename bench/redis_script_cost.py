@@ -27,8 +27,18 @@ COST_BASELINE_FIRST=1 measures the baseline before gnomon's (alternate it betwee
 COST_FUNCTIONS=1 also measures gnomon's pair and the minimal pair loaded as Redis Functions
 (FUNCTION LOAD of a library whose functions take the scripts' bodies, called with FCALL) instead
 of scripts (EVALSHA): what Functions would save.
+
+COST_PIN=1 runs redis-server on the machine's last CPU and this driver on its first (taskset), so
+that the two never share a core nor move between them: less noise on a small shared machine.
+
+COST_INSTRUCTIONS=1 runs each redis-server under valgrind's callgrind and counts, instead of CPU
+time, the instructions it executes per fire over the measured rounds (all of its threads): a
+figure that does not move with the machine's load, to compare script designs (slow: use
+COST_ROUNDS=100). It does not see what an instruction waits for (cache misses, the kernel).
 """
+import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -40,6 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_bench import Redis  # noqa: E402  (the same redis-server set-up as make bench)
 
 BATCH = 128
+INSTRUCTIONS = os.environ.get("COST_INSTRUCTIONS") == "1"
+PIN = os.environ.get("COST_PIN") == "1"
 # KEYS[1] and KEYS[2] of the batch scripts: the shared base (src/coord/redis/redis_scripts.h).
 BASE = "gnomon:default:{~shared}"
 # ARGV[1..4] as RedisCoordinator::CommonArgs: now (server's), records per job, records in total,
@@ -421,6 +433,13 @@ def item_names(src):
     return None
 
 
+def callgrind_control(redis, what):
+    """`what` (--zero: start counting anew; --dump: write the counts) for the callgrind that runs
+    `redis`."""
+    subprocess.run(["callgrind_control", what, str(redis.proc.pid)], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def as_function(name, src):
     """A Redis Functions library with one function `name` whose body is the script `src`."""
     return ("#!lua name=%s\nredis.register_function{function_name='%s', "
@@ -433,7 +452,13 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
     before each) and answers a claim "<now> <token> <lease end>" (gnomon's scripts since the
     ledger layout)."""
     data = tempfile.mkdtemp(dir=workdir)
-    redis = Redis(data)
+    counts = os.path.join(data, "callgrind")
+    prefix = ()
+    if PIN:
+        prefix = ("taskset", "-c", str(os.cpu_count() - 1))
+    if INSTRUCTIONS:
+        prefix += ("valgrind", "--tool=callgrind", "--callgrind-out-file=%s.%%p" % counts)
+    redis = Redis(data, prefix=prefix)
     try:
         conn = Conn(redis.port)
         if functions:
@@ -496,16 +521,24 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
         for k in range(warm):
             one_round(k)
         redis.cli("CONFIG", "RESETSTAT")
+        if INSTRUCTIONS:
+            callgrind_control(redis, "--zero")
         cpu0 = redis.cpu()
         for k in range(warm, warm + rounds):
             one_round(k)
         cpu1 = redis.cpu()
         fires = rounds * BATCH
+        cost = (cpu1 - cpu0) / fires * 1e6
+        if INSTRUCTIONS:
+            callgrind_control(redis, "--dump")
+            dumps = sorted(glob.glob(counts + ".*"), key=os.path.getmtime)
+            total = re.search(r"^(?:summary|totals): (\d+)", open(dumps[-1]).read(), re.M)
+            cost = int(total.group(1)) / fires
         stats = sorted(((usec / fires, cmd, calls / fires)
                         for cmd, (calls, usec) in redis.command_stats().items()
                         if cmd not in ("info", "config|resetstat", "function|load")),
                        reverse=True)
-        return (cpu1 - cpu0) / fires * 1e6, stats, int(conn.cmd("DBSIZE"))
+        return cost, stats, int(conn.cmd("DBSIZE"))
     finally:
         redis.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -519,6 +552,8 @@ def main():
     if not shutil.which("redis-server"):
         print("redis_script_cost: SKIP: redis-server is not installed")
         return 0
+    if PIN:
+        os.sched_setaffinity(0, {0})
     jobs = int(os.environ.get("COST_JOBS", "10000"))
     rounds = int(os.environ.get("COST_ROUNDS", "800"))
     workdir = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -561,9 +596,9 @@ def main():
                                    functions=name.endswith("as functions"),
                                    one_record="'r:' .." in r)
         results[name] = cpu
-        print("\n%s scripts: **%.1f µs of server CPU per fire** (%d keys at the end)" %
-              (name, cpu, keys))
-        if name in ("gnomon", "baseline"):
+        print("\n%s scripts: **%.1f %s per fire** (%d keys at the end)" %
+              (name, cpu, "instructions" if INSTRUCTIONS else "µs of server CPU", keys))
+        if name in ("gnomon", "baseline") and not INSTRUCTIONS:
             inner = sum(u for u, n, _ in stats if n != "evalsha")
             print("\n| command | calls per fire | µs per fire |\n|---|---:|---:|")
             for usec, cmd, calls in stats:
@@ -580,14 +615,17 @@ def main():
     if "gnomon as functions" in results:
         extra += (", \"gnomon_functions_us_per_fire\": %.1f, \"minimal_functions_us_per_fire\": "
                   "%.1f" % (results["gnomon as functions"], results["minimal as functions"]))
-    print("\nRESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
-          "\"packed_us_per_fire\": %.1f, \"packed_pruned_us_per_fire\": %.1f, "
-          "\"packed_with_records_us_per_fire\": %.1f, \"packed_marker_keys_us_per_fire\": %.1f, "
-          "\"noop_us_per_fire\": %.1f%s}" %
-          (results["gnomon"], results["minimal"], results["packed"],
-           results["packed, markers pruned"],
-           results["packed, markers dropped with their records"],
-           results["packed, markers as keys"], results["no-op"], extra))
+    line = ("RESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
+            "\"packed_us_per_fire\": %.1f, \"packed_pruned_us_per_fire\": %.1f, "
+            "\"packed_with_records_us_per_fire\": %.1f, \"packed_marker_keys_us_per_fire\": "
+            "%.1f, \"noop_us_per_fire\": %.1f%s}" %
+            (results["gnomon"], results["minimal"], results["packed"],
+             results["packed, markers pruned"],
+             results["packed, markers dropped with their records"],
+             results["packed, markers as keys"], results["no-op"], extra))
+    if INSTRUCTIONS:
+        line = line.replace("_us_per_fire", "_instructions_per_fire")
+    print("\n" + line)
     return 0
 
 

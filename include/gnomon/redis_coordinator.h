@@ -33,7 +33,9 @@
 //   J:runs                        zset (all scores 0, ordered by member = listing order):
 //                                 "<9e15-ms, 16 digits> <job> <shard, 10> <2^31-1-attempt, 10>"
 // Shared keys, under the tag {~shared} (not a job id, so no job's tag can equal it):
-//   B:{~shared}:leases    zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it
+//   B:{~shared}:leases    zset "<job> <ms>:<shard>" -> lease end (ms): ListExpired reads it;
+//                         and one keeper member at +inf that holds it in the skiplist encoding
+//                         (docs/redis-ledger-layout.md)
 //   B:{~shared}:runs      zset, the same members as every J:runs: the all-jobs listing
 //   B:{~shared}:jobs      hash job -> "<version>\n<definition json>"
 //   B:{~shared}:meta      hash: jobs_version, audit_seq (counters)
