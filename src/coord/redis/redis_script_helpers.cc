@@ -268,9 +268,10 @@ end
 )lua"},
     {"TRIM_AT", R"lua(
 -- Bounds a job's listing (J:runs) to its cap (ARGV[2]) plus a slack: nothing happens until the
--- entries `hn` reach TRIM_AT (cap + slack, computed once per script), and then the oldest entries of closed fires beyond the cap go
--- in one batch (drop_entries), so in steady state the listing holds at most cap + slack - 1
--- entries besides open fires', and one trim serves `slack` fires. Open fires (up to 64 of them
+-- entries `hn` reach TRIM_AT (cap + slack, computed once per script), and then the oldest
+-- entries of closed fires beyond the cap go in one batch (drop_entries), so in steady state the
+-- listing holds at most cap + slack - 1 entries besides open fires', and one trim serves `slack`
+-- fires. Open fires (up to 64 of them
 -- among the oldest are looked past) are kept: when they hold the trim back, trim_at (now + 1 s)
 -- says to look again only a second later, so the claims meanwhile pay nothing for it. Late claims
 -- of old instants (a misfire catch-up) list at the old end of the listing.
@@ -294,9 +295,9 @@ end
 -- A member that every lease index holds at score +inf, where no lease ends (so no scan reads it).
 -- Longer than zset-max-listpack-value (64 by default), it puts the index in Redis's skiplist
 -- encoding, and, never removed, keeps the index from being emptied and made again small. A small
--- sorted set is a listpack, which every ZADD and ZREM walks: 128 claims (or reports) of a batch
--- against an index of a few hundred leases or fewer then cost the server some 20k instructions
--- more per fire than in a skiplist (callgrind; docs/benchmarks.md).
+-- sorted set (up to 128 members) is a listpack, which every ZADD and ZREM walks: a batch of 128
+-- claims, then of their reports, against an index of at most 128 leases cost the server some
+-- 21k instructions more per fire than in a skiplist (callgrind; docs/benchmarks.md).
 local LEASE_KEEPER = '~ keeps this lease index a skiplist: a member longer than ' ..
                      'zset-max-listpack-value, at +inf (redis_script_helpers.cc)'
 )lua"},
