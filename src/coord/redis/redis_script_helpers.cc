@@ -187,6 +187,8 @@ end
     {"live_without", R"lua(
 -- "live", the job's open fires: "<ms>:<shard> " each. A lease renewal does not touch it.
 local function live_without(live, fid)
+  -- Mostly the fire is the job's one open fire: no search.
+  if live == fid .. ' ' then return '' end
   local at = string.find(' ' .. live, ' ' .. fid .. ' ', 1, true)
   if not at then return live end
   return string.sub(live, 1, at - 1) .. string.sub(live, at + #fid + 1)
@@ -271,10 +273,10 @@ end
 -- entries `hn` reach TRIM_AT (cap + slack, computed once per script), and then the oldest
 -- entries of closed fires beyond the cap go in one batch (drop_entries), so in steady state the
 -- listing holds at most cap + slack - 1 entries besides open fires', and one trim serves `slack`
--- fires. Open fires (up to 64 of them
--- among the oldest are looked past) are kept: when they hold the trim back, trim_at (now + 1 s)
--- says to look again only a second later, so the claims meanwhile pay nothing for it. Late claims
--- of old instants (a misfire catch-up) list at the old end of the listing.
+-- fires. Open fires (up to 64 of them among the oldest are looked past) are kept: when they hold
+-- the trim back, trim_at (now + 1 s) says to look again only a second later, so the claims
+-- meanwhile pay nothing for it. Late claims of old instants (a misfire catch-up) list at the old
+-- end of the listing.
 local CAP = ARGV[2] + 0
 local TRIM_AT = CAP + slack_of(CAP)
 )lua"},

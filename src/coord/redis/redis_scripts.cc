@@ -187,9 +187,7 @@ local function report_one(A, i)
     redis.call('HSET', jb, rf, A[i + 7])
     return 'OK'
   end
-  -- Mostly the job's one open fire is this one.
-  local live = s[2] or ''
-  if live == fid .. ' ' then live = '' else live = live_without(live, fid) end
+  local live = live_without(s[2] or '', fid)
   -- fails is mostly 0 (or unset: read as 0), and a write costs the server more than the read.
   if A[i + 6] == 'inc' then
     redis.call('HSET', jb, rf, A[i + 7], mf, closed, 'live', live, 'fails',
