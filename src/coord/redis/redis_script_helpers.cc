@@ -114,7 +114,7 @@ local function jb_of(job) return jb_in(group_of(job), job) end
 )lua"},
     {"check_local", R"lua(
 -- On one primary every key is local.
-local function check_local(g) end
+local function check_local(g, job) end
 )lua"},
     {"member", R"lua(
 local function member(job, ms, shard, att)
@@ -473,14 +473,15 @@ local function bump_jobs_version()
 end
 )lua"},
     {"check_local", R"lua(
--- A batch calls this with each of its jobs' key groups before it writes anything: it reads,
--- once per group, the group's key "probe", which is never written. The server refuses it when
--- it does not serve the group's slot, and also while the slot is being migrated away (a key
--- absent from a MIGRATING slot is redirected), so such a group fails the call there with
--- nothing written.
--- The slots cannot move while a script runs.
+-- A batch calls this with each of its jobs and its key group `g` (the client's KeyGroup) before
+-- it writes anything: it reads, once per group, the group's key "probe", which is never written.
+-- The server refuses it when it does not serve the group's slot, and also while the slot is
+-- being migrated away (a key absent from a MIGRATING slot is redirected), so such a group fails
+-- the call there with nothing written. The slots cannot move while a script runs. The group is
+-- kept for group_of, which flush_global asks for each lease's index.
 local LOCAL = {}
-local function check_local(g)
+local function check_local(g, job)
+  GROUP[job] = g
   if not LOCAL[g] then
     LOCAL[g] = true
     redis.call('EXISTS', NB .. ':{g' .. g .. '}:probe')

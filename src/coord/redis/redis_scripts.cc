@@ -139,7 +139,7 @@ return out
 constexpr const char* kClaimManyBody = R"lua(
 -- ARGV[5..]: n claims...
 local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 12]) end
+for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 12], ARGV[6 + k * 12]) end
 for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 12) end
 return out
 )lua";
@@ -206,7 +206,7 @@ end
 constexpr const char* kReportManyBody = R"lua(
 -- ARGV[5..]: n reports...
 local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 8]) end
+for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 8], ARGV[6 + k * 8]) end
 for k = 0, ARGV[5] - 1 do out[k + 1] = report_one(ARGV, 6 + k * 8) end
 return out
 )lua";
