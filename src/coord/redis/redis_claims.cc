@@ -278,7 +278,7 @@ Result<std::vector<std::string>> RedisClaims::ReportArgs(const gnomon::Claim& cl
   const int64_t ms = claim.fire.scheduled_at.unix_millis();
   args.Add("job", claim.fire.job_id)
       .Add("group", std::to_string(redis::KeyGroup(claim.fire.job_id)))
-      .Add("fid", std::to_string(ms) + ":" + std::to_string(claim.fire.shard))
+      .Add("fid", FireId(ms, claim.fire.shard))
       .Add("token", std::to_string(claim.fencing_token))
       .Add("member",
            Member(coord::RunPosition{ms, claim.fire.job_id, claim.fire.shard, claim.attempt}))

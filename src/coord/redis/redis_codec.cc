@@ -27,6 +27,9 @@ Status ValidateFire(const FireKey& fire) {
   return Status::Ok();
 }
 
+std::string FireId(int64_t scheduled_ms, int64_t shard) {
+  return std::to_string(scheduled_ms) + ":" + std::to_string(shard);
+}
 std::string MemberPrefix(int64_t scheduled_ms, const std::string& job, int shard) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%016lld ", static_cast<long long>(kInvertBase - scheduled_ms));

@@ -39,6 +39,8 @@ std::string Ms(Instant t);
 std::string Ms(Duration d);
 // ValidateFireKey, and InvalidArgument unless the instant is within +-kMaxAbsMillis.
 Status ValidateFire(const FireKey& fire);
+// A fire's id in its job's hash, "<ms>:<shard>" (its fields m:<fid> and cp:<fid>, "live").
+std::string FireId(int64_t scheduled_ms, int64_t shard);
 // The listing member of a record position (see redis_scripts.cc: member()), and the prefix the
 // members of one fire share.
 std::string MemberPrefix(int64_t scheduled_ms, const std::string& job, int shard);

@@ -127,7 +127,7 @@ Result<std::vector<ExpiredFire>> RedisFires::ListExpired(int limit) {
   }
   if (failures == parts.size()) return failed;
   auto member = [](const ExpiredFire& e) {
-    return e.fire.job_id + " " + Ms(e.fire.scheduled_at) + ":" + std::to_string(e.fire.shard);
+    return e.fire.job_id + " " + FireId(e.fire.scheduled_at.unix_millis(), e.fire.shard);
   };
   std::sort(out.begin(), out.end(), [&](const ExpiredFire& a, const ExpiredFire& b) {
     if (a.lease_expired_at != b.lease_expired_at) return a.lease_expired_at < b.lease_expired_at;
@@ -251,10 +251,9 @@ Status RedisFires::SaveLiveOutput(const gnomon::Claim& claim, const std::string&
 
 Result<std::optional<std::string>> RedisFires::LoadCheckpoint(const FireKey& fire) {
   GNOMON_RETURN_IF_ERROR(ValidateFire(fire));
-  Result<RedisReply> r =
-      store_.Command(store_.JobBase(fire.job_id),
-                     {"HGET", store_.JobBase(fire.job_id),
-                      "cp:" + Ms(fire.scheduled_at) + ":" + std::to_string(fire.shard)});
+  Result<RedisReply> r = store_.Command(
+      store_.JobBase(fire.job_id), {"HGET", store_.JobBase(fire.job_id),
+                                    "cp:" + FireId(fire.scheduled_at.unix_millis(), fire.shard)});
   if (!r.ok()) return r.status();
   if (r->type == RedisReply::Type::kNil) return std::optional<std::string>();
   if (r->type != RedisReply::Type::kString) return Malformed("load checkpoint");

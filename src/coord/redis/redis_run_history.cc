@@ -116,9 +116,8 @@ Result<std::optional<std::string>> RedisRunHistory::RecordAt(const std::string& 
   if (!rec.ok()) return rec.status();
   if (rec->type == RedisReply::Type::kString) return std::optional<std::string>(rec->str);
   if (rec->type != RedisReply::Type::kNil) return Malformed("history record");
-  Result<RedisReply> marker = store_.Command(
-      jb,
-      {"HGET", jb, "m:" + std::to_string(parts.scheduled_ms) + ":" + std::to_string(parts.shard)});
+  Result<RedisReply> marker =
+      store_.Command(jb, {"HGET", jb, "m:" + FireId(parts.scheduled_ms, parts.shard)});
   if (!marker.ok()) return marker.status();
   if (marker->type == RedisReply::Type::kNil) return std::optional<std::string>();
   if (marker->type != RedisReply::Type::kString) return Malformed("fire marker");
