@@ -557,18 +557,20 @@ int RunScale(const Flags& f) {
 }
 
 int Usage() {
-  std::cerr << "usage: fleet_load claims|lateness|scale --backend URL [--threads T] "
-               "[--seconds S] [--jobs J] [--node N] [--tag T] [--workers W] [--samples PATH]\n"
-               "       fleet_load scripts DIR   (writes the Redis claim and report scripts)\n";
+  std::cerr
+      << "usage: fleet_load claims|lateness|scale --backend URL [--threads T] "
+         "[--seconds S] [--jobs J] [--node N] [--tag T] [--workers W] [--samples PATH]\n"
+         "       fleet_load scripts DIR   (writes the Redis claim, report and prune scripts)\n";
   return 1;
 }
 
-// scripts DIR: the Redis claim-batch and report-batch scripts, as RedisCoordinator loads them,
+// scripts DIR: the Redis claim, report and prune batch scripts, as RedisCoordinator loads them,
 // for bench/redis_script_cost.py.
 int WriteScripts(const std::string& dir) {
   namespace rs = gnomon::coord::redis_scripts;
-  for (const auto& [name, id] : {std::pair{"claim_many.lua", rs::kClaimMany},
-                                 std::pair{"report_many.lua", rs::kReportMany}}) {
+  for (const auto& [name, id] :
+       {std::pair{"claim_many.lua", rs::kClaimMany}, std::pair{"report_many.lua", rs::kReportMany},
+        std::pair{"prune_many.lua", rs::kPruneMany}}) {
     std::ofstream out(dir + "/" + name);
     out << rs::Source(id);
     if (!out) {

@@ -31,6 +31,12 @@ of scripts (EVALSHA): what Functions would save.
 COST_PIN=1 runs redis-server on the machine's last CPU and this driver on its first (taskset), so
 that the two never share a core nor move between them: less noise on a small shared machine.
 
+COST_BATCH=N sends rounds of N fires instead of 128 (the per-call share of the cost: with fewer
+fires a call, more of it). COST_ONLY=NAME[,NAME] measures only those pairs (e.g. gnomon).
+
+COST_PRUNE=1 also measures gnomon's prune batch script after the fires, on the history they
+left: µs of server CPU per job pruned, in calls of 1 and of 64 jobs (the client's chunk).
+
 COST_INSTRUCTIONS=1 runs each redis-server under valgrind's callgrind and counts, instead of CPU
 time, the instructions it executes per fire over the measured rounds (all of its threads): a
 figure that does not move with the machine's load, to compare script designs (slow: use
@@ -49,9 +55,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from backend_bench import Redis  # noqa: E402  (the same redis-server set-up as make bench)
 
-BATCH = 128
+BATCH = int(os.environ.get("COST_BATCH", "128"))
 INSTRUCTIONS = os.environ.get("COST_INSTRUCTIONS") == "1"
 PIN = os.environ.get("COST_PIN") == "1"
+PRUNE = os.environ.get("COST_PRUNE") == "1"
+PRUNE_SRC = None
 # KEYS[1] and KEYS[2] of the batch scripts: the shared base (src/coord/redis/redis_scripts.h).
 BASE = "gnomon:default:{~shared}"
 # ARGV[1..4] as RedisCoordinator::CommonArgs: now (server's), records per job, records in total,
@@ -446,6 +454,24 @@ def as_function(name, src):
             "callback=function(KEYS, ARGV)\n%s\nend}\n" % (name, name, src))
 
 
+def measure_prune(conn, redis, jobs):
+    """COST_PRUNE=1: the server CPU of the prune batch script per job pruned (keep the newest 10
+    fires, max age 7 days, as `fleet_load scale` sets), in batches of 1 and of 64 (the client's
+    chunk), each job once per pass: the first pass drops what the rounds left beyond 10 fires,
+    the next ones find nothing to drop (a sweep's usual case)."""
+    sha = conn.cmd("SCRIPT", "LOAD", PRUNE_SRC)
+    for batch in (1, 64, 1, 64):
+        cpu0 = redis.cpu()
+        for first in range(0, jobs, batch):
+            args = COMMON + [str(min(batch, jobs - first))]
+            for k in range(first, min(jobs, first + batch)):
+                j = "job-%06d" % k
+                args += [j, str(key_group(j)), "10", str(7 * 86400 * 1000)]
+            conn.cmd("EVALSHA", sha, "2", BASE, BASE, *args)
+        print("prune, batches of %d: %.1f µs of server CPU per job" %
+              (batch, (redis.cpu() - cpu0) / jobs * 1e6))
+
+
 def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
             one_record=False):
     """`one_record`: the pair takes a report's record as one argument (items of 8, no count
@@ -468,7 +494,8 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
         else:
             call = {"claim": ("EVALSHA", conn.cmd("SCRIPT", "LOAD", claim_src)),
                     "report": ("EVALSHA", conn.cmd("SCRIPT", "LOAD", report_src))}
-        t0 = int(time.time() * 1000) - 10_000_000
+        # A round's fires are a second after the last round's, every one of them in the past.
+        t0 = int(time.time() * 1000) - 10_000_000 - 1000 * (rounds + rounds // 4)
         next_job = 0
 
         claim_names, report_names = item_names(claim_src), item_names(report_src)
@@ -534,11 +561,16 @@ def measure(name, claim_src, report_src, jobs, rounds, workdir, functions=False,
             dumps = sorted(glob.glob(counts + ".*"), key=os.path.getmtime)
             total = re.search(r"^(?:summary|totals): (\d+)", open(dumps[-1]).read(), re.M)
             cost = int(total.group(1)) / fires
+            if os.environ.get("COST_KEEP_COUNTS"):  # a copy of the counts, for callgrind_annotate
+                shutil.copy(dumps[-1], os.environ["COST_KEEP_COUNTS"])
         stats = sorted(((usec / fires, cmd, calls / fires)
                         for cmd, (calls, usec) in redis.command_stats().items()
                         if cmd not in ("info", "config|resetstat", "function|load")),
                        reverse=True)
-        return cost, stats, int(conn.cmd("DBSIZE"))
+        keys = int(conn.cmd("DBSIZE"))
+        if PRUNE and name == "gnomon" and not INSTRUCTIONS:
+            measure_prune(conn, redis, jobs)  # after the fires' figures: not counted in them
+        return cost, stats, keys
     finally:
         redis.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -561,6 +593,8 @@ def main():
     subprocess.run([tool, "scripts", scripts], check=True)
     claim = open(os.path.join(scripts, "claim_many.lua")).read()
     report = open(os.path.join(scripts, "report_many.lua")).read()
+    global PRUNE_SRC
+    PRUNE_SRC = open(os.path.join(scripts, "prune_many.lua")).read()
     shutil.rmtree(scripts)
     print("### Redis CPU per fire of the claim + report scripts: %d jobs, %d rounds of %d fires"
           % (jobs, rounds, BATCH))
@@ -591,6 +625,9 @@ def main():
     if os.environ.get("COST_FUNCTIONS") == "1":
         variants += [("gnomon as functions", claim, report),
                      ("minimal as functions", MIN_CLAIM, MIN_REPORT)]
+    only = os.environ.get("COST_ONLY")
+    if only:
+        variants = [v for v in variants if v[0] in only.split(",")]
     for name, c, r in variants:
         cpu, stats, keys = measure(name, c, r, jobs, rounds, workdir,
                                    functions=name.endswith("as functions"),
@@ -609,20 +646,15 @@ def main():
             print("\nscripts (evalsha) %.1f µs per fire, of which the commands they call %.1f: "
                   "the Lua interpreter and write propagation %.1f (commandstats times are wall "
                   "time: run it on an idle machine)" % (evalsha, inner, evalsha - inner))
-    extra = ""
-    if baseline:
-        extra = ", \"baseline_us_per_fire\": %.1f" % results["baseline"]
-    if "gnomon as functions" in results:
-        extra += (", \"gnomon_functions_us_per_fire\": %.1f, \"minimal_functions_us_per_fire\": "
-                  "%.1f" % (results["gnomon as functions"], results["minimal as functions"]))
-    line = ("RESULT {\"gnomon_us_per_fire\": %.1f, \"minimal_us_per_fire\": %.1f, "
-            "\"packed_us_per_fire\": %.1f, \"packed_pruned_us_per_fire\": %.1f, "
-            "\"packed_with_records_us_per_fire\": %.1f, \"packed_marker_keys_us_per_fire\": "
-            "%.1f, \"noop_us_per_fire\": %.1f%s}" %
-            (results["gnomon"], results["minimal"], results["packed"],
-             results["packed, markers pruned"],
-             results["packed, markers dropped with their records"],
-             results["packed, markers as keys"], results["no-op"], extra))
+    # The RESULT line: each measured pair's figure, by the names it always had.
+    keys = [("gnomon", "gnomon"), ("minimal", "minimal"), ("packed", "packed"),
+            ("packed, markers pruned", "packed_pruned"),
+            ("packed, markers dropped with their records", "packed_with_records"),
+            ("packed, markers as keys", "packed_marker_keys"), ("no-op", "noop"),
+            ("baseline", "baseline"), ("gnomon as functions", "gnomon_functions"),
+            ("minimal as functions", "minimal_functions")]
+    line = "RESULT {%s}" % ", ".join("\"%s_us_per_fire\": %.1f" % (key, results[name])
+                                     for name, key in keys if name in results)
     if INSTRUCTIONS:
         line = line.replace("_us_per_fire", "_instructions_per_fire")
     print("\n" + line)

@@ -78,12 +78,12 @@
 // listing counts its entries (hn), so a claim pays nothing for its trim until it runs; open fires
 // among the oldest (a misfire catch-up lists at the old end) are looked past, up to 64, and when
 // more hold the trim back, the job's trim_at (now + 1 s) defers the next try by a second, so no
-// claim scans the whole excess. PruneHistory applies the per-job retention: the records of the
-// fires beyond the newest keep_last go (their entries and markers stay: such a fire is still
-// refused as claimed), and fires older than max_age go whole, markers included, the cutoff then
-// now - max_age, as on the other backends. A claim of a fire fire_retention or more before the
-// server's clock is refused too. So a job's markers, entries and records are bounded by its cap,
-// whatever its rate.
+// claim scans the whole excess. PruneHistory (PruneHistoryMany: up to 64 jobs a script call)
+// applies the per-job retention: the records of the fires beyond the newest keep_last go (their
+// entries and markers stay: such a fire is still refused as claimed), and fires older than
+// max_age go whole, markers included, the cutoff then now - max_age, as on the other backends. A
+// claim of a fire fire_retention or more before the server's clock is refused too. So a job's
+// markers, entries and records are bounded by its cap, whatever its rate.
 //
 // Fencing tokens. token = max(last token of the job + 1, server TIME in microseconds, read once
 // per script in ms and multiplied by 1000, see src/coord/redis/redis_script_helpers.cc
@@ -326,6 +326,7 @@ class RedisCoordinator final : public Coordinator {
   Result<RunPage> ListRuns(const RunQuery& query) override;
   Result<std::vector<RunRecord>> GetRun(const std::string& run_id) override;
   Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) override;
+  std::vector<Status> PruneHistoryMany(const std::vector<PruneRequest>& reqs) override;
 
   Status Heartbeat(const NodeInfo& node, Duration ttl) override;
   Result<std::vector<NodeInfo>> ListNodes() override;

@@ -31,6 +31,13 @@ struct RunPage {
   std::string next_cursor;      // empty when there is no more
 };
 
+// One prune of PruneHistoryMany: the arguments of PruneHistory.
+struct PruneRequest {
+  std::string job_id;
+  int keep_last = 100;
+  Duration max_age = std::chrono::days(7);
+};
+
 class RunHistory {
  public:
   virtual ~RunHistory() = default;
@@ -45,7 +52,17 @@ class RunHistory {
   // older than `max_age` too, and from then on refuses a claim of any fire before
   // that cutoff (ClaimOutcome::kTooOld): a fire whose marker is gone is never claimed again.
   virtual Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age) = 0;
+  // PruneHistory of each request, in as few backend calls as the backend can (by default one
+  // each; Redis: one script call per batch of jobs). -> one Status per request, in order.
+  virtual std::vector<Status> PruneHistoryMany(const std::vector<PruneRequest>& reqs);
 };
+
+inline std::vector<Status> RunHistory::PruneHistoryMany(const std::vector<PruneRequest>& reqs) {
+  std::vector<Status> out;
+  out.reserve(reqs.size());
+  for (const PruneRequest& r : reqs) out.push_back(PruneHistory(r.job_id, r.keep_last, r.max_age));
+  return out;
+}
 
 }  // namespace gnomon
 

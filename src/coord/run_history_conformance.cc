@@ -229,6 +229,52 @@ TEST_P(CoordinatorConformanceTest, PruneHistoryDropsOldRecordsButNeverRunningOne
   EXPECT_TRUE(coord_->Renew(old_running, kTtl).ok());
 }
 
+// PruneHistoryMany prunes each job as PruneHistory would, over more jobs than one backend call
+// takes (Redis: 64 a call; under a Cluster split over the primaries), and answers each request
+// on its own: an invalid one is refused without stopping the others.
+TEST_P(CoordinatorConformanceTest, PruneHistoryManyPrunesEachJobAsPruneHistoryDoes) {
+  const Instant base = clock_.Now() - hours(1);
+  constexpr int kJobs = 70;
+  std::vector<ClaimRequest> claims;
+  for (int j = 0; j < kJobs; ++j) {
+    for (int f = 0; f < 3; ++f) {
+      claims.push_back(Req(Fire("p" + std::to_string(j), base + minutes(f)), "n"));
+    }
+  }
+  std::vector<Result<ClaimOutcome>> claimed = coord_->ClaimMany(claims);
+  std::vector<Claim> held;
+  std::vector<RunRecord> records;
+  for (Result<ClaimOutcome>& c : claimed) {
+    ASSERT_TRUE(c.ok() && c->claim.has_value());
+    held.push_back(*c->claim);
+  }
+  for (const Claim& c : held) records.push_back(RecordOf(c, RunOutcome::kSucceeded, base, base));
+  std::vector<ReportRequest> reports;
+  for (size_t i = 0; i < held.size(); ++i) reports.push_back({&held[i], &records[i], true});
+  for (const Status& s : coord_->ReportMany(reports)) ASSERT_OK(s);
+  // Job j keeps its newest 1 + j % 3 fires; two invalid requests sit among them.
+  std::vector<PruneRequest> prunes;
+  for (int j = 0; j < kJobs; ++j) {
+    prunes.push_back(PruneRequest{"p" + std::to_string(j), 1 + j % 3, hours(24)});
+    if (j == 10) prunes.push_back(PruneRequest{"p1", 0, hours(24)});
+    if (j == 40) prunes.push_back(PruneRequest{"p2", 1, Duration(0)});
+  }
+  std::vector<Status> pruned = coord_->PruneHistoryMany(prunes);
+  ASSERT_EQ(pruned.size(), prunes.size());
+  for (size_t i = 0; i < prunes.size(); ++i) {
+    const bool valid = prunes[i].keep_last >= 1 && prunes[i].max_age > Duration(0);
+    EXPECT_EQ(pruned[i].code(), valid ? StatusCode::kOk : StatusCode::kInvalidArgument)
+        << "request " << i << ": " << pruned[i].ToString();
+  }
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string job = "p" + std::to_string(j);
+    std::vector<std::string> want;  // the newest 1 + j % 3 of fires 2, 1, 0
+    for (int f = 2; f > 1 - j % 3; --f) want.push_back(Fire(job, base + minutes(f)).RunId() + "/1");
+    EXPECT_EQ(Ids(AllPages(*coord_, RunQuery{.job_id = job})), want) << job;
+  }
+  EXPECT_TRUE(coord_->PruneHistoryMany({}).empty());
+}
+
 // A fire that ran is never claimed again, even once its history was pruned. A backend that
 // drops the fire's marker with its history refuses, from the prune on, every claim before the
 // prune's cutoff as too old to check (kTooOld), whether the fire ran or not, a backfill's too;

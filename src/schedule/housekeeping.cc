@@ -48,9 +48,12 @@ void Housekeeping::PassLocked() {
   }
   // Pruning is heavier than the rest: every job about once a minute, spread over the passes (a
   // slice of the jobs per pass), so a node with many jobs never prunes them all at once.
+  // One batch: a backend that can (Redis) prunes many jobs per call.
+  std::vector<PruneRequest> prunes;
   for (const SpecPtr& s : table_.PruneSlice()) {
-    (void)ctx_.coord().PruneHistory(s->id, s->history_keep, s->history_max_age);
+    prunes.push_back(PruneRequest{s->id, s->history_keep, s->history_max_age});
   }
+  if (!prunes.empty()) (void)ctx_.coord().PruneHistoryMany(prunes);
   if (children_ != nullptr) children_->Sweep();
 }
 

@@ -43,11 +43,18 @@ class CountingPrunes : public testing::ForwardingCoordinator {
     ++prunes;
     return ForwardingCoordinator::PruneHistory(job_id, keep_last, max_age);
   }
+  // The default: PruneHistory of each (counted above).
+  std::vector<Status> PruneHistoryMany(const std::vector<PruneRequest>& reqs) override {
+    ++batches;
+    return Coordinator::PruneHistoryMany(reqs);
+  }
   std::atomic<int> prunes{0};
+  std::atomic<int> batches{0};
 };
 
 // The hourly sweep over every job (max_age of jobs that stopped running) is spread over the hour:
-// with 5-s passes, 1/720 of the jobs a pass, not all of them in the first minute.
+// with 5-s passes, 1/720 of the jobs a pass, not all of them in the first minute; a pass's
+// prunes go to the backend together (PruneHistoryMany: one script call a batch on Redis).
 TEST(SchedulerRetentionTest, TheHourlySweepIsSpreadOverTheHour) {
   FakeClock clock(kBoot);
   MemoryCoordinator memory(clock);
@@ -66,6 +73,7 @@ TEST(SchedulerRetentionTest, TheHourlySweepIsSpreadOverTheHour) {
     }
     n.observer.Await(Kind::kError, 1, {}, milliseconds(100));  // room for more (there must be none)
     EXPECT_EQ(coord.prunes, 2 * pass) << "pass " << pass << ": 1440 jobs / 720 passes an hour";
+    EXPECT_EQ(coord.batches, pass) << "pass " << pass << ": one batch";
     clock.Advance(seconds(5));
   }
   n.scheduler->Stop();

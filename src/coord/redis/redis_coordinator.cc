@@ -171,6 +171,10 @@ Status RedisCoordinator::PruneHistory(const std::string& job_id, int keep_last, 
   return history_->PruneHistory(job_id, keep_last, max_age);
 }
 
+std::vector<Status> RedisCoordinator::PruneHistoryMany(const std::vector<PruneRequest>& reqs) {
+  return history_->PruneHistoryMany(reqs);
+}
+
 // --- NodeRegistry: RedisNodes ------------------------------------------------------------------
 
 Status RedisCoordinator::Heartbeat(const NodeInfo& node, Duration ttl) {

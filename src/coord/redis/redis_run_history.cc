@@ -161,19 +161,39 @@ Result<std::vector<RunRecord>> RedisRunHistory::GetRun(const std::string& run_id
 }
 
 Status RedisRunHistory::PruneHistory(const std::string& job_id, int keep_last, Duration max_age) {
-  if (keep_last < 1) return InvalidArgumentError("prune: keep_last must be at least 1");
-  if (max_age <= Duration(0)) return InvalidArgumentError("prune: max_age must be positive");
-  if (!IsValidJobId(job_id)) return InvalidArgumentError("prune: invalid job id");
-  std::vector<std::string> args =
-      scripts::ArgList(scripts::ArgNames(scripts::kPrune), store_.CommonArgs())
-          .Add("keep_last", std::to_string(keep_last))
-          .Add("max_age_ms", Ms(std::min(max_age, kMaxConfigDuration)))
-          .Take();
-  Result<RedisReply> r =
-      store_.Eval(scripts::kPrune, {store_.JobBase(job_id), store_.IndexBase(job_id)}, args);
-  if (!r.ok()) return r.status();
-  if (!IsArray(*r, 1) || Word(*r) != "OK") return Malformed("prune");
-  return Status::Ok();
+  return PruneHistoryMany({PruneRequest{job_id, keep_last, max_age}})[0];
+}
+
+std::vector<Status> RedisRunHistory::PruneHistoryMany(const std::vector<PruneRequest>& reqs) {
+  std::vector<Status> out(reqs.size(), InternalError("redis: not pruned"));
+  auto args = [&](size_t i) -> Result<std::vector<std::string>> {
+    const PruneRequest& r = reqs[i];
+    if (r.keep_last < 1) return InvalidArgumentError("prune: keep_last must be at least 1");
+    if (r.max_age <= Duration(0)) return InvalidArgumentError("prune: max_age must be positive");
+    if (!IsValidJobId(r.job_id)) return InvalidArgumentError("prune: invalid job id");
+    return scripts::ArgList(scripts::kPruneItem)
+        .Add("job", r.job_id)
+        .Add("group", std::to_string(redis::KeyGroup(r.job_id)))
+        .Add("keep_last", std::to_string(r.keep_last))
+        .Add("max_age_ms", Ms(std::min(r.max_age, kMaxConfigDuration)))
+        .Take();
+  };
+  auto send = [&](const RedisStore::BatchItems& items) {
+    return store_.EvalBatch(items, [&](const RedisStore::BatchItems& part, const std::string& ib) {
+      scripts::ArgList a(scripts::ArgNames(scripts::kPruneMany), store_.CommonArgs());
+      a.Add("n", std::to_string(part.size()));
+      for (const std::vector<std::string>* item : part) {
+        for (const std::string& arg : *item) a.Add("prunes...", arg);
+      }
+      return store_.Eval(scripts::kPruneMany, {ib, ib}, a.Take());
+    });
+  };
+  auto parse = [](size_t, const RedisReply& e) -> Status {
+    if (e.str != "OK") return Malformed("prune");
+    return Status::Ok();
+  };
+  SendInChunks(out, kPruneChunk, "prune batch", args, send, parse);
+  return out;
 }
 
 }  // namespace gnomon::coord

@@ -1,7 +1,7 @@
 // RedisRunHistory (internal): RedisCoordinator's RunHistory (gnomon/run_history.h): listing from
 // the indexes B:runs (all jobs) and B:{job}:runs (members in listing order), one record by run id,
-// and the per-job retention (prune script). Records themselves are written by claims and reports
-// (RedisClaims, RedisFires).
+// and the per-job retention (the prune batch script). Records themselves are written by claims and
+// reports (RedisClaims, RedisFires).
 //
 // Thread safety: safe to call from many threads at once (state lives on the server).
 #ifndef GNOMON_SRC_COORD_REDIS_REDIS_RUN_HISTORY_H_
@@ -28,6 +28,9 @@ class RedisRunHistory {
   Result<RunPage> ListRuns(const RunQuery& query);
   Result<std::vector<RunRecord>> GetRun(const std::string& run_id);
   Status PruneHistory(const std::string& job_id, int keep_last, Duration max_age);
+  // Prunes in script calls of at most kPruneChunk jobs (under a Cluster, one per primary).
+  std::vector<Status> PruneHistoryMany(const std::vector<PruneRequest>& reqs);
+  static constexpr size_t kPruneChunk = 64;
 
  private:
   // Under a Cluster: the all-jobs page (kListRuns' reply: OK, then member and record pairs) from

@@ -368,63 +368,77 @@ local tok_s, lease_s = open_attempt(JB, ARGV[5], fid, ARGV[6] + 0, ARGV[7] + 0, 
 return {'OK', att_s, tok_s, lease_s}
 )lua";
 
-// ARGV[5..]: keep_last, max_age_ms. -> OK. The records of the job's fires beyond the newest
-// keep_last go (their listing entries and markers stay, so such a fire is still refused as
-// claimed; the job's cap drops them later); fires older than max_age go whole, entries, records
-// and closed markers, and the job's cutoff becomes now - max_age (drop_entries), as on the other
-// backends. Every job is pruned about once a minute, so a prune reads what changed since the
-// last: the newest keep_last fires, the entries that crossed that boundary since (J's field pk,
-// the boundary of the last prune; all of them the first time, at most the job's cap), and the
-// oldest entries past max_age (at most 1,024 a prune).
-constexpr const char* kPruneBody = R"lua(
--- ARGV[5..]: keep_last max_age_ms
-local keep, cutoff = ARGV[5] + 0, NOW - ARGV[6]
-local runs = JB .. ':runs'
--- The first entry beyond the newest keep_last fires (the listing is newest first).
-local boundary, fires, current, start = nil, 0, nil, '-'
-while not boundary do
-  local rows = redis.call('ZRANGEBYLEX', runs, start, '+', 'LIMIT', '0', S(keep + 64))
-  if #rows == 0 then break end
-  for _, m in ipairs(rows) do
-    local _, ms, shard = parse_member(m)
-    local fid = S(ms) .. ':' .. S(shard)
-    if fid ~= current then
-      current = fid
-      fires = fires + 1
+// prune_one(A, i): A[i..i+3] = job, group (KeyGroup), keep_last, max_age_ms. -> "OK". The
+// records of the job's fires beyond the newest keep_last go (their listing entries and markers
+// stay, so such a fire is still refused as claimed; the job's cap drops them later); fires older
+// than max_age go whole, entries, records and closed markers, and the job's cutoff becomes
+// now - max_age (drop_entries), as on the other backends. A job is pruned every few of its runs
+// and swept once an hour, so a prune reads what changed since the last: the newest keep_last
+// fires, the entries that crossed that boundary since (J's field pk, the boundary of the last
+// prune; all of them the first time, at most the job's cap), and the oldest entries past
+// max_age (at most 1,024 a prune).
+constexpr const char* kPruneFn = R"lua(
+-- A[i..]: job group keep_last max_age_ms
+local function prune_one(A, i)
+  local jb = jb_in(A[i + 1], A[i])
+  local keep, cutoff = A[i + 2] + 0, NOW - A[i + 3]
+  local runs = jb .. ':runs'
+  -- The first entry beyond the newest keep_last fires (the listing is newest first).
+  local boundary, fires, current, start = nil, 0, nil, '-'
+  while not boundary do
+    local rows = redis.call('ZRANGEBYLEX', runs, start, '+', 'LIMIT', '0', S(keep + 64))
+    if #rows == 0 then break end
+    for _, m in ipairs(rows) do
+      local _, ms, shard = parse_member(m)
+      local fid = S(ms) .. ':' .. S(shard)
+      if fid ~= current then
+        current = fid
+        fires = fires + 1
+      end
+      if fires > keep then
+        boundary = m
+        break
+      end
     end
-    if fires > keep then
-      boundary = m
-      break
-    end
+    start = '(' .. rows[#rows]
   end
-  start = '(' .. rows[#rows]
-end
-if boundary then
-  -- Records from the boundary to the last prune's, but a running attempt's (live output).
-  local last = redis.call('HGET', JB, 'pk')
-  local stop = '+'
-  if last and last > boundary then stop = '(' .. last end
-  local beyond = redis.call('ZRANGEBYLEX', runs, '[' .. boundary, stop)
-  for from = 1, #beyond, 256 do
-    local part = {}
-    for k = from, math.min(#beyond, from + 255) do part[#part + 1] = 'r:' .. beyond[k] end
-    local got = redis.call('HMGET', JB, unpack(part))
-    local gone = {}
-    for k, v in ipairs(got) do
-      if v and string.sub(v, 1, 8) ~= 'running\n' then gone[#gone + 1] = part[k] end
+  if boundary then
+    -- Records from the boundary to the last prune's, but a running attempt's (live output).
+    local last = redis.call('HGET', jb, 'pk')
+    local stop = '+'
+    if last and last > boundary then stop = '(' .. last end
+    local beyond = redis.call('ZRANGEBYLEX', runs, '[' .. boundary, stop)
+    for from = 1, #beyond, 256 do
+      local part = {}
+      for k = from, math.min(#beyond, from + 255) do part[#part + 1] = 'r:' .. beyond[k] end
+      local got = redis.call('HMGET', jb, unpack(part))
+      local gone = {}
+      for k, v in ipairs(got) do
+        if v and string.sub(v, 1, 8) ~= 'running\n' then gone[#gone + 1] = part[k] end
+      end
+      if #gone > 0 then redis.call('HDEL', jb, unpack(gone)) end
     end
-    if #gone > 0 then redis.call('HDEL', JB, unpack(gone)) end
+    redis.call('HSET', jb, 'pk', boundary)
   end
-  redis.call('HSET', JB, 'pk', boundary)
+  -- Entries older than max_age: from the old end, at most 1,024 (oldest first).
+  local old = redis.call('ZREVRANGEBYLEX', runs, '+',
+                         '[' .. format('%016d', 9000000000000000 - cutoff + 1), 'LIMIT', '0',
+                         '1024')
+  if #old > 0 and drop_entries(jb, old, #old) > 0 then
+    local pr = redis.call('HGET', jb, 'pr')
+    if not pr or pr + 0 < cutoff then redis.call('HSET', jb, 'pr', S(cutoff)) end
+  end
+  return 'OK'
 end
--- Entries older than max_age: from the old end, at most 1,024 (oldest first).
-local old = redis.call('ZREVRANGEBYLEX', runs, '+',
-                       '[' .. format('%016d', 9000000000000000 - cutoff + 1), 'LIMIT', '0', '1024')
-if #old > 0 and drop_entries(JB, old, #old) > 0 then
-  local pr = redis.call('HGET', JB, 'pr')
-  if not pr or pr + 0 < cutoff then redis.call('HSET', JB, 'pr', S(cutoff)) end
-end
-return {'OK'}
+)lua";
+
+// ARGV[5]: n; then n prunes of 4 arguments each (prune_one). -> one reply per prune.
+constexpr const char* kPruneManyBody = R"lua(
+-- ARGV[5..]: n prunes...
+local out = {}
+for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 4], ARGV[6 + k * 4]) end
+for k = 0, ARGV[5] - 1 do out[k + 1] = prune_one(ARGV, 6 + k * 4) end
+return out
 )lua";
 
 // KEYS[1] = the index (a job's J:runs or the all-jobs listing). ARGV[5..]: start bound
@@ -671,7 +685,7 @@ constexpr Script kScripts[] = {
     {kSaveCheckpoint, "", kSaveCheckpointBody},
     {kSaveLiveOutput, "", kSaveLiveOutputBody},
     {kSetPaused, "", kSetPausedBody},
-    {kPrune, "", kPruneBody},
+    {kPruneMany, kPruneFn, kPruneManyBody},
     {kListRuns, "", kListRunsBody},
     {kGetRun, "", kGetRunBody},
     {kHeartbeat, "", kHeartbeatBody},
@@ -702,7 +716,7 @@ constexpr std::string_view kRecordSkippedArgs[] = {"job",         "ms",   "shard
 constexpr std::string_view kSaveCheckpointArgs[] = {"ms", "shard", "token", "value"};
 constexpr std::string_view kSaveLiveOutputArgs[] = {"job", "ms", "shard", "token", "value"};
 constexpr std::string_view kSetPausedArgs[] = {"paused", "reason"};
-constexpr std::string_view kPruneArgs[] = {"keep_last", "max_age_ms"};
+constexpr std::string_view kPruneManyArgs[] = {"n", "prunes..."};
 constexpr std::string_view kListRunsArgs[] = {"start", "outcome", "from_ms", "count"};
 constexpr std::string_view kGetRunArgs[] = {"member_prefix"};
 constexpr std::string_view kHeartbeatArgs[] = {"node", "ttl_ms", "info"};
@@ -721,7 +735,7 @@ constexpr std::string_view kSweepNewRunsArgs[] = {"before", "groups..."};
 constexpr std::span<const std::string_view> kArgNames[] = {
     kRenewArgs,        kNextAttemptArgs,   kReportManyArgs,     kListExpiredArgs,
     kResolveLostArgs,  kRecordSkippedArgs, kSaveCheckpointArgs, kSaveLiveOutputArgs,
-    kSetPausedArgs,    kPruneArgs,         kListRunsArgs,       kGetRunArgs,
+    kSetPausedArgs,    kPruneManyArgs,     kListRunsArgs,       kGetRunArgs,
     kHeartbeatArgs,    kListNodesArgs,     kPutJobArgs,         kDeleteJobArgs,
     kAppendAuditArgs,  kFiresRecordedArgs, kClaimManyArgs,      kGetJobStatesArgs,
     kCancelFireArgs,   kRerunFireArgs,     kUnclaimArgs,        kBumpJobsVersionArgs,
@@ -742,8 +756,8 @@ std::string SourceOf(std::string body) {
 }
 
 bool CrossSlot(Id id) {
-  return id == kClaimMany || id == kReportMany || id == kGetJobStates || id == kFiresRecorded ||
-         id == kUnclaim || id == kListExpired || id == kSweepNewRuns;
+  return id == kClaimMany || id == kReportMany || id == kPruneMany || id == kGetJobStates ||
+         id == kFiresRecorded || id == kUnclaim || id == kListExpired || id == kSweepNewRuns;
 }
 
 bool ListsRecords(Id id) {

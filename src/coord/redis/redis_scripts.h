@@ -32,7 +32,7 @@ enum Id {
   kSaveCheckpoint,
   kSaveLiveOutput,
   kSetPaused,
-  kPrune,
+  kPruneMany,
   kListRuns,
   kGetRun,
   kHeartbeat,
@@ -87,7 +87,8 @@ std::string SourceOf(std::string body);
 // --- Argument layouts ------------------------------------------------------------------------
 // The one description of what each script reads: ARGV[1..4] are kCommonArgs; a script's own
 // arguments, from ARGV[5] on, are ArgNames(id), in order. A name ending in "..." is a rest of
-// any length (the batch scripts' items: kClaimItem for claim_one, kReportItem for report_one).
+// any length (the batch scripts' items: kClaimItem for claim_one, kReportItem for report_one,
+// kPruneItem for prune_one).
 // The C++ call sites build their argument vectors through ArgList against these names, and
 // redis_scripts_test checks every script's source against them: the "-- ARGV[5..]:" (or, for
 // an item function, "-- A[i..]:") line the script carries and the ARGV[n] / A[i + n] it reads.
@@ -100,6 +101,7 @@ inline constexpr std::string_view kClaimItem[] = {"job",         "group",    "ms
                                                   "overlap",     "deadline", "cause",  "member"};
 inline constexpr std::string_view kReportItem[] = {
     "job", "group", "fid", "token", "member", "final", "failure_effect", "record"};
+inline constexpr std::string_view kPruneItem[] = {"job", "group", "keep_last", "max_age_ms"};
 
 // The script's own arguments (ARGV[5] on).
 std::span<const std::string_view> ArgNames(Id id);

@@ -89,7 +89,8 @@ TEST(RedisScriptsTest, BatchItemsAreReadAsDescribed) {
   const std::regex offset(R"(A\[i \+ (\d+)\])");
   for (const auto& [id, item] :
        {std::pair{kClaimMany, std::span<const std::string_view>(kClaimItem)},
-        std::pair{kReportMany, std::span<const std::string_view>(kReportItem)}}) {
+        std::pair{kReportMany, std::span<const std::string_view>(kReportItem)},
+        std::pair{kPruneMany, std::span<const std::string_view>(kPruneItem)}}) {
     const std::string source = Source(id);
     std::optional<std::vector<std::string>> declared = Declared(source, "-- A[i..]:");
     ASSERT_TRUE(declared.has_value()) << "script " << id;
@@ -106,8 +107,12 @@ TEST(RedisScriptsTest, BatchItemsAreReadAsDescribed) {
       EXPECT_NE(source.find("i + " + std::to_string(fixed)), std::string::npos);
     }
   }
-  // claim_many steps through its claims by the item's size.
+  // Each batch steps through its items by the item's size.
   EXPECT_NE(Source(kClaimMany).find("k * " + std::to_string(std::size(kClaimItem))),
+            std::string::npos);
+  EXPECT_NE(Source(kReportMany).find("k * " + std::to_string(std::size(kReportItem))),
+            std::string::npos);
+  EXPECT_NE(Source(kPruneMany).find("k * " + std::to_string(std::size(kPruneItem))),
             std::string::npos);
 }
 
@@ -127,11 +132,14 @@ TEST(RedisScriptsTest, ClusterScriptsKeepToOneSlot) {
     EXPECT_EQ(cluster.find("'PUBLISH'"), std::string::npos) << "script " << i;
     EXPECT_EQ(single.find("'SPUBLISH'"), std::string::npos) << "script " << i;
   }
-  EXPECT_TRUE(CrossSlot(kClaimMany) && CrossSlot(kReportMany) && !CrossSlot(kPutJob));
+  EXPECT_TRUE(CrossSlot(kClaimMany) && CrossSlot(kReportMany) && CrossSlot(kPruneMany) &&
+              !CrossSlot(kPutJob));
   const std::string claim = Source(kClaimMany, Topology::kCluster);
   EXPECT_LT(claim.find("check_local(ARGV"), claim.find("claim_one(ARGV"));
   const std::string report = Source(kReportMany, Topology::kCluster);
   EXPECT_LT(report.find("check_local(ARGV"), report.find("report_one(ARGV"));
+  const std::string prune = Source(kPruneMany, Topology::kCluster);
+  EXPECT_LT(prune.find("check_local(ARGV"), prune.find("prune_one(ARGV"));
   EXPECT_NE(claim.find("GB .. ':runs_new'"), std::string::npos);
   EXPECT_EQ(claim.find("GB .. ':runs')"), std::string::npos);
   EXPECT_EQ(claim.find("trim(GB"), std::string::npos);
