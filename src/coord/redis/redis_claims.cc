@@ -119,12 +119,7 @@ Result<ClaimOutcome> RedisClaims::Claim(const ClaimRequest& req) {
 Result<RedisReply> RedisClaims::SendClaims(
     const std::vector<const std::vector<std::string>*>& items) {
   auto args_of = [&](const RedisStore::BatchItems& part) {
-    scripts::ArgList args(scripts::ArgNames(scripts::kClaimMany), store_.CommonArgs());
-    args.Add("n", std::to_string(part.size()));
-    for (const std::vector<std::string>* item : part) {
-      for (const std::string& arg : *item) args.Add("claims...", arg);
-    }
-    return args.Take();
+    return store_.BatchArgs(scripts::kClaimMany, part);
   };
   const RedisOptions& o = store_.options();
   if (o.wait_replicas == 0) {
@@ -194,12 +189,8 @@ std::string RedisClaims::Unclaim(const std::vector<const std::vector<std::string
 Result<RedisReply> RedisClaims::SendReports(
     const std::vector<const std::vector<std::string>*>& items) {
   return store_.EvalBatch(items, [&](const RedisStore::BatchItems& part, const std::string& ib) {
-    scripts::ArgList args(scripts::ArgNames(scripts::kReportMany), store_.CommonArgs());
-    args.Add("n", std::to_string(part.size()));
-    for (const std::vector<std::string>* item : part) {
-      for (const std::string& arg : *item) args.Add("reports...", arg);
-    }
-    return store_.Eval(scripts::kReportMany, {ib, ib}, args.Take());
+    return store_.Eval(scripts::kReportMany, {ib, ib},
+                       store_.BatchArgs(scripts::kReportMany, part));
   });
 }
 

@@ -180,12 +180,8 @@ std::vector<Status> RedisRunHistory::PruneHistoryMany(const std::vector<PruneReq
   };
   auto send = [&](const RedisStore::BatchItems& items) {
     return store_.EvalBatch(items, [&](const RedisStore::BatchItems& part, const std::string& ib) {
-      scripts::ArgList a(scripts::ArgNames(scripts::kPruneMany), store_.CommonArgs());
-      a.Add("n", std::to_string(part.size()));
-      for (const std::vector<std::string>* item : part) {
-        for (const std::string& arg : *item) a.Add("prunes...", arg);
-      }
-      return store_.Eval(scripts::kPruneMany, {ib, ib}, a.Take());
+      return store_.Eval(scripts::kPruneMany, {ib, ib},
+                         store_.BatchArgs(scripts::kPruneMany, part));
     });
   };
   auto parse = [](size_t, const RedisReply& e) -> Status {

@@ -135,15 +135,6 @@ end
 return out
 )lua";
 
-// ARGV[5]: n; ARGV[6..]: n claims of 12 arguments each (claim_one). -> one reply per claim.
-constexpr const char* kClaimManyBody = R"lua(
--- ARGV[5..]: n claims...
-local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 12], ARGV[6 + k * 12]) end
-for k = 0, ARGV[5] - 1 do out[k + 1] = claim_one(ARGV, 6 + k * 12) end
-return out
-)lua";
-
 // ARGV[5..]: job, ms, shard, token, ttl_ms. -> OK lease | LEASE reason
 constexpr const char* kRenewBody = R"lua(
 -- ARGV[5..]: job ms shard token ttl_ms
@@ -200,15 +191,6 @@ local function report_one(A, i)
   g_lease(job, fid, false)
   return 'OK'
 end
-)lua";
-
-// ARGV[5]: n; then n reports of 8 arguments each (report_one). -> one reply per report.
-constexpr const char* kReportManyBody = R"lua(
--- ARGV[5..]: n reports...
-local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 8], ARGV[6 + k * 8]) end
-for k = 0, ARGV[5] - 1 do out[k + 1] = report_one(ARGV, 6 + k * 8) end
-return out
 )lua";
 
 // KEYS[1] unused. ARGV[5]: limit; ARGV[6..]: key groups (under a Cluster: the groups of the
@@ -430,15 +412,6 @@ local function prune_one(A, i)
   end
   return 'OK'
 end
-)lua";
-
-// ARGV[5]: n; then n prunes of 4 arguments each (prune_one). -> one reply per prune.
-constexpr const char* kPruneManyBody = R"lua(
--- ARGV[5..]: n prunes...
-local out = {}
-for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * 4], ARGV[6 + k * 4]) end
-for k = 0, ARGV[5] - 1 do out[k + 1] = prune_one(ARGV, 6 + k * 4) end
-return out
 )lua";
 
 // KEYS[1] = the index (a job's J:runs or the all-jobs listing). ARGV[5..]: start bound
@@ -670,22 +643,26 @@ std::string WithHelpers(std::string body, Topology topology, bool cross_slot) {
 }
 
 // Each script: its id, the item function placed before its body (or ""), its body; in Id order.
+// A batch script has no body of its own: BatchBody calls its item function (`item_call`, whose
+// arguments are `item`) once per item.
 struct Script {
   Id id;
   const char* item_fn;
   const char* body;
+  const char* item_call = nullptr;
+  std::span<const std::string_view> item = {};
 };
 constexpr Script kScripts[] = {
     {kRenew, "", kRenewBody},
     {kNextAttempt, "", kNextAttemptBody},
-    {kReportMany, kReportFn, kReportManyBody},
+    {kReportMany, kReportFn, nullptr, "report_one", kReportItem},
     {kListExpired, "", kListExpiredBody},
     {kResolveLost, "", kResolveLostBody},
     {kRecordSkipped, "", kRecordSkippedBody},
     {kSaveCheckpoint, "", kSaveCheckpointBody},
     {kSaveLiveOutput, "", kSaveLiveOutputBody},
     {kSetPaused, "", kSetPausedBody},
-    {kPruneMany, kPruneFn, kPruneManyBody},
+    {kPruneMany, kPruneFn, nullptr, "prune_one", kPruneItem},
     {kListRuns, "", kListRunsBody},
     {kGetRun, "", kGetRunBody},
     {kHeartbeat, "", kHeartbeatBody},
@@ -694,7 +671,7 @@ constexpr Script kScripts[] = {
     {kDeleteJob, "", kDeleteJobBody},
     {kAppendAudit, "", kAppendAuditBody},
     {kFiresRecorded, "", kFiresRecordedBody},
-    {kClaimMany, kClaimFn, kClaimManyBody},
+    {kClaimMany, kClaimFn, nullptr, "claim_one", kClaimItem},
     {kGetJobStates, "", kGetJobStatesBody},
     {kCancelFire, "", kCancelFireBody},
     {kRerunFire, "", kRerunFireBody},
@@ -745,10 +722,31 @@ static_assert(std::size(kArgNames) == kCount);
 
 }  // namespace
 
+namespace {
+
+// A batch script's body: ARGV[5] = n, then n items of script.item's layout (job and key group
+// first); every item's group is checked (check_local) before any is answered, then each by
+// script.item_call. -> one reply per item, in order.
+std::string BatchBody(const Script& script) {
+  GNOMON_CHECK(script.item.size() >= 2 && script.item[0] == "job" && script.item[1] == "group");
+  const std::span<const std::string_view> args = ArgNames(script.id);  // n, "<items>..."
+  GNOMON_CHECK(args.size() == 2 && args[0] == "n");
+  const std::string w = std::to_string(script.item.size());
+  const std::string item = "ARGV, 6 + k * " + w;  // item k's first argument: A, i
+  std::string out = "\n-- ARGV[5..]: n " + std::string(args[1]) + "\nlocal out = {}\n";
+  out += "for k = 0, ARGV[5] - 1 do check_local(ARGV[7 + k * " + w + "], ARGV[6 + k * " + w;
+  out += "]) end\nfor k = 0, ARGV[5] - 1 do out[k + 1] = " + std::string(script.item_call);
+  out += "(" + item + ") end\nreturn out\n";
+  return out;
+}
+
+}  // namespace
+
 std::string Source(Id id, Topology topology) {
   GNOMON_CHECK(id >= 0 && id < kCount && kScripts[id].id == id);
-  return WithHelpers(std::string(kScripts[id].item_fn) + kScripts[id].body, topology,
-                     CrossSlot(id));
+  const Script& script = kScripts[id];
+  const std::string body = script.body != nullptr ? script.body : BatchBody(script);
+  return WithHelpers(script.item_fn + body, topology, CrossSlot(id));
 }
 
 std::string SourceOf(std::string body) {

@@ -399,6 +399,17 @@ std::vector<std::string> RedisStore::CommonArgs() const {
           Ms(options_.fire_retention)};
 }
 
+std::vector<std::string> RedisStore::BatchArgs(scripts::Id id, const BatchItems& part) const {
+  const std::span<const std::string_view> names = scripts::ArgNames(id);
+  GNOMON_CHECK(names.size() == 2 && names[0] == "n");
+  scripts::ArgList args(names, CommonArgs());
+  args.Add("n", std::to_string(part.size()));
+  for (const std::vector<std::string>* item : part) {
+    for (const std::string& arg : *item) args.Add(names[1], arg);
+  }
+  return args.Take();
+}
+
 Result<Instant> RedisStore::Now() {
   if (options_.clock_override) return options_.clock_override->Now();
   Result<RedisReply> r = Command(shared_, {"TIME"});

@@ -105,6 +105,9 @@ class RedisStore {
   std::string JobBase(const std::string& job_id) const;
   // ARGV[1..4] every script takes: now override ("" = server TIME), caps, retention.
   std::vector<std::string> CommonArgs() const;
+  // The arguments of batch script `id` (ArgNames: n, then a rest) over `part`: CommonArgs, the
+  // item count, then every item's arguments.
+  std::vector<std::string> BatchArgs(redis_scripts::Id id, const BatchItems& part) const;
 
   // The backend clock: the server's TIME (or clock_override); measures the server's offset.
   Result<Instant> Now();
