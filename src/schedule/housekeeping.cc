@@ -82,7 +82,8 @@ void Housekeeping::PollStates() {
 
 void Housekeeping::PollStatesPass() {
   Result<int64_t> version = ctx_.coord().JobsVersion();
-  if (!version.ok() || *version == jobs_version_) return;
+  if (!version.ok()) return;
+  if (!misfire_.TakeStatesMissed() && *version == jobs_version_) return;
   jobs_version_ = *version;
   // The change may be an operator's cancel (Coordinator::CancelFire), which revoked a lease:
   // every lease held here is renewed now, so the holder of a revoked one learns it (LeaseLost
@@ -95,7 +96,10 @@ void Housekeeping::PollStatesPass() {
         ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), from + kStateBatch)));
     const uint32_t seq = table_.NextStateSeq();
     Result<std::vector<JobState>> st = ctx_.coord().GetJobStates(chunk);
-    if (!st.ok() || st->size() != chunk.size()) continue;
+    if (!st.ok() || st->size() != chunk.size()) {
+      jobs_version_ = -1;  // the next poll reads them all again
+      continue;
+    }
     MutexLock lock(table_.mu());
     for (size_t i = 0; i < chunk.size(); ++i) {
       if (JobEntry* e = table_.FindLocked(chunk[i])) {

@@ -52,6 +52,11 @@ class Housekeeping {
   void Pass() GNOMON_EXCLUDES(pass_mu_);
   // One state poll (a poll asked for during a pass makes that pass go once more).
   void PollStates();
+  // At start, before the start-up catch-up reads every job's state (pause state included): the
+  // backend's jobs version then. The state poll reads the pause states again only once the
+  // version moved on from it (or a catch-up's read failed), not a second time at start.
+  // REQUIRES: before the first state poll.
+  void SeedJobsVersion(int64_t version) { jobs_version_ = version; }
 
  private:
   void BeatLocked() GNOMON_REQUIRES(beat_mu_);

@@ -165,6 +165,7 @@ void MisfireHandler::CatchUpStep() {
     seq = table_.NextStateSeqLocked();
   }
   Result<std::vector<JobState>> states = ctx_.coord().GetJobStates(ids);
+  if (!states.ok() || states->size() != ids.size()) states_missed_ = true;
   MutexLock lock(table_.mu());
   if (states.ok() && states->size() == ids.size()) {
     const Instant now = ctx_.Now();

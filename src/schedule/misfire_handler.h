@@ -15,6 +15,7 @@
 #ifndef GNOMON_SRC_SCHEDULE_MISFIRE_HANDLER_H_
 #define GNOMON_SRC_SCHEDULE_MISFIRE_HANDLER_H_
 
+#include <atomic>
 #include <deque>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ class MisfireHandler {
   // chunk is queued behind the tasks submitted meanwhile, so the reads never hold back the
   // claims of on-time fires.
   void StartCatchUpLocked(std::vector<std::string> ids) GNOMON_REQUIRES(table_.mu());
+  // True (once) when a catch-up's state read failed since the last call: the state poll then
+  // reads every job's pause state, whatever the jobs version.
+  bool TakeStatesMissed() { return states_missed_.exchange(false); }
   // Housekeeping: fires whose claim failed on a backend error, and skip records that could not
   // be written, go through the policy again now that the backend may be back.
   void RetryFailedClaimsLocked() GNOMON_REQUIRES(table_.mu());
@@ -69,6 +73,7 @@ class MisfireHandler {
   RunDriver& driver_;
   std::deque<std::vector<std::string>> catchup_queue_ GNOMON_GUARDED_BY(table_.mu());
   bool catchup_busy_ GNOMON_GUARDED_BY(table_.mu()) = false;  // a CatchUpStep is queued/running
+  std::atomic<bool> states_missed_{false};                    // TakeStatesMissed
 };
 
 }  // namespace gnomon::internal

@@ -88,6 +88,9 @@ class Scheduler::Impl {
     // Jobs added before Start were placed on the node's own clock: measure the skew, then
     // place them again on the backend's.
     ctx_.MeasureSkew();
+    // The start-up catch-up below reads every job's state after this read of the version, so
+    // the first state poll need not read them again unless it moved on.
+    if (Result<int64_t> v = ctx_.coord().JobsVersion(); v.ok()) housekeeping_.SeedJobsVersion(*v);
     {
       MutexLock lock(table_.mu());
       ctx_.set_started_at(ctx_.Now());

@@ -79,33 +79,26 @@ TEST(SchedulerRetentionTest, TheHourlySweepIsSpreadOverTheHour) {
   n.scheduler->Stop();
 }
 
-TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
-  FakeClock clock(kBoot);
-  MemoryCoordinator coord(clock);
-  RecordingExecutor exec;
-  Node a("a", coord, exec, clock);
-  ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
-  ASSERT_TRUE(a.scheduler->Start().ok());
-  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));  // the first poll, at start
-  EXPECT_FALSE(a.scheduler->GetJob("shared")->paused);
-  // Another node pauses the job in the backend; the next poll (500 ms later) sees it, long
-  // before the next housekeeping pass (5 s).
-  ASSERT_TRUE(coord.SetPaused("shared", true, "api").ok());
-  clock.Advance(milliseconds(500));
-  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
-  EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
-  EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
-  a.scheduler->Stop();
-}
-
 // Job-state reads answer late once armed: the read is made, then its answer held until released
 // (a slow backend answering a read from before a change).
+// Counts the job states read (AwaitRead); the first `fail_first` reads fail (Unavailable).
 class LateStateReads : public testing::ForwardingCoordinator {
  public:
   using ForwardingCoordinator::ForwardingCoordinator;
   Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& ids) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fail_first > 0) {
+        --fail_first;
+        ++failed_;
+        cv_.notify_all();
+        return UnavailableError("state read failed (test)");
+      }
+    }
     Result<std::vector<JobState>> answer = ForwardingCoordinator::GetJobStates(ids);
     std::unique_lock<std::mutex> lock(mu_);
+    read_ += ids.size();
+    cv_.notify_all();
     if (armed_) {
       armed_ = false;
       holding_ = true;
@@ -127,13 +120,45 @@ class LateStateReads : public testing::ForwardingCoordinator {
     holding_ = false;
     cv_.notify_all();
   }
+  // Waits until `n` job states were read (or `failed` reads failed).
+  bool AwaitRead(size_t n, int failed = 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return read_ >= n && failed_ >= failed; });
+  }
+  size_t read() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return read_;
+  }
+  int fail_first = 0;  // set before Start
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false;
   bool holding_ = false;
+  size_t read_ = 0;
+  int failed_ = 0;
 };
+
+TEST(SchedulerSharedStateTest, PauseOnAnotherNodeIsSeenWithinThePollInterval) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  LateStateReads coord(backend);
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(coord.AwaitRead(1));  // the start-up catch-up's read
+  EXPECT_FALSE(a.scheduler->GetJob("shared")->paused);
+  // Another node pauses the job in the backend; the next poll (500 ms later) sees it, long
+  // before the next housekeeping pass (5 s).
+  ASSERT_TRUE(backend.SetPaused("shared", true, "api").ok());
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
+  EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
+  EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
+  a.scheduler->Stop();
+}
 
 // A state read made before a pause and answered after it does not undo the pause.
 TEST(SchedulerSharedStateTest, AStateReadAnsweredLateDoesNotUndoANewerPause) {
@@ -145,7 +170,7 @@ TEST(SchedulerSharedStateTest, AStateReadAnsweredLateDoesNotUndoANewerPause) {
   ASSERT_TRUE(a.scheduler->AddJob(Job("shared", "0 0 1 1 *")).ok());
   ASSERT_TRUE(a.scheduler->AddJob(Job("other", "0 0 1 1 *")).ok());
   ASSERT_TRUE(a.scheduler->Start().ok());
-  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
+  ASSERT_TRUE(coord.AwaitRead(2));  // the start-up catch-up's read
   // A change elsewhere makes the next poll read every job's state; its answer ("shared" not
   // paused) is held while this node pauses "shared".
   coord.Arm();
@@ -154,10 +179,57 @@ TEST(SchedulerSharedStateTest, AStateReadAnsweredLateDoesNotUndoANewerPause) {
   ASSERT_TRUE(coord.AwaitHeld());
   ASSERT_TRUE(a.scheduler->Pause("shared", "api").ok());
   coord.Release();
-  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 2));
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
   EXPECT_TRUE(a.scheduler->GetJob("shared")->paused);
   EXPECT_EQ(a.scheduler->GetJob("shared")->pause_reason, "api");
   EXPECT_TRUE(a.scheduler->GetJob("other")->paused);
+  a.scheduler->Stop();
+}
+
+// A starting node reads each job's state once: its start-up catch-up reads them after it read the
+// jobs version, so the state polls read them again only once the version moves on.
+TEST(SchedulerSharedStateTest, AStartReadsEachJobsStateOnce) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  LateStateReads coord(backend);
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  for (int k = 0; k < 1000; ++k) {  // two catch-up reads of 512 at most
+    ASSERT_TRUE(a.scheduler->AddJob(Job("j" + std::to_string(k), "0 0 1 1 *")).ok());
+  }
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(coord.AwaitRead(1000));
+  for (int poll = 0; poll < 3; ++poll) {
+    clock.Advance(milliseconds(500));
+    a.observer.Await(Kind::kError, 1, {}, milliseconds(100));  // a bounded real wait
+  }
+  EXPECT_EQ(coord.read(), 1000u) << "the polls read no state while the version stays";
+  EXPECT_EQ(a.observer.Count(Kind::kJobsReloaded), 0);
+  ASSERT_TRUE(backend.SetPaused("j7", true, "elsewhere").ok());
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
+  EXPECT_EQ(coord.read(), 2000u);
+  EXPECT_TRUE(a.scheduler->GetJob("j7")->paused);
+  a.scheduler->Stop();
+}
+
+// A start-up state read that failed is made up by the next state poll, though the jobs version
+// did not move: a job paused before the node started is seen paused.
+TEST(SchedulerSharedStateTest, AFailedStartUpStateReadIsMadeUpByTheNextPoll) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  LateStateReads coord(backend);
+  coord.fail_first = 1;
+  RecordingExecutor exec;
+  Node a("a", coord, exec, clock);
+  ASSERT_TRUE(backend.SetPaused("held", true, "api").ok());
+  ASSERT_TRUE(a.scheduler->AddJob(Job("held", "0 0 1 1 *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(coord.AwaitRead(0, 1));  // the start-up catch-up's read failed
+  clock.Advance(milliseconds(500));
+  ASSERT_TRUE(a.observer.Await(Kind::kJobsReloaded, 1));
+  EXPECT_TRUE(a.scheduler->GetJob("held")->paused);
+  EXPECT_EQ(a.scheduler->GetJob("held")->pause_reason, "api");
   a.scheduler->Stop();
 }
 
