@@ -27,6 +27,11 @@ void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_a
   }
 }
 
+void ClaimDispatcher::SubmitHeldLocked(const SpecPtr& spec, Instant scheduled_at) {
+  SubmitOwnedLocked(spec, scheduled_at);
+  loop_.WakeLocked();
+}
+
 // Gathered by a housekeeping pass or a catch-up step (worker threads) as well as by the loop:
 // the loop is woken to flush them.
 void ClaimDispatcher::SubmitRetryLocked(const SpecPtr& spec, Instant scheduled_at) {

@@ -52,6 +52,9 @@ class ClaimDispatcher {
   // An on-time fire: claimed now by its owner (gathered into the batch); the other nodes check
   // after their rank's delay from when it is due (a takeover timer).
   void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
+  // A fire held for its job's catch-up read (MisfireHandler::HoldLocked), released by a
+  // catch-up step: as SubmitOwnedLocked, and the loop is woken to flush the batch.
+  void SubmitHeldLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
   // A failed claim's fire, claimed again inside claim_grace (every shard) with the next batch.
   void SubmitRetryLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
   // The catch-up of a job's one missed fire (every shard), claimed with the next batch after

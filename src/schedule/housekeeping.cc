@@ -44,6 +44,7 @@ void Housekeeping::PassLocked() {
   ResolveLostRuns();
   {
     MutexLock lock(table_.mu());
+    misfire_.RetryFailedCatchUpsLocked();
     misfire_.RetryFailedClaimsLocked();
   }
   // Pruning is heavier than the rest: every job about once a minute, spread over the passes (a

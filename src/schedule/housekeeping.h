@@ -1,9 +1,9 @@
 // Housekeeping: the node's periodic upkeep, on the pool's control lane. A pass (every
 // housekeeping_interval) measures the clock skew to the backend, heartbeats into the live set
 // and reads it back (sharded ownership ranks it), resolves lost runs (expired leases of any node,
-// per the job's on_lost: a rerun is started here), hands failed claims and unwritten skip
-// records to the MisfireHandler, prunes a slice of the jobs' history, and fires the children of
-// ended runs that have none yet (ChildFirer::Sweep). The state poll (every
+// per the job's on_lost: a rerun is started here), hands failed claims, failed catch-up reads
+// and unwritten skip records to the MisfireHandler, prunes a slice of the jobs' history, and fires
+// the children of ended runs that have none yet (ChildFirer::Sweep). The state poll (every
 // state_poll_interval) re-reads pause states when the backend's JobsVersion changed, and renews
 // every lease held here at once (the change may be an operator's cancel).
 //

@@ -41,6 +41,9 @@ struct JobEntry {
   Instant cursor;                          // fires at or before this were handled
   std::optional<Instant> next;
   bool paused = false;
+  // Its catch-up state (start, or added after) is not read yet: the loop holds its fires
+  // (MisfireHandler::HoldLocked).
+  bool catchup_pending = false;
   std::string pause_reason;
   int running = 0;
   // Fires waiting for the backend (allocated only while there are some: a million jobs mostly

@@ -2,6 +2,7 @@
 #include "src/schedule/misfire_handler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "src/schedule/claim_dispatcher.h"
 #include "src/schedule/run_driver.h"
@@ -151,45 +152,115 @@ void MisfireHandler::StartCatchUpLocked(std::vector<std::string> ids) {
   ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane);
 }
 
+void MisfireHandler::HoldLocked(const JobEntry& e, const std::vector<Instant>& missed,
+                                const std::vector<Instant>& on_time) {
+  auto [it, first] = held_.try_emplace(e.spec->id);
+  for (const std::vector<Instant>* fires : {&missed, &on_time}) {
+    for (Instant f : *fires) {
+      if (it->second.size() < static_cast<size_t>(kMaxMisfires)) it->second.push_back(f);
+    }
+  }
+  if (!first) return;  // hurried already (or its read failed: the next pass makes it again)
+  hurry_.push_back(e.spec->id);
+  if (catchup_busy_) return;
+  catchup_busy_ = true;
+  ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane);
+}
+
+void MisfireHandler::RetryFailedCatchUpsLocked() {
+  if (read_failed_.empty()) return;
+  hurry_.clear();
+  for (const auto& [id, fires] : held_) hurry_.push_back(id);
+  std::vector<std::string> ids = std::exchange(read_failed_, {});
+  for (size_t from = 0; from < ids.size(); from += kStateBatch) {
+    StartCatchUpLocked(std::vector<std::string>(
+        ids.begin() + static_cast<std::ptrdiff_t>(from),
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), from + kStateBatch))));
+  }
+}
+
+std::vector<std::string> MisfireHandler::NextChunkLocked() {
+  std::vector<std::string> ids;
+  auto pending = [&](const std::string& id) {
+    const JobEntry* e = table_.FindLocked(id);
+    return e != nullptr && e->catchup_pending;
+  };
+  while (!hurry_.empty() && ids.size() < kStateBatch) {
+    if (pending(hurry_.back())) ids.push_back(std::move(hurry_.back()));
+    hurry_.pop_back();
+  }
+  while (ids.empty() && !catchup_queue_.empty()) {
+    for (std::string& id : catchup_queue_.front()) {
+      if (pending(id)) ids.push_back(std::move(id));
+    }
+    catchup_queue_.pop_front();
+  }
+  return ids;
+}
+
 void MisfireHandler::CatchUpStep() {
   std::vector<std::string> ids;
   uint32_t seq = 0;
   {
     MutexLock lock(table_.mu());
-    if (catchup_queue_.empty()) {
+    ids = NextChunkLocked();
+    if (ids.empty()) {
       catchup_busy_ = false;
       return;
     }
-    ids = std::move(catchup_queue_.front());
-    catchup_queue_.pop_front();
     seq = table_.NextStateSeqLocked();
   }
   Result<std::vector<JobState>> states = ctx_.coord().GetJobStates(ids);
-  if (!states.ok() || states->size() != ids.size()) states_missed_ = true;
+  const bool read = states.ok() && states->size() == ids.size();
+  if (!read) states_missed_ = true;
   MutexLock lock(table_.mu());
-  if (states.ok() && states->size() == ids.size()) {
+  if (!read) {
+    // Kept for the next housekeeping pass; the jobs' fires wait for it (held).
+    read_failed_.insert(read_failed_.end(), std::make_move_iterator(ids.begin()),
+                        std::make_move_iterator(ids.end()));
+  } else {
     const Instant now = ctx_.Now();
     for (size_t i = 0; i < ids.size(); ++i) {
-      const JobState& state = (*states)[i];
       JobEntry* e = table_.FindLocked(ids[i]);
-      if (!e) continue;
-      JobTable::SetPausedLocked(*e, seq, state.paused, state.pause_reason);
-      if (!state.last_scheduled || !e->spec->enabled) continue;
-      // Newest first, so a long outage of a frequent job keeps the fires inside the window.
-      std::vector<Instant> missed;
-      for (std::optional<Instant> f = JobTable::PrevOf(*e, e->catchup_until + Duration(1));
-           f && *f > *state.last_scheduled && missed.size() < kMaxMisfires;
-           f = JobTable::PrevOf(*e, *f)) {
-        // (A fire due after catchup_until, its jitter offset later, is the loop's.)
-        if (DueAt(*e->spec, *f) <= e->catchup_until) missed.push_back(*f);
+      if (e == nullptr) {
+        held_.erase(ids[i]);
+      } else if (e->catchup_pending) {
+        JobTable::SetPausedLocked(*e, seq, (*states)[i].paused, (*states)[i].pause_reason);
+        CatchUpLocked(*e, (*states)[i], now);
       }
-      std::reverse(missed.begin(), missed.end());
-      ApplyLocked(*e, missed, now);
     }
   }
-  if (catchup_queue_.empty() || !ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane)) {
+  if ((catchup_queue_.empty() && hurry_.empty()) ||
+      !ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane)) {
     catchup_busy_ = false;
   }
+}
+
+void MisfireHandler::CatchUpLocked(JobEntry& e, const JobState& state, Instant now) {
+  e.catchup_pending = false;
+  // Newest first, so a long outage of a frequent job keeps the fires inside the window.
+  std::vector<Instant> missed;
+  if (state.last_scheduled && e.spec->enabled) {
+    for (std::optional<Instant> f = JobTable::PrevOf(e, e.catchup_until + Duration(1));
+         f && *f > *state.last_scheduled && missed.size() < kMaxMisfires;
+         f = JobTable::PrevOf(e, *f)) {
+      // (A fire due after catchup_until, its jitter offset later, is the loop's.)
+      if (DueAt(*e.spec, *f) <= e.catchup_until) missed.push_back(*f);
+    }
+    std::reverse(missed.begin(), missed.end());
+  }
+  // The held fires are newer (the loop's: due after catchup_until). One policy decision for all
+  // the missed ones (misfire = once runs one of them).
+  std::vector<Instant> on_time;
+  if (auto it = held_.find(e.spec->id); it != held_.end()) {
+    const Duration grace = table_.TakeoverWindowLocked();
+    for (Instant f : it->second) {
+      (DueAt(*e.spec, f) < now - grace ? missed : on_time).push_back(f);
+    }
+    held_.erase(it);
+  }
+  ApplyLocked(e, missed, now);
+  for (Instant f : on_time) dispatch_.SubmitHeldLocked(e.spec, f);
 }
 
 void MisfireHandler::RetryFailedClaimsLocked() {

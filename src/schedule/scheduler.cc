@@ -99,6 +99,7 @@ class Scheduler::Impl {
       for (auto& [id, e] : table_.EntriesLocked()) {
         e.cursor = table_.FirstCursor(*e.spec, ctx_.started_at());
         e.catchup_until = ctx_.started_at() - ctx_.options().claim_grace - Duration(1);
+        e.catchup_pending = true;
         ++e.gen;
         loop_.ScheduleNextLocked(id, e);
         ids.push_back(id);
@@ -206,7 +207,10 @@ class Scheduler::Impl {
     children_.Track(job.spec);
     loop_.ScheduleNextLocked(job.spec.id, e);
     loop_.WakeLocked();
-    if (inserted && started_) misfire_.StartCatchUpLocked({job.spec.id});
+    if (inserted && started_) {
+      e.catchup_pending = true;
+      misfire_.StartCatchUpLocked({job.spec.id});
+    }
   }
 
   Status SetPaused(const std::string& id, bool paused, const std::string& reason) {

@@ -87,7 +87,13 @@ class LateStateReads : public testing::ForwardingCoordinator {
   using ForwardingCoordinator::ForwardingCoordinator;
   Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& ids) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (armed_before_) {  // held before the read: its answer is the state when released
+        armed_before_ = false;
+        holding_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !holding_; });
+      }
       if (fail_first > 0) {
         --fail_first;
         ++failed_;
@@ -107,9 +113,14 @@ class LateStateReads : public testing::ForwardingCoordinator {
     }
     return answer;
   }
+  // Holds the next read's answer (Arm) or the read itself (ArmBefore) until Release.
   void Arm() {
     std::lock_guard<std::mutex> lock(mu_);
     armed_ = true;
+  }
+  void ArmBefore() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_before_ = true;
   }
   bool AwaitHeld() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -135,6 +146,7 @@ class LateStateReads : public testing::ForwardingCoordinator {
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false;
+  bool armed_before_ = false;
   bool holding_ = false;
   size_t read_ = 0;
   int failed_ = 0;
@@ -231,6 +243,73 @@ TEST(SchedulerSharedStateTest, AFailedStartUpStateReadIsMadeUpByTheNextPoll) {
   EXPECT_TRUE(a.scheduler->GetJob("held")->paused);
   EXPECT_EQ(a.scheduler->GetJob("held")->pause_reason, "api");
   a.scheduler->Stop();
+}
+
+// The fleet was down from :01:30 to :10:50: node "b" starts with nine fires of an every-minute job
+// missed (:02 to :10). Returns the job's records once b ran its fires up to :11.
+class StartAfterAnOutage : public ::testing::Test {
+ protected:
+  void RunFirstFire() {
+    RecordingExecutor first;
+    ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(backend_, first, clock_, Job("m", "0 * * * * *")));
+    clock_.Advance(minutes(9) + seconds(50));
+  }
+  // b's records of the job: each fire from :01 to :11 once; the latest missed (:10) and the
+  // on-time :11 ran, the eight before :10 were recorded skipped (misfire = once).
+  void ExpectEveryFireHandledOnce() {
+    const auto history = History(backend_, "m");
+    std::map<Instant, int> records;
+    for (const RunRecord& r : history) ++records[r.scheduled_at];
+    for (int m = 1; m <= 11; ++m) {
+      EXPECT_EQ(records[kStart + minutes(m)], 1) << "the fire at :" << m;
+    }
+    EXPECT_EQ(history.size(), 11u);
+    std::set<Instant> ran;
+    for (const auto& a : exec_.attempts()) ran.insert(a.scheduled_at);
+    EXPECT_EQ(ran, (std::set<Instant>{kStart + minutes(10), kStart + minutes(11)}));
+  }
+  FakeClock clock_{kBoot};
+  MemoryCoordinator backend_{clock_};
+  LateStateReads coord_{backend_};
+  RecordingExecutor exec_;
+};
+
+// The start-up catch-up's read is answered only after the next on-time fire is due: that fire
+// waits for it, so the backend's last_scheduled it reads is still the fire before the outage
+// (claimed first, the on-time fire would have hidden the nine missed ones from it).
+TEST_F(StartAfterAnOutage, AJobsFirstClaimWaitsForItsCatchUpRead) {
+  ASSERT_NO_FATAL_FAILURE(RunFirstFire());
+  Node b("b", coord_, exec_, clock_);
+  ASSERT_TRUE(b.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+  coord_.ArmBefore();
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  ASSERT_TRUE(coord_.AwaitHeld());
+  AdvanceTo(clock_, kStart + minutes(11));  // the on-time fire is due while the read is held
+  EXPECT_FALSE(b.observer.Await(Kind::kClaimed, 1, {}, milliseconds(200)))
+      << "claimed before its catch-up read";  // (a bounded real wait)
+  coord_.Release();
+  ASSERT_TRUE(exec_.AwaitFinished(2));
+  ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 8, "misfire"));
+  b.scheduler->Stop();
+  ExpectEveryFireHandledOnce();
+}
+
+// The start-up catch-up's read fails (the backend is unreachable as b starts): it is made again by
+// the next housekeeping pass, and the missed fires are caught up then.
+TEST_F(StartAfterAnOutage, AFailedCatchUpReadIsMadeAgainByTheNextPass) {
+  ASSERT_NO_FATAL_FAILURE(RunFirstFire());
+  coord_.fail_first = 1;
+  Node b("b", coord_, exec_, clock_);
+  ASSERT_TRUE(b.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  ASSERT_TRUE(coord_.AwaitRead(0, 1));                    // the catch-up's read failed
+  AdvanceTo(clock_, kStart + minutes(10) + seconds(55));  // a housekeeping pass
+  ASSERT_TRUE(exec_.AwaitFinished(1));                    // :10, the latest missed fire
+  AdvanceTo(clock_, kStart + minutes(11));
+  ASSERT_TRUE(exec_.AwaitFinished(2));
+  ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 8, "misfire"));
+  b.scheduler->Stop();
+  ExpectEveryFireHandledOnce();
 }
 
 // Renewals hang (a dead connection) until released.

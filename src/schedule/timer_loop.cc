@@ -185,8 +185,12 @@ void TimerLoop::HandleFireLocked(const Timer& t, JobEntry& e) {
     e.cursor = *f;
     if (missed.size() + on_time.size() > kMaxMisfires) break;
   }
-  misfire_->ApplyLocked(e, missed, now);
-  for (Instant f : on_time) dispatch_->SubmitOwnedLocked(e.spec, f);
+  if (e.catchup_pending && (!missed.empty() || !on_time.empty())) {
+    misfire_->HoldLocked(e, missed, on_time);  // (its claims wait for its catch-up read)
+  } else {
+    misfire_->ApplyLocked(e, missed, now);
+    for (Instant f : on_time) dispatch_->SubmitOwnedLocked(e.spec, f);
+  }
   // The owner records the excluded instants (a write that fails is retried by housekeeping); the
   // cursor moves past them (no allowed fire lies between).
   if (!excluded.empty()) {
@@ -219,7 +223,9 @@ void TimerLoop::HandleDelayedLocked(const Timer& t, JobEntry& e) {
     PushLocked(Timer{due - ctx_.AheadOf(*e.spec), TimerKind::kDelayedFire, e.gen, t.fire});
     return;
   }
-  if (due < now - table_.TakeoverWindowLocked()) {
+  if (e.catchup_pending) {
+    misfire_->HoldLocked(e, {}, {f});
+  } else if (due < now - table_.TakeoverWindowLocked()) {
     misfire_->ApplyLocked(e, {f}, now);
   } else {
     dispatch_->SubmitOwnedLocked(e.spec, f);
