@@ -181,21 +181,22 @@ void MisfireHandler::RetryFailedCatchUpsLocked() {
 
 std::vector<std::string> MisfireHandler::NextChunkLocked() {
   std::vector<std::string> ids;
-  auto pending = [&](const std::string& id) {
-    const JobEntry* e = table_.FindLocked(id);
-    return e != nullptr && e->catchup_pending;
-  };
   while (!hurry_.empty() && ids.size() < kStateBatch) {
-    if (pending(hurry_.back())) ids.push_back(std::move(hurry_.back()));
+    if (PendingLocked(hurry_.back())) ids.push_back(std::move(hurry_.back()));
     hurry_.pop_back();
   }
   while (ids.empty() && !catchup_queue_.empty()) {
     for (std::string& id : catchup_queue_.front()) {
-      if (pending(id)) ids.push_back(std::move(id));
+      if (PendingLocked(id)) ids.push_back(std::move(id));
     }
     catchup_queue_.pop_front();
   }
   return ids;
+}
+
+bool MisfireHandler::PendingLocked(const std::string& id) {
+  const JobEntry* e = table_.FindLocked(id);
+  return e != nullptr && e->catchup_pending;
 }
 
 void MisfireHandler::CatchUpStep() {

@@ -80,6 +80,8 @@ class MisfireHandler {
   // The next ids to read: held jobs' first, then the queue's front chunk; jobs read already (or
   // removed) are left out. Empty when none is left.
   std::vector<std::string> NextChunkLocked() GNOMON_REQUIRES(table_.mu());
+  // The job is defined and its catch-up state not read yet.
+  bool PendingLocked(const std::string& id) GNOMON_REQUIRES(table_.mu());
   // `e`'s catch-up state was read: the fires missed before it started (from last_scheduled) and
   // the fires held for it go through the policy, the held on-time ones are claimed.
   void CatchUpLocked(JobEntry& e, const JobState& state, Instant now) GNOMON_REQUIRES(table_.mu());
