@@ -246,12 +246,18 @@ TEST(SchedulerSharedStateTest, AFailedStartUpStateReadIsMadeUpByTheNextPoll) {
 }
 
 // The fleet was down from :01:30 to :10:50: node "b" starts with nine fires of an every-minute job
-// missed (:02 to :10). Returns the job's records once b ran its fires up to :11.
+// missed (:02 to :10). (overlap = allow: the catch-up of :10 and the on-time :11 both run, in
+// either order.)
 class StartAfterAnOutage : public ::testing::Test {
  protected:
+  static JobSpec Minutely() {
+    JobSpec j = Job("m", "0 * * * * *");
+    j.overlap = OverlapPolicy::kAllow;
+    return j;
+  }
   void RunFirstFire() {
     RecordingExecutor first;
-    ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(backend_, first, clock_, Job("m", "0 * * * * *")));
+    ASSERT_NO_FATAL_FAILURE(RunFirstFireAndStop(backend_, first, clock_, Minutely()));
     clock_.Advance(minutes(9) + seconds(50));
   }
   // b's records of the job: each fire from :01 to :11 once; the latest missed (:10) and the
@@ -280,7 +286,7 @@ class StartAfterAnOutage : public ::testing::Test {
 TEST_F(StartAfterAnOutage, AJobsFirstClaimWaitsForItsCatchUpRead) {
   ASSERT_NO_FATAL_FAILURE(RunFirstFire());
   Node b("b", coord_, exec_, clock_);
-  ASSERT_TRUE(b.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+  ASSERT_TRUE(b.scheduler->AddJob(Minutely()).ok());
   coord_.ArmBefore();
   ASSERT_TRUE(b.scheduler->Start().ok());
   ASSERT_TRUE(coord_.AwaitHeld());
@@ -300,7 +306,7 @@ TEST_F(StartAfterAnOutage, AFailedCatchUpReadIsMadeAgainByTheNextPass) {
   ASSERT_NO_FATAL_FAILURE(RunFirstFire());
   coord_.fail_first = 1;
   Node b("b", coord_, exec_, clock_);
-  ASSERT_TRUE(b.scheduler->AddJob(Job("m", "0 * * * * *")).ok());
+  ASSERT_TRUE(b.scheduler->AddJob(Minutely()).ok());
   ASSERT_TRUE(b.scheduler->Start().ok());
   ASSERT_TRUE(coord_.AwaitRead(0, 1));                    // the catch-up's read failed
   AdvanceTo(clock_, kStart + minutes(10) + seconds(55));  // a housekeeping pass
