@@ -305,12 +305,19 @@ TEST_F(StartAfterAnOutage, AJobsFirstClaimWaitsForItsCatchUpRead) {
 TEST_F(StartAfterAnOutage, AFailedCatchUpReadIsMadeAgainByTheNextPass) {
   ASSERT_NO_FATAL_FAILURE(RunFirstFire());
   coord_.fail_first = 1;
-  Node b("b", coord_, exec_, clock_);
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(1);
+  Node b("b", coord_, exec_, clock_, opts);
   ASSERT_TRUE(b.scheduler->AddJob(Minutely()).ok());
   ASSERT_TRUE(b.scheduler->Start().ok());
-  ASSERT_TRUE(coord_.AwaitRead(0, 1));                    // the catch-up's read failed
-  AdvanceTo(clock_, kStart + minutes(10) + seconds(55));  // a housekeeping pass
-  ASSERT_TRUE(exec_.AwaitFinished(1));                    // :10, the latest missed fire
+  ASSERT_TRUE(coord_.AwaitRead(0, 1));  // the catch-up's read failed
+  // A pass a second, up to :10:59 (a pass still running when the next is due skips it).
+  while (clock_.Now() < kStart + minutes(10) + seconds(59) &&
+         !b.observer.Await(Kind::kRunFinished, 1, {}, milliseconds(50))) {  // a bounded real wait
+    clock_.Advance(seconds(1));
+  }
+  ASSERT_TRUE(exec_.AwaitFinished(1));  // :10, the latest missed fire, before :11 came
+  EXPECT_LT(clock_.Now(), kStart + minutes(11));
   AdvanceTo(clock_, kStart + minutes(11));
   ASSERT_TRUE(exec_.AwaitFinished(2));
   ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 8, "misfire"));
