@@ -196,6 +196,7 @@ std::vector<std::string> MisfireHandler::NextChunkLocked() {
 
 bool MisfireHandler::PendingLocked(const std::string& id) {
   const JobEntry* e = table_.FindLocked(id);
+  if (e == nullptr) held_.erase(id);  // removed before its read: its held fires go with it
   return e != nullptr && e->catchup_pending;
 }
 

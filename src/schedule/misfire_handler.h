@@ -80,7 +80,8 @@ class MisfireHandler {
   // The next ids to read: held jobs' first, then the queue's front chunk; jobs read already (or
   // removed) are left out. Empty when none is left.
   std::vector<std::string> NextChunkLocked() GNOMON_REQUIRES(table_.mu());
-  // The job is defined and its catch-up state not read yet.
+  // The job is defined and its catch-up state not read yet (a removed job's held fires are
+  // dropped).
   bool PendingLocked(const std::string& id) GNOMON_REQUIRES(table_.mu());
   // `e`'s catch-up state was read: the fires missed before it started (from last_scheduled) and
   // the fires held for it go through the policy, the held on-time ones are claimed.
