@@ -214,7 +214,13 @@ void MisfireHandler::CatchUpStep() {
   }
   Result<std::vector<JobState>> states = ctx_.coord().GetJobStates(ids);
   const bool read = states.ok() && states->size() == ids.size();
-  if (!read) states_missed_ = true;
+  if (!read) {
+    states_missed_ = true;
+    ctx_.Emit(SchedulerEvent::Kind::kError, FireKey{},
+              "catch-up read (" + std::to_string(ids.size()) +
+                  " jobs; made again at the next housekeeping pass): " +
+                  (states.ok() ? std::string("a short answer") : states.status().ToString()));
+  }
   MutexLock lock(table_.mu());
   if (!read) {
     // Kept for the next housekeeping pass; the jobs' fires wait for it (held).

@@ -310,7 +310,16 @@ TEST_F(StartAfterAnOutage, AFailedCatchUpReadIsMadeAgainByTheNextPass) {
   Node b("b", coord_, exec_, clock_, opts);
   ASSERT_TRUE(b.scheduler->AddJob(Minutely()).ok());
   ASSERT_TRUE(b.scheduler->Start().ok());
-  ASSERT_TRUE(coord_.AwaitRead(0, 1));  // the catch-up's read failed
+  ASSERT_TRUE(coord_.AwaitRead(0, 1));             // the catch-up's read failed
+  ASSERT_TRUE(b.observer.Await(Kind::kError, 1));  // the operator is told
+  for (const SchedulerEvent& ev : b.observer.events()) {
+    if (ev.kind == Kind::kError) {
+      EXPECT_EQ(
+          ev.detail.rfind("catch-up read (1 jobs; made again at the next housekeeping pass)", 0),
+          0u)
+          << ev.detail;
+    }
+  }
   // A pass a second, up to :10:59 (a pass still running when the next is due skips it).
   while (clock_.Now() < kStart + minutes(10) + seconds(59) &&
          !b.observer.Await(Kind::kRunFinished, 1, {}, milliseconds(50))) {  // a bounded real wait
