@@ -214,15 +214,29 @@ void MisfireHandler::CatchUpStep() {
   }
   Result<std::vector<JobState>> states = ctx_.coord().GetJobStates(ids);
   const bool read = states.ok() && states->size() == ids.size();
+  // A failed read of jobs answered by different parts of the backend (the primaries of a Redis
+  // Cluster, ClaimStore::ClaimRoute) is made again at once, one read per part, so that a part
+  // that cannot answer holds back only its own jobs.
+  std::map<std::string, std::vector<std::string>> parts;
+  const size_t asked = ids.size();
   if (!read) {
+    for (std::string& id : ids) {
+      std::string route = ctx_.coord().ClaimRoute(id);
+      parts[std::move(route)].push_back(std::move(id));
+    }
+    if (parts.size() == 1) ids = std::move(parts.begin()->second);
     states_missed_ = true;
-    ctx_.Emit(SchedulerEvent::Kind::kError, FireKey{},
-              "catch-up read (" + std::to_string(ids.size()) +
-                  " jobs; made again at the next housekeeping pass): " +
-                  (states.ok() ? std::string("a short answer") : states.status().ToString()));
+    ctx_.Emit(
+        SchedulerEvent::Kind::kError, FireKey{},
+        "catch-up read (" + std::to_string(asked) + " jobs; " +
+            (parts.size() > 1 ? "made again at once, one read per part of the backend"
+                              : "made again at the next housekeeping pass") +
+            "): " + (states.ok() ? std::string("a short answer") : states.status().ToString()));
   }
   MutexLock lock(table_.mu());
-  if (!read) {
+  if (!read && parts.size() > 1) {
+    for (auto& [route, part] : parts) catchup_queue_.push_front(std::move(part));
+  } else if (!read) {
     // Kept for the next housekeeping pass; the jobs' fires wait for it (held).
     read_failed_.insert(read_failed_.end(), std::make_move_iterator(ids.begin()),
                         std::make_move_iterator(ids.end()));

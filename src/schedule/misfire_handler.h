@@ -12,7 +12,10 @@
 // reaches for a job whose catch-up state is not read yet are held here (HoldLocked), the job's
 // read goes before the queued chunks, and its answer releases them. A read that fails is kept
 // and made again by the next housekeeping pass (RetryFailedCatchUpsLocked); the held fires wait
-// for it, and those whose claim window passed meanwhile go through the policy as missed.
+// for it, and those whose claim window passed meanwhile go through the policy as missed. A failed
+// read of jobs that different parts of the backend answer (ClaimStore::ClaimRoute: the primaries
+// of a Redis Cluster) is first made again at once, one read per part, so a part that cannot
+// answer holds back only its own jobs.
 //
 // Threads: the loop thread and housekeeping (...Locked), API callers (a job added after Start),
 // and pool workers (the submitted catch-up runs, skip records and state reads).

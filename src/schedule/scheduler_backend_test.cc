@@ -334,6 +334,64 @@ TEST_F(StartAfterAnOutage, AFailedCatchUpReadIsMadeAgainByTheNextPass) {
   ExpectEveryFireHandledOnce();
 }
 
+// Two parts of the backend, as the primaries of a Redis Cluster: job "n" is answered by part b,
+// which answers no state read and no claim while `b_down`; every other job by part a.
+class PartBDown : public testing::ForwardingCoordinator {
+ public:
+  using ForwardingCoordinator::ForwardingCoordinator;
+  std::string ClaimRoute(const std::string& job_id) const override {
+    return job_id == "n" ? "b" : "a";
+  }
+  Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& ids) override {
+    if (b_down && std::find(ids.begin(), ids.end(), "n") != ids.end()) {
+      return UnavailableError("part b down (test)");
+    }
+    return ForwardingCoordinator::GetJobStates(ids);
+  }
+  Result<ClaimOutcome> Claim(const ClaimRequest& req) override {
+    if (b_down && req.fire.job_id == "n") return UnavailableError("part b down (test)");
+    return ForwardingCoordinator::Claim(req);
+  }
+  std::atomic<bool> b_down{true};
+};
+
+// Node b starts after the outage while part b of the backend is down: the start-up read of both
+// jobs fails, is made again per part at once, and job m (part a) is caught up and fires on time
+// while part b is down; job n waits, and is caught up once part b answers.
+TEST_F(StartAfterAnOutage, APartOfTheBackendThatCannotAnswerHoldsBackOnlyItsOwnJobs) {
+  ASSERT_NO_FATAL_FAILURE(RunFirstFire());
+  JobSpec n = Minutely();
+  n.id = "n";
+  ASSERT_TRUE(backend_.RecordSkipped(FireKey{"n", kStart + minutes(1)}, "a", "misfire").ok());
+  PartBDown coord(backend_);
+  SchedulerOptions opts;
+  opts.housekeeping_interval = seconds(1);
+  Node b("b", coord, exec_, clock_, opts);
+  ASSERT_TRUE(b.scheduler->AddJob(Minutely()).ok());
+  ASSERT_TRUE(b.scheduler->AddJob(n).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  ASSERT_TRUE(exec_.AwaitFinished(1));  // m's :10, the latest missed fire, with part b down
+  AdvanceTo(clock_, kStart + minutes(11));
+  ASSERT_TRUE(exec_.AwaitFinished(2));                   // m's :11, on time
+  AdvanceTo(clock_, kStart + minutes(11) + seconds(5));  // n's :11 is a missed fire too now
+  for (const auto& a : exec_.attempts()) EXPECT_EQ(a.job_id, "m");
+  coord.b_down = false;
+  // A pass a second reads n's state again.
+  while (clock_.Now() < kStart + minutes(11) + seconds(30) &&
+         !b.observer.Await(Kind::kRunFinished, 3, {}, milliseconds(50))) {  // a bounded real wait
+    clock_.Advance(seconds(1));
+  }
+  ASSERT_TRUE(exec_.AwaitFinished(3));
+  ASSERT_TRUE(b.observer.Await(Kind::kSkipped, 8 + 9, "misfire"));
+  b.scheduler->Stop();
+  ExpectEveryFireHandledOnce();
+  std::map<Instant, int> records;
+  for (const RunRecord& r : History(backend_, "n")) ++records[r.scheduled_at];
+  for (int m = 1; m <= 11; ++m) EXPECT_EQ(records[kStart + minutes(m)], 1) << "n's fire at :" << m;
+  EXPECT_EQ(exec_.attempts().back().job_id, "n");
+  EXPECT_EQ(exec_.attempts().back().scheduled_at, kStart + minutes(11)) << "n's latest missed";
+}
+
 // Renewals hang (a dead connection) until released.
 class HangingRenewals : public testing::ForwardingCoordinator {
  public:
