@@ -147,6 +147,10 @@ void MisfireHandler::StartCatchUpLocked(std::vector<std::string> ids) {
   } else {
     catchup_queue_.push_back(std::move(ids));
   }
+  KickLocked();
+}
+
+void MisfireHandler::KickLocked() {
   if (catchup_busy_) return;
   catchup_busy_ = true;
   ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane);
@@ -162,9 +166,7 @@ void MisfireHandler::HoldLocked(const JobEntry& e, const std::vector<Instant>& m
   }
   if (!first) return;  // hurried already (or its read failed: the next pass makes it again)
   hurry_.push_back(e.spec->id);
-  if (catchup_busy_) return;
-  catchup_busy_ = true;
-  ctx_.pool().Submit([this] { CatchUpStep(); }, kClaimLane);
+  KickLocked();
 }
 
 void MisfireHandler::RetryFailedCatchUpsLocked() {
@@ -218,17 +220,12 @@ void MisfireHandler::CatchUpStep() {
   // Cluster, ClaimStore::ClaimRoute) is made again at once, one read per part, so that a part
   // that cannot answer holds back only its own jobs.
   std::map<std::string, std::vector<std::string>> parts;
-  const size_t asked = ids.size();
   if (!read) {
-    for (std::string& id : ids) {
-      std::string route = ctx_.coord().ClaimRoute(id);
-      parts[std::move(route)].push_back(std::move(id));
-    }
-    if (parts.size() == 1) ids = std::move(parts.begin()->second);
+    for (const std::string& id : ids) parts[ctx_.coord().ClaimRoute(id)].push_back(id);
     states_missed_ = true;
     ctx_.Emit(
         SchedulerEvent::Kind::kError, FireKey{},
-        "catch-up read (" + std::to_string(asked) + " jobs; " +
+        "catch-up read (" + std::to_string(ids.size()) + " jobs; " +
             (parts.size() > 1 ? "made again at once, one read per part of the backend"
                               : "made again at the next housekeeping pass") +
             "): " + (states.ok() ? std::string("a short answer") : states.status().ToString()));

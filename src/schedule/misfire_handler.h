@@ -80,6 +80,8 @@ class MisfireHandler {
   // Reads one queued chunk of job states and applies the policy; queues itself again while
   // chunks are left. Worker thread.
   void CatchUpStep() GNOMON_EXCLUDES(table_.mu());
+  // Submits a CatchUpStep unless one is queued or running.
+  void KickLocked() GNOMON_REQUIRES(table_.mu());
   // The next ids to read: held jobs' first, then the queue's front chunk; jobs read already (or
   // removed) are left out. Empty when none is left.
   std::vector<std::string> NextChunkLocked() GNOMON_REQUIRES(table_.mu());
