@@ -28,6 +28,7 @@
 #include "src/coord/conformance_helpers.h"
 #include "src/coord/coordinator_conformance.h"
 #include "src/coord/redis/redis_codec.h"
+#include "src/coord/redis/redis_layout_testing.h"
 #include "src/coord/redis/redis_scripts.h"
 #include "src/coord/redis/redis_store.h"
 #include "src/testing/free_port.h"
@@ -1423,6 +1424,36 @@ TEST(RedisClusterCoordinatorTest, TheAllJobsListingKeepsMaxRecordsTotal) {
   page = (*c)->ListRuns(first);
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   EXPECT_EQ(page->runs.size(), 1u);
+}
+
+// A Cluster's keyspace of the key-group layout (its groups spread over the three primaries) is
+// moved to the ledger layout with nothing lost: each move's script runs on its group's primary
+// and touches that slot's keys only (CheckKeyGroupMigration says what is checked).
+TEST(RedisClusterCoordinatorTest, AKeyspaceOfTheKeyGroupLayoutIsMigratedWithNothingLost) {
+  SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
+  TestCluster* cluster = SharedCluster();
+  gnomon::testing::FakeClock clock(Instant::FromUnixMillis(1'900'000'000'000));
+  Result<std::unique_ptr<RedisClusterClient>> client =
+      RedisClusterClient::Connect(ConfigFor(0), {{"127.0.0.1", cluster->seed()}}, 1);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::vector<int> primaries = cluster->Primaries();
+  ASSERT_EQ(primaries.size(), 3u);
+  gnomon::testing::CheckKeyGroupMigration(
+      [&](const std::string& key, const std::vector<std::string>& argv) {
+        Result<RedisReply> r = (*client)->Command(ClusterKeySlot(key), argv);
+        return r.ok() ? Text(r) : std::string();
+      },
+      [&](const std::string& pattern) {
+        std::vector<std::string> out;
+        for (int port : primaries) {
+          Result<RedisReply> r = cluster->Run(port, {"KEYS", pattern});
+          EXPECT_TRUE(r.ok() && r->type == RedisReply::Type::kArray) << port;
+          if (!r.ok()) continue;
+          for (const RedisReply& key : r->elements) out.push_back(key.str);
+        }
+        return out;
+      },
+      ClusterOptions("groups", clock), clock);
 }
 
 }  // namespace
