@@ -100,19 +100,30 @@ std::optional<Instant> JobTable::NextLocked(const JobEntry& e, Instant after) {
 
 void JobTable::KeepFailedLocked(const FireKey& fire) {
   auto it = jobs_.find(fire.job_id);
-  if (it != jobs_.end() && it->second.Waiting().failed.size() < kMaxMisfires) {
-    it->second.Waiting().failed.insert(fire.scheduled_at);
-  }
+  if (it == jobs_.end()) return;
+  std::set<Instant>& failed = WaitingLocked(it->second).failed;
+  if (failed.size() < kMaxMisfires) failed.insert(fire.scheduled_at);
 }
 
 void JobTable::NoteRetryLocked(JobEntry& e, Instant fire) {
-  if (e.Waiting().retried.insert(fire).second) retries_.fetch_add(1, std::memory_order_relaxed);
+  if (WaitingLocked(e).retried.insert(fire).second) {
+    retries_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+JobEntry::Backlog& JobTable::WaitingLocked(JobEntry& e) {
+  if (!e.backlog) {
+    e.backlog = std::make_unique<JobEntry::Backlog>();
+    backlogged_.insert(e.spec->id);
+  }
+  return *e.backlog;
 }
 
 void JobTable::DropBacklogLocked(JobEntry& e) {
   if (!e.backlog) return;
   retries_.fetch_sub(static_cast<int64_t>(e.backlog->retried.size()), std::memory_order_relaxed);
   e.backlog.reset();
+  backlogged_.erase(e.spec->id);
 }
 
 void JobTable::SettleRetryLocked(const FireKey& fire, bool elsewhere) {

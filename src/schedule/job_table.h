@@ -47,7 +47,7 @@ struct JobEntry {
   std::string pause_reason;
   int running = 0;
   // Fires waiting for the backend (allocated only while there are some: a million jobs mostly
-  // have none).
+  // have none; JobTable::WaitingLocked allocates it and lists the job in BackloggedLocked).
   struct Backlog {
     std::set<Instant> failed;      // fires whose claim failed on a backend error (retried)
     std::set<Instant> retried;     // failed fires claimed again on time (once), until settled
@@ -55,10 +55,6 @@ struct JobEntry {
     std::set<Instant> unrecorded_excluded;  // the same, of excluded instants (record_excluded)
   };
   std::unique_ptr<Backlog> backlog;
-  Backlog& Waiting() {
-    if (!backlog) backlog = std::make_unique<Backlog>();
-    return *backlog;
-  }
   // Attempts this node reported since the job's history was last pruned (capped).
   uint16_t runs_since_prune = 0;
   // The paused state above came from the state read (or local change) with this sequence
@@ -117,7 +113,12 @@ class JobTable {
   // fire is in its job's Backlog::retried until the backlog is dropped. RetriesAwaited() tells,
   // without the lock, whether any may be (so that the claim path takes the lock only then).
   void NoteRetryLocked(JobEntry& e, Instant fire) GNOMON_REQUIRES(mu_);
+  // The job's backlog, allocated if it has none.
+  JobEntry::Backlog& WaitingLocked(JobEntry& e) GNOMON_REQUIRES(mu_);
   void DropBacklogLocked(JobEntry& e) GNOMON_REQUIRES(mu_);
+  // The jobs that have a backlog, in id order: what a housekeeping pass looks at
+  // (MisfireHandler::RetryFailedClaimsLocked) instead of a walk over every job.
+  const std::set<std::string>& BackloggedLocked() const GNOMON_REQUIRES(mu_) { return backlogged_; }
   bool RetriesAwaited() const { return retries_.load(std::memory_order_relaxed) > 0; }
   // The answer to this node's claim of `fire`, if that was a retry: recorded here (claimed,
   // skipped for overlap or pause) settles it; claimed elsewhere puts it back in the failed
@@ -174,6 +175,7 @@ class JobTable {
   std::array<NextMemo, 2> next_memo_ GNOMON_GUARDED_BY(mu_);
   size_t next_memo_victim_ GNOMON_GUARDED_BY(mu_) = 0;
   std::vector<std::string> live_nodes_ GNOMON_GUARDED_BY(mu_);  // with a live heartbeat
+  std::set<std::string> backlogged_ GNOMON_GUARDED_BY(mu_);     // the jobs with a backlog
   std::atomic<int64_t> retries_{0};                  // entries of the Backlog::retried sets
   size_t live_peak_ GNOMON_GUARDED_BY(mu_) = 1;      // the largest live set of the last minute
   Duration live_peak_at_ GNOMON_GUARDED_BY(mu_){0};  // steady time of that peak

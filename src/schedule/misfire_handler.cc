@@ -70,7 +70,7 @@ void MisfireHandler::SubmitCatchUpOnce(const SpecPtr& spec, std::vector<Instant>
         auto decide_later = [&](size_t last) {
           MutexLock lock(table_.mu());
           if (JobEntry* e = table_.FindLocked(spec->id)) {
-            std::set<Instant>& failed = e->Waiting().failed;
+            std::set<Instant>& failed = table_.WaitingLocked(*e).failed;
             for (size_t k = 0; k <= last && failed.size() < kMaxMisfires; ++k) {
               failed.insert(batch[k]);
             }
@@ -128,8 +128,9 @@ void MisfireHandler::SubmitSkipRecords(const SpecPtr& spec, const std::vector<In
         MutexLock lock(table_.mu());
         if (JobEntry* e = table_.FindLocked(spec->id)) {
           for (Instant f : unwritten) {
+            JobEntry::Backlog& b = table_.WaitingLocked(*e);
             std::set<Instant>& unrecorded =
-                reason == "excluded" ? e->Waiting().unrecorded_excluded : e->Waiting().unrecorded;
+                reason == "excluded" ? b.unrecorded_excluded : b.unrecorded;
             if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
           }
         }
@@ -284,8 +285,13 @@ void MisfireHandler::CatchUpLocked(JobEntry& e, const JobState& state, Instant n
 
 void MisfireHandler::RetryFailedClaimsLocked() {
   const Instant now = ctx_.Now();
-  for (auto& [id, e] : table_.EntriesLocked()) {
-    if (!e.backlog) continue;
+  // (A copy: a backlog settled below leaves the list.)
+  const std::vector<std::string> backlogged(table_.BackloggedLocked().begin(),
+                                            table_.BackloggedLocked().end());
+  for (const std::string& id : backlogged) {
+    JobEntry* found = table_.FindLocked(id);
+    if (found == nullptr || !found->backlog) continue;
+    JobEntry& e = *found;
     std::set<Instant>& unrecorded = e.backlog->unrecorded;
     std::set<Instant>& excluded = e.backlog->unrecorded_excluded;
     std::set<Instant>& failed = e.backlog->failed;
