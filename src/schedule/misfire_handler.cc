@@ -127,10 +127,10 @@ void MisfireHandler::SubmitSkipRecords(const SpecPtr& spec, const std::vector<In
         if (unwritten.empty()) return;
         MutexLock lock(table_.mu());
         if (JobEntry* e = table_.FindLocked(spec->id)) {
+          JobEntry::Backlog& b = table_.WaitingLocked(*e);
+          std::set<Instant>& unrecorded =
+              reason == "excluded" ? b.unrecorded_excluded : b.unrecorded;
           for (Instant f : unwritten) {
-            JobEntry::Backlog& b = table_.WaitingLocked(*e);
-            std::set<Instant>& unrecorded =
-                reason == "excluded" ? b.unrecorded_excluded : b.unrecorded;
             if (unrecorded.size() < kMaxMisfires) unrecorded.insert(f);
           }
         }
