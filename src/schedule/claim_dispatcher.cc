@@ -13,13 +13,14 @@
 
 namespace gnomon::internal {
 
-void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) {
+void ClaimDispatcher::SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at,
+                                        uint32_t job_slot) {
   for (int s = 0; s < spec->shards; ++s) {
     FireKey fire{spec->id, scheduled_at, s, spec->shards};
     const int rank = table_.RankLocked(spec->id, s);
     if (rank == 0) {
       // Claimed together (the loop flushes the batch).
-      claim_batch_.push_back(Pending{spec, std::move(fire)});
+      claim_batch_.push_back(Pending{spec, std::move(fire), Claiming::kOnTime, job_slot});
     } else {
       loop_.PushLocked(Timer{DueAt(*spec, scheduled_at) + ctx_.options().takeover_delay * rank,
                              TimerKind::kTakeover, 0, std::move(fire)});
@@ -304,11 +305,11 @@ void ClaimDispatcher::ClaimBatch(std::vector<Pending> batch) {
   const Duration sent = ctx_.clock().SteadyNow();
   std::vector<Result<ClaimOutcome>> outs = ctx_.coord().ClaimMany(reqs);
   for (size_t i = 0; i < batch.size(); ++i) {
-    const auto& [spec, fire, why] = batch[i];
+    const auto& [spec, fire, why, job_slot] = batch[i];
     const Result<ClaimOutcome> out =
         i < outs.size() ? std::move(outs[i]) : Result<ClaimOutcome>(InternalError("no answer"));
     if (std::optional<Claim> won = AcceptClaim(*spec, fire, out, why != Claiming::kOnTime)) {
-      StartClaimed(spec, *won, sent, DueAt(*spec, fire.scheduled_at));
+      StartClaimed(spec, *won, sent, DueAt(*spec, fire.scheduled_at), job_slot);
     } else if (why == Claiming::kCatchUpOnce && fire.shard == 0 && out.ok() &&
                out->result == ClaimOutcome::Result::kAlreadyClaimed &&
                ctx_.coord().ClaimsMayBeWithdrawn()) {
@@ -321,11 +322,11 @@ void ClaimDispatcher::ClaimBatch(std::vector<Pending> batch) {
 // (the claim is this node's; no other node may run the fire), and one the stop could not start
 // within shutdown_grace is recorded cancelled and its lease released, not left to expire.
 void ClaimDispatcher::StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent,
-                                   Instant start) {
+                                   Instant start, uint32_t job_slot) {
   lease_.BeginStarting();
   MutexLock lock(table_.mu());
   const uint64_t id = ++unstarted_seq_;
-  unstarted_.emplace(id, Unstarted{spec, claim, sent});
+  unstarted_.emplace(id, Unstarted{spec, claim, sent, job_slot});
   if (start <= ctx_.Now()) {
     SubmitStartLocked(id);
     return;
@@ -345,8 +346,8 @@ void ClaimDispatcher::SubmitStartLocked(uint64_t id) {
           u = std::move(it->second);
           unstarted_.erase(it);
         }
-        driver_.RunFire(u->spec, u->claim.fire, u->claim, u->sent, {},
-                        [this] { lease_.EndStarting(); });
+        driver_.RunFire(u->spec, u->claim.fire, u->claim, u->sent,
+                        RunOptions{.job_slot = u->job_slot}, [this] { lease_.EndStarting(); });
       },
       kRunLane);
 }

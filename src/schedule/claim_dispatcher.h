@@ -50,8 +50,10 @@ class ClaimDispatcher {
   void Wire(MisfireHandler& misfire) { misfire_ = &misfire; }
 
   // An on-time fire: claimed now by its owner (gathered into the batch); the other nodes check
-  // after their rank's delay from when it is due (a takeover timer).
-  void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
+  // after their rank's delay from when it is due (a takeover timer). `job_slot`: the job's
+  // JobEntry::slot (RunOptions::job_slot).
+  void SubmitOwnedLocked(const SpecPtr& spec, Instant scheduled_at,
+                         uint32_t job_slot = JobTable::kNoSlot) GNOMON_REQUIRES(table_.mu());
   // A fire held for its job's catch-up read (MisfireHandler::HoldLocked), released by a
   // catch-up step: as SubmitOwnedLocked, and the loop is woken to flush the batch.
   void SubmitHeldLocked(const SpecPtr& spec, Instant scheduled_at) GNOMON_REQUIRES(table_.mu());
@@ -91,8 +93,8 @@ class ClaimDispatcher {
       GNOMON_EXCLUDES(table_.mu());
   // Runs a claimed fire on a worker at `start` (its instant, or when a scheduled fire is due:
   // its jitter offset later). `sent`: when its claim was sent (steady).
-  void StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent, Instant start)
-      GNOMON_EXCLUDES(table_.mu());
+  void StartClaimed(const SpecPtr& spec, const Claim& claim, Duration sent, Instant start,
+                    uint32_t job_slot = JobTable::kNoSlot) GNOMON_EXCLUDES(table_.mu());
 
   // overlap = buffer_one / buffer_all (docs/semantics.md "Overlap"): a fire whose claim found a
   // live run (kBusy) waits here and is claimed again every kBufferRetry. A kClaimRetry timer of
@@ -119,6 +121,7 @@ class ClaimDispatcher {
     SpecPtr spec;
     FireKey fire;
     Claiming why = Claiming::kOnTime;
+    uint32_t job_slot = JobTable::kNoSlot;  // RunOptions::job_slot
   };
   // One claim call per part of the backend (ClaimStore::ClaimRoute), each a task of its own.
   void SubmitBatches(std::vector<Pending> fires);
@@ -144,6 +147,7 @@ class ClaimDispatcher {
     SpecPtr spec;
     Claim claim;
     Duration sent;  // steady: when the claim was sent (the lease counts from there)
+    uint32_t job_slot = JobTable::kNoSlot;  // RunOptions::job_slot
   };
   std::unordered_map<uint64_t, Unstarted> unstarted_ GNOMON_GUARDED_BY(table_.mu());
   uint64_t unstarted_seq_ GNOMON_GUARDED_BY(table_.mu()) = 0;

@@ -13,12 +13,22 @@ JobEntry& JobTable::InstallLocked(const CompiledJob& compiled, bool& inserted) {
   auto [it, is_new] = jobs_.try_emplace(job.id);
   inserted = is_new;
   JobEntry& e = it->second;
+  if (is_new) {
+    if (free_slots_.empty()) {
+      e.slot = static_cast<uint32_t>(slots_.size());
+      slots_.push_back(&e);
+    } else {
+      e.slot = free_slots_.back();
+      free_slots_.pop_back();
+      slots_[e.slot] = &e;
+    }
+  }
   const bool schedule_changed =
       inserted || e.spec->schedule != job.schedule || e.spec->timezone != job.timezone;
   e.spec = std::make_shared<const JobSpec>(job);
   e.expr = compiled.schedule;
   e.rules = compiled.rules;
-  ++e.gen;
+  RenewGenLocked(e);
   if (inserted) {
     e.cursor = FirstCursor(job, now);
     e.catchup_until = now - ctx_.options().claim_grace - Duration(1);
@@ -39,6 +49,7 @@ void JobTable::RetainLocked(const std::set<std::string>& ids) {
       ++it;
     } else {
       DropBacklogLocked(it->second);
+      ReleaseSlotLocked(it->second);
       it = jobs_.erase(it);
     }
   }
@@ -49,8 +60,20 @@ bool JobTable::Remove(const std::string& id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return false;
   DropBacklogLocked(it->second);
+  ReleaseSlotLocked(it->second);
   jobs_.erase(it);
   return true;
+}
+
+void JobTable::ReleaseSlotLocked(const JobEntry& e) {
+  slots_[e.slot] = nullptr;
+  free_slots_.push_back(e.slot);
+}
+
+JobEntry* JobTable::AtLocked(uint32_t slot, uint64_t gen) {
+  if (slot >= slots_.size()) return nullptr;
+  JobEntry* e = slots_[slot];
+  return e != nullptr && e->gen == gen ? e : nullptr;
 }
 
 JobEntry* JobTable::FindLocked(const std::string& id) {
@@ -187,12 +210,14 @@ void JobTable::CountRunLocked(JobEntry& e) {
   if (e.runs_since_prune < UINT16_MAX) ++e.runs_since_prune;
 }
 
-void JobTable::AdjustRunning(const std::string& id, int delta, bool ran) {
+uint32_t JobTable::AdjustRunning(const std::string& id, int delta, bool ran, uint32_t slot) {
   MutexLock lock(mu_);
-  if (auto it = jobs_.find(id); it != jobs_.end()) {
-    it->second.running += delta;
-    if (ran) CountRunLocked(it->second);
-  }
+  JobEntry* e = slot < slots_.size() ? slots_[slot] : nullptr;
+  if (e == nullptr || e->spec->id != id) e = FindLocked(id);  // (moved, or no slot known)
+  if (e == nullptr) return kNoSlot;
+  e->running += delta;
+  if (ran) CountRunLocked(*e);
+  return e->slot;
 }
 
 void JobTable::MarkRan(const std::string& id) {

@@ -37,8 +37,11 @@ struct JobEntry {
   SpecPtr spec;
   std::shared_ptr<const CronExpr> expr;
   std::shared_ptr<const FireRules> rules;  // window, exclusions, jitter; null when none
-  uint64_t gen = 0;                        // bumps on every change; stale timers are dropped
-  Instant cursor;                          // fires at or before this were handled
+  // Unique over the table's life: taken anew on every change (JobTable::InstallLocked,
+  // RenewGenLocked), so a timer queued before it, or for an earlier job in the same slot, is
+  // dropped (JobTable::AtLocked).
+  uint64_t gen = 0;
+  Instant cursor;  // fires at or before this were handled
   std::optional<Instant> next;
   bool paused = false;
   // Its catch-up state (start, or added after) is not read yet: the loop holds its fires
@@ -60,6 +63,9 @@ struct JobEntry {
   // The paused state above came from the state read (or local change) with this sequence
   // number: an older read, answered late, does not overwrite it (JobTable::SetPausedLocked).
   uint32_t state_seq = 0;
+  // Its place in JobTable's slots: timers name their job by slot and generation, found without a
+  // search of the table (JobTable::AtLocked).
+  uint32_t slot = 0;
   // The catch-up pass covers the fires due up to here (claim_grace before the job was installed
   // or the scheduler started); the loop leaves them to it.
   Instant catchup_until;
@@ -67,6 +73,7 @@ struct JobEntry {
 
 class JobTable {
  public:
+  static constexpr uint32_t kNoSlot = UINT32_MAX;  // no slot known
   explicit JobTable(EngineContext& ctx) : ctx_(ctx) {}
   JobTable(const JobTable&) = delete;
   JobTable& operator=(const JobTable&) = delete;
@@ -87,6 +94,13 @@ class JobTable {
   bool Remove(const std::string& id) GNOMON_EXCLUDES(mu_);
   // Null when not defined.
   JobEntry* FindLocked(const std::string& id) GNOMON_REQUIRES(mu_);
+  // The entry in `slot` if it is still at generation `gen` (a timer's job, as queued); null when
+  // the job changed, was removed, or its slot went to another job since. No search: a timer is
+  // due for some job every few microseconds at a million jobs, and a search of the table per
+  // timer was a quarter of a node's CPU (docs/benchmarks.md "Scale").
+  JobEntry* AtLocked(uint32_t slot, uint64_t gen) GNOMON_REQUIRES(mu_);
+  // Gives the entry a new generation: the timers queued for it are dropped.
+  void RenewGenLocked(JobEntry& e) GNOMON_REQUIRES(mu_) { e.gen = ++gen_seq_; }
   const JobEntry* FindLocked(const std::string& id) const GNOMON_REQUIRES(mu_);
   std::map<std::string, JobEntry>& EntriesLocked() GNOMON_REQUIRES(mu_) { return jobs_; }
   // The job's definition; null when it is not defined.
@@ -149,7 +163,11 @@ class JobTable {
       GNOMON_EXCLUDES(mu_);
 
   // Counts attempts running here; `ran`: also marks the job's history as grown (MarkRan).
-  void AdjustRunning(const std::string& id, int delta, bool ran) GNOMON_EXCLUDES(mu_);
+  // `slot`: where the job's entry was (JobEntry::slot, carried by the run: RunOptions::job_slot,
+  // ActiveRun::job_slot), checked against the id before it is used, so that a run's start and
+  // end need no search of the table. Returns the entry's slot (kNoSlot when not defined).
+  uint32_t AdjustRunning(const std::string& id, int delta, bool ran, uint32_t slot = kNoSlot)
+      GNOMON_EXCLUDES(mu_);
   // A job whose history grew here since it was last pruned.
   void MarkRan(const std::string& id) GNOMON_EXCLUDES(mu_);
   // The jobs a housekeeping pass prunes: those whose history this node added a quarter of their
@@ -162,10 +180,17 @@ class JobTable {
 
  private:
   static void CountRunLocked(JobEntry& e);
+  // Frees the entry's slot. REQUIRES: the entry is about to be erased.
+  void ReleaseSlotLocked(const JobEntry& e) GNOMON_REQUIRES(mu_);
 
   EngineContext& ctx_;
   mutable Mutex mu_;
   std::map<std::string, JobEntry> jobs_ GNOMON_GUARDED_BY(mu_);
+  // Each entry at its JobEntry::slot (std::map keeps an entry in place until it is erased); free
+  // slots are null and listed in free_slots_ for reuse.
+  std::vector<JobEntry*> slots_ GNOMON_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_slots_ GNOMON_GUARDED_BY(mu_);
+  uint64_t gen_seq_ GNOMON_GUARDED_BY(mu_) = 0;  // the last generation given
   // NextLocked's last answers.
   struct NextMemo {
     std::shared_ptr<const CronExpr> expr;

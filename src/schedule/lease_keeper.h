@@ -49,6 +49,8 @@ struct ActiveRun {
   // A task to submit at resume_at (steady), or at once when the scheduler stops.
   std::optional<Duration> resume_at;
   std::function<void()> resume;
+  // The job's JobEntry::slot when the run started (a hint for JobTable::AdjustRunning).
+  uint32_t job_slot = UINT32_MAX;
 };
 
 class LeaseKeeper {

@@ -79,7 +79,7 @@ void RunDriver::RunFire(const SpecPtr& job, const FireKey& fire, std::optional<C
   r->active->claim = claim;
   r->active->last_ok_sent = claim_sent;
   lease_.Register(r->active);
-  table_.AdjustRunning(fire.job_id, +1, false);
+  r->active->job_slot = table_.AdjustRunning(fire.job_id, +1, false, opts.job_slot);
   AttemptStep(r);
 }
 

@@ -43,6 +43,8 @@ struct RunOptions {
   bool report_inline = false;
   // Why the fire runs, in its records from the claim on ("backfill by ops"); "" = scheduled.
   std::string cause;
+  // The job's JobEntry::slot, when the caller knows it (a hint for JobTable::AdjustRunning).
+  uint32_t job_slot = JobTable::kNoSlot;
 };
 
 class RunDriver {

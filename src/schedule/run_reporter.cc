@@ -106,7 +106,7 @@ void RunReporter::EndRun(const JobSpec& spec, const FireKey& fire,
                          const std::shared_ptr<ActiveRun>& run, RunOutcome final_outcome) {
   lease_.Unregister(run);
   // The last attempt's history mark (MarkRan) goes with the end of the run, one lock less.
-  table_.AdjustRunning(fire.job_id, -1, true);
+  table_.AdjustRunning(fire.job_id, -1, true, run->job_slot);
   if ((final_outcome == RunOutcome::kFailed || final_outcome == RunOutcome::kTimedOut) &&
       spec.max_consecutive_failures > 0) {
     Breaker(spec);

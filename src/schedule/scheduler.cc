@@ -100,8 +100,8 @@ class Scheduler::Impl {
         e.cursor = table_.FirstCursor(*e.spec, ctx_.started_at());
         e.catchup_until = ctx_.started_at() - ctx_.options().claim_grace - Duration(1);
         e.catchup_pending = true;
-        ++e.gen;
-        loop_.ScheduleNextLocked(id, e);
+        table_.RenewGenLocked(e);
+        loop_.ScheduleNextLocked(e);
         ids.push_back(id);
         if (ids.size() == internal::kStateBatch) {
           misfire_.StartCatchUpLocked(std::exchange(ids, {}));
@@ -205,7 +205,7 @@ class Scheduler::Impl {
     bool inserted = false;
     internal::JobEntry& e = table_.InstallLocked(job, inserted);
     children_.Track(job.spec);
-    loop_.ScheduleNextLocked(job.spec.id, e);
+    loop_.ScheduleNextLocked(e);
     loop_.WakeLocked();
     if (inserted && started_) {
       e.catchup_pending = true;

@@ -673,5 +673,48 @@ TEST_F(SchedulerTest, ARetryBackoffHoldsNoWorker) {
   scheduler.Stop();
 }
 
+// A timer names its job by slot and generation (JobTable::AtLocked): a removed job's timer, still
+// queued, must not fire the job that took its slot, here a disabled one.
+TEST_F(SchedulerTest, ARemovedJobsTimerDoesNotFireTheJobInItsPlace) {
+  Node n("node-a", coord_, exec_, clock_);
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  ASSERT_TRUE(n.scheduler->AddJob(Job("first", "0 0 * * * *")).ok());
+  ASSERT_TRUE(n.scheduler->RemoveJob("first").ok());
+  JobSpec off = Job("second", "0 0 * * * *");
+  off.enabled = false;
+  ASSERT_TRUE(n.scheduler->AddJob(off).ok());
+  ASSERT_TRUE(n.scheduler->AddJob(Job("witness", "0 0 * * * *")).ok());
+  for (int hour = 1; hour <= 2; ++hour) {
+    AdvanceTo(clock_, kStart + minutes(60 * hour));
+    ASSERT_TRUE(n.observer.Await(Kind::kRunFinished, hour)) << "hour " << hour;
+  }
+  n.scheduler->Stop();
+  std::vector<std::string> ran;
+  for (const RecordedAttempt& a : exec_.attempts()) ran.push_back(a.job_id);
+  EXPECT_EQ(ran, (std::vector<std::string>{"witness", "witness"}));
+}
+
+// A run counts itself on its job's entry through the slot it started with (JobTable::
+// AdjustRunning), checked against the job's id: the job that took the slot meanwhile is not
+// counted.
+TEST_F(SchedulerTest, ARunDoesNotCountOnTheJobThatTookItsJobsSlot) {
+  Node n("node-a", coord_, exec_, clock_);
+  exec_.SetBehavior([&](const JobSpec&, const RunContext& ctx) {
+    exec_.WaitForStopOrRelease(ctx);
+    return ExecResult{};
+  });
+  ASSERT_TRUE(n.scheduler->Start().ok());
+  ASSERT_TRUE(n.scheduler->AddJob(Job("first", "0 0 * * * *")).ok());
+  AdvanceTo(clock_, kStart + minutes(60));
+  ASSERT_TRUE(exec_.AwaitStarted(1));
+  EXPECT_EQ(n.scheduler->GetJob("first")->running, 1);
+  ASSERT_TRUE(n.scheduler->RemoveJob("first").ok());
+  ASSERT_TRUE(n.scheduler->AddJob(Job("second", "0 0 * * * *")).ok());
+  exec_.Release();
+  ASSERT_TRUE(exec_.AwaitFinished(1));
+  n.scheduler->Stop();  // (the run ends once its report is in)
+  EXPECT_EQ(n.scheduler->GetJob("second")->running, 0);
+}
+
 }  // namespace
 }  // namespace gnomon::scheduler_test

@@ -10,14 +10,35 @@
 namespace gnomon::internal {
 
 void TimerHeap::push(Timer t) {
-  heap_.push_back(std::move(t));
+  uint32_t fire = kNoFire;
+  if (t.kind == TimerKind::kDelayedFire || t.kind == TimerKind::kClaimRetry ||
+      t.kind == TimerKind::kTakeover) {
+    if (free_fires_.empty()) {
+      fire = static_cast<uint32_t>(fires_.size());
+      fires_.push_back(std::move(t.fire));
+    } else {
+      fire = free_fires_.back();
+      free_fires_.pop_back();
+      fires_[fire] = std::move(t.fire);
+    }
+  }
+  heap_.push_back(Entry{t.due, t.gen, t.slot, fire, t.kind});
   std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
 }
 
 Timer TimerHeap::pop() {
   std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-  Timer t = std::move(heap_.back());
+  const Entry e = heap_.back();
   heap_.pop_back();
+  Timer t{e.due, e.kind, e.gen, {}, e.slot};
+  if (e.fire != kNoFire) {
+    t.fire = std::move(fires_[e.fire]);
+    free_fires_.push_back(e.fire);
+    if (free_fires_.size() == fires_.size()) {
+      fires_.clear();
+      free_fires_.clear();
+    }
+  }
   return t;
 }
 
@@ -42,8 +63,7 @@ void TimerLoop::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void TimerLoop::ScheduleNextLocked(const std::string& id, JobEntry& e,
-                                   std::optional<std::optional<Instant>> known) {
+void TimerLoop::ScheduleNextLocked(JobEntry& e, std::optional<std::optional<Instant>> known) {
   if (!e.spec->enabled) {
     e.next.reset();
   } else {
@@ -62,7 +82,7 @@ void TimerLoop::ScheduleNextLocked(const std::string& id, JobEntry& e,
       wake = raw;
     }
   }
-  if (wake) timers_.push(Timer{*wake, TimerKind::kFire, e.gen, FireKey{id, {}, 0, 1}});
+  if (wake) timers_.push(Timer{*wake, TimerKind::kFire, e.gen, {}, e.slot});
 }
 
 void TimerLoop::WakeLocked() {
@@ -78,7 +98,7 @@ void TimerLoop::Loop() {
   MutexLock lock(table_.mu());
   while (!ctx_.Stopping()) {
     const Instant start = dispatch_->NextStartLocked().value_or(Instant::Max());
-    const Instant due = std::min(timers_.empty() ? Instant::Max() : timers_.top().due, start);
+    const Instant due = std::min(timers_.empty() ? Instant::Max() : timers_.top_due(), start);
     if (due > ctx_.Now()) {
       // Owned fires due together are claimed together: whatever was gathered goes before the
       // loop sleeps (checked here, not after the last due timer: Now() moves with the measured
@@ -114,8 +134,8 @@ void TimerLoop::HandleTimerLocked(const Timer& t) {
     case TimerKind::kTakeover: {
       // Every takeover due now goes in one batch: one FiresRecorded call for all of them.
       std::vector<std::pair<FireKey, Instant>> batch{{t.fire, t.due}};
-      while (!timers_.empty() && timers_.top().kind == TimerKind::kTakeover &&
-             timers_.top().due <= now) {
+      while (!timers_.empty() && timers_.top_kind() == TimerKind::kTakeover &&
+             timers_.top_due() <= now) {
         Timer next = timers_.pop();
         batch.emplace_back(std::move(next.fire), next.due);
       }
@@ -130,19 +150,21 @@ void TimerLoop::HandleTimerLocked(const Timer& t) {
       return;
     }
     case TimerKind::kFire:
-      if (JobEntry* e = table_.FindLocked(t.fire.job_id); e && t.gen == e->gen) {
-        HandleFireLocked(t, *e);  // (a stale generation was superseded by a change of the job)
-      }
+      // (A stale generation was superseded by a change of the job, or the job was removed.)
+      if (JobEntry* e = table_.AtLocked(t.slot, t.gen)) HandleFireLocked(*e);
       return;
-    case TimerKind::kDelayedFire:
-      if (JobEntry* e = table_.FindLocked(t.fire.job_id); e && e->spec->enabled) {
-        HandleDelayedLocked(t, *e);
-      }
+    case TimerKind::kDelayedFire: {
+      // The job as it is now, changed since or not.
+      JobEntry* e = table_.AtLocked(t.slot, t.gen);
+      if (e == nullptr) e = table_.FindLocked(t.fire.job_id);
+      if (e && e->spec->enabled) HandleDelayedLocked(t, *e);
       return;
+    }
   }
 }
 
-void TimerLoop::HandleFireLocked(const Timer& t, JobEntry& e) {
+void TimerLoop::HandleFireLocked(JobEntry& e) {
+  const std::string& id = e.spec->id;
   const Instant now = ctx_.Now();
   // Every fire in (cursor, now]: on-time ones are claimed, older ones are misfires (this node
   // stalled, or its clock stepped forward).
@@ -178,7 +200,7 @@ void TimerLoop::HandleFireLocked(const Timer& t, JobEntry& e) {
       // (due before the job was installed: the catch-up pass's business)
     } else if (due > horizon) {
       PushLocked(Timer{due - ctx_.AheadOf(*e.spec), TimerKind::kDelayedFire, e.gen,
-                       FireKey{t.fire.job_id, *f, 0, 1}});
+                       FireKey{id, *f, 0, 1}, e.slot});
     } else {
       (due < now - grace ? missed : on_time).push_back(*f);
     }
@@ -189,17 +211,17 @@ void TimerLoop::HandleFireLocked(const Timer& t, JobEntry& e) {
     misfire_->HoldLocked(e, missed, on_time);  // (its claims wait for its catch-up read)
   } else {
     misfire_->ApplyLocked(e, missed, now);
-    for (Instant f : on_time) dispatch_->SubmitOwnedLocked(e.spec, f);
+    for (Instant f : on_time) dispatch_->SubmitOwnedLocked(e.spec, f, e.slot);
   }
   // The owner records the excluded instants (a write that fails is retried by housekeeping); the
   // cursor moves past them (no allowed fire lies between).
   if (!excluded.empty()) {
     e.cursor = std::max(e.cursor, excluded.back());
-    if (table_.RankLocked(t.fire.job_id, 0) == 0) {
+    if (table_.RankLocked(id, 0) == 0) {
       misfire_->SubmitSkipRecords(e.spec, excluded, "excluded");
     }
   }
-  ScheduleNextLocked(t.fire.job_id, e, next);
+  ScheduleNextLocked(e, next);
 }
 
 void TimerLoop::CollectExcludedLocked(const JobEntry& e, Instant after, Instant until,
@@ -220,7 +242,7 @@ void TimerLoop::HandleDelayedLocked(const Timer& t, JobEntry& e) {
   const Instant now = ctx_.Now();
   const Instant due = DueAt(*e.spec, f);
   if (due - ctx_.AheadOf(*e.spec) > now) {  // the job's jitter grew since
-    PushLocked(Timer{due - ctx_.AheadOf(*e.spec), TimerKind::kDelayedFire, e.gen, t.fire});
+    PushLocked(Timer{due - ctx_.AheadOf(*e.spec), TimerKind::kDelayedFire, e.gen, t.fire, e.slot});
     return;
   }
   if (e.catchup_pending) {
@@ -228,7 +250,7 @@ void TimerLoop::HandleDelayedLocked(const Timer& t, JobEntry& e) {
   } else if (due < now - table_.TakeoverWindowLocked()) {
     misfire_->ApplyLocked(e, {f}, now);
   } else {
-    dispatch_->SubmitOwnedLocked(e.spec, f);
+    dispatch_->SubmitOwnedLocked(e.spec, f, e.slot);
   }
 }
 

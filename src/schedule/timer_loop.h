@@ -14,6 +14,7 @@
 #define GNOMON_SRC_SCHEDULE_TIMER_LOOP_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,25 +30,47 @@ class MisfireHandler;
 
 // kFire: a job's next instants; kDelayedFire: one fire whose jitter put it past the horizon its
 // instant was expanded in.
-enum class TimerKind { kFire, kDelayedFire, kClaimRetry, kTakeover, kHousekeeping, kStatePoll };
+enum class TimerKind : uint8_t {
+  kFire,
+  kDelayedFire,
+  kClaimRetry,
+  kTakeover,
+  kHousekeeping,
+  kStatePoll
+};
 struct Timer {
   Instant due;  // on the backend's clock
   TimerKind kind;
-  uint64_t gen;  // kFire, kDelayedFire: the job's generation when queued
-  FireKey fire;  // kFire: only its job_id; kDelayedFire: job_id and instant; others: the fire
+  uint64_t gen;       // kFire, kDelayedFire: the job's generation when queued
+  FireKey fire;       // kFire: nothing; kDelayedFire: job_id and instant; others: the fire
+  uint32_t slot = 0;  // kFire, kDelayedFire: the job's JobEntry::slot when queued
   bool operator>(const Timer& o) const { return due > o.due; }
 };
 
-// The timer min-heap (earliest due on top), as std::priority_queue but popping by move.
+// The timer min-heap (earliest due on top). Every push and pop walks a path of a heap that holds
+// a timer per job, so its entries are small and trivially moved (32 bytes): the FireKey of a
+// timer that carries one (kDelayedFire, kClaimRetry, kTakeover) waits beside the heap.
 class TimerHeap {
  public:
   bool empty() const { return heap_.empty(); }
-  const Timer& top() const { return heap_.front(); }
+  Instant top_due() const { return heap_.front().due; }
+  TimerKind top_kind() const { return heap_.front().kind; }
   void push(Timer t);
   Timer pop();
 
  private:
-  std::vector<Timer> heap_;
+  static constexpr uint32_t kNoFire = UINT32_MAX;
+  struct Entry {
+    Instant due;
+    uint64_t gen;
+    uint32_t slot;
+    uint32_t fire;  // its FireKey's index in fires_, or kNoFire
+    TimerKind kind;
+    bool operator>(const Entry& o) const { return due > o.due; }
+  };
+  std::vector<Entry> heap_;
+  std::vector<FireKey> fires_;        // the FireKeys of queued timers; free ones are listed in
+  std::vector<uint32_t> free_fires_;  // free_fires_ (and all dropped once every one is free)
 };
 
 class TimerLoop {
@@ -66,8 +89,7 @@ class TimerLoop {
   void PushLocked(Timer t) GNOMON_REQUIRES(table_.mu()) { timers_.push(std::move(t)); }
   // Queues the job's next fire after its cursor (none while it is disabled). `known`: that fire,
   // when the caller has it.
-  void ScheduleNextLocked(const std::string& id, JobEntry& e,
-                          std::optional<std::optional<Instant>> known = std::nullopt)
+  void ScheduleNextLocked(JobEntry& e, std::optional<std::optional<Instant>> known = std::nullopt)
       GNOMON_REQUIRES(table_.mu());
   // Makes the loop recompute what is due (a job changed, an earlier timer or start).
   void WakeLocked() GNOMON_REQUIRES(table_.mu());
@@ -83,7 +105,7 @@ class TimerLoop {
   void HandleTimerLocked(const Timer& t) GNOMON_REQUIRES(table_.mu());
   // A job's timer: every fire in (cursor, now + claim_ahead] is handled: claimed when due by
   // then (its instant plus its jitter offset), else given a kDelayedFire timer at its due instant.
-  void HandleFireLocked(const Timer& t, JobEntry& e) GNOMON_REQUIRES(table_.mu());
+  void HandleFireLocked(JobEntry& e) GNOMON_REQUIRES(table_.mu());
   // Appends the instants of the schedule in (after, until] that the job's exclusions leave out
   // inside its window, when it records them (record_excluded); at most kMaxMisfires.
   void CollectExcludedLocked(const JobEntry& e, Instant after, Instant until,
