@@ -94,6 +94,7 @@ class JobTable {
   bool Remove(const std::string& id) GNOMON_EXCLUDES(mu_);
   // Null when not defined.
   JobEntry* FindLocked(const std::string& id) GNOMON_REQUIRES(mu_);
+  const JobEntry* FindLocked(const std::string& id) const GNOMON_REQUIRES(mu_);
   // The entry in `slot` if it is still at generation `gen` (a timer's job, as queued); null when
   // the job changed, was removed, or its slot went to another job since. No search: a timer is
   // due for some job every few microseconds at a million jobs, and a search of the table per
@@ -101,7 +102,6 @@ class JobTable {
   JobEntry* AtLocked(uint32_t slot, uint64_t gen) GNOMON_REQUIRES(mu_);
   // Gives the entry a new generation: the timers queued for it are dropped.
   void RenewGenLocked(JobEntry& e) GNOMON_REQUIRES(mu_) { e.gen = ++gen_seq_; }
-  const JobEntry* FindLocked(const std::string& id) const GNOMON_REQUIRES(mu_);
   std::map<std::string, JobEntry>& EntriesLocked() GNOMON_REQUIRES(mu_) { return jobs_; }
   // The job's definition; null when it is not defined.
   SpecPtr Spec(const std::string& id) const GNOMON_EXCLUDES(mu_);

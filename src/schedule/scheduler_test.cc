@@ -707,13 +707,13 @@ TEST_F(SchedulerTest, ARunDoesNotCountOnTheJobThatTookItsJobsSlot) {
   ASSERT_TRUE(n.scheduler->AddJob(Job("first", "0 0 * * * *")).ok());
   AdvanceTo(clock_, kStart + minutes(60));
   ASSERT_TRUE(exec_.AwaitStarted(1));
-  EXPECT_EQ(n.scheduler->GetJob("first")->running, 1);
+  EXPECT_EQ(n.scheduler->GetJob("first").value().running, 1);
   ASSERT_TRUE(n.scheduler->RemoveJob("first").ok());
   ASSERT_TRUE(n.scheduler->AddJob(Job("second", "0 0 * * * *")).ok());
   exec_.Release();
   ASSERT_TRUE(exec_.AwaitFinished(1));
   n.scheduler->Stop();  // (the run ends once its report is in)
-  EXPECT_EQ(n.scheduler->GetJob("second")->running, 0);
+  EXPECT_EQ(n.scheduler->GetJob("second").value().running, 0);
 }
 
 }  // namespace

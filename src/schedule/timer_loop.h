@@ -68,6 +68,7 @@ class TimerHeap {
     TimerKind kind;
     bool operator>(const Entry& o) const { return due > o.due; }
   };
+  static_assert(sizeof(Entry) == 32);
   std::vector<Entry> heap_;
   std::vector<FireKey> fires_;        // the FireKeys of queued timers; free ones are listed in
   std::vector<uint32_t> free_fires_;  // free_fires_ (and all dropped once every one is free)
