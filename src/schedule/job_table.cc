@@ -124,7 +124,9 @@ std::optional<Instant> JobTable::NextLocked(const JobEntry& e, Instant after) {
 void JobTable::KeepFailedLocked(const FireKey& fire) {
   auto it = jobs_.find(fire.job_id);
   if (it == jobs_.end()) return;
-  std::set<Instant>& failed = WaitingLocked(it->second).failed;
+  JobEntry& e = it->second;
+  // (A parked job stays parked: its failed claims wait for it to be owned here.)
+  std::set<Instant>& failed = (e.backlog ? *e.backlog : WaitingLocked(e)).failed;
   if (failed.size() < kMaxMisfires) failed.insert(fire.scheduled_at);
 }
 
@@ -138,15 +140,26 @@ JobEntry::Backlog& JobTable::WaitingLocked(JobEntry& e) {
   if (!e.backlog) {
     e.backlog = std::make_unique<JobEntry::Backlog>();
     backlogged_.insert(e.spec->id);
+  } else if (e.backlog->parked) {
+    e.backlog->parked = false;
+    parked_.erase(e.spec->id);
+    backlogged_.insert(e.spec->id);
   }
   return *e.backlog;
+}
+
+void JobTable::ParkLocked(JobEntry& e) {
+  if (e.backlog->parked) return;
+  e.backlog->parked = true;
+  backlogged_.erase(e.spec->id);
+  parked_.insert(e.spec->id);
 }
 
 void JobTable::DropBacklogLocked(JobEntry& e) {
   if (!e.backlog) return;
   retries_.fetch_sub(static_cast<int64_t>(e.backlog->retried.size()), std::memory_order_relaxed);
+  (e.backlog->parked ? parked_ : backlogged_).erase(e.spec->id);
   e.backlog.reset();
-  backlogged_.erase(e.spec->id);
 }
 
 void JobTable::SettleRetryLocked(const FireKey& fire, bool elsewhere) {
@@ -163,7 +176,20 @@ void JobTable::SettleRetryLocked(const FireKey& fire, bool elsewhere) {
 }
 
 void JobTable::SetLiveNodes(std::vector<std::string> ids) {
+  std::vector<std::string> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
   MutexLock lock(mu_);
+  std::vector<std::string> before = live_nodes_;
+  std::sort(before.begin(), before.end());
+  if (sorted != before) {
+    for (const std::string& id : parked_) {
+      if (auto it = jobs_.find(id); it != jobs_.end() && it->second.backlog) {
+        it->second.backlog->parked = false;
+        backlogged_.insert(id);
+      }
+    }
+    parked_.clear();
+  }
   live_nodes_ = std::move(ids);
   const Duration steady = ctx_.clock().SteadyNow();
   if (live_nodes_.size() >= live_peak_ || steady - live_peak_at_ > std::chrono::minutes(1)) {

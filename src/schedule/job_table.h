@@ -56,6 +56,7 @@ struct JobEntry {
     std::set<Instant> retried;     // failed fires claimed again on time (once), until settled
     std::set<Instant> unrecorded;  // skipped fires whose record failed to be written (retried)
     std::set<Instant> unrecorded_excluded;  // the same, of excluded instants (record_excluded)
+    bool parked = false;                    // listed in JobTable's parked set (ParkLocked)
   };
   std::unique_ptr<Backlog> backlog;
   // Attempts this node reported since the job's history was last pruned (capped).
@@ -127,11 +128,19 @@ class JobTable {
   // fire is in its job's Backlog::retried until the backlog is dropped. RetriesAwaited() tells,
   // without the lock, whether any may be (so that the claim path takes the lock only then).
   void NoteRetryLocked(JobEntry& e, Instant fire) GNOMON_REQUIRES(mu_);
-  // The job's backlog, allocated if it has none.
+  // The job's backlog, allocated if it has none; a parked job is listed again.
   JobEntry::Backlog& WaitingLocked(JobEntry& e) GNOMON_REQUIRES(mu_);
   void DropBacklogLocked(JobEntry& e) GNOMON_REQUIRES(mu_);
-  // The jobs that have a backlog, in id order: what a housekeeping pass looks at
-  // (MisfireHandler::RetryFailedClaimsLocked) instead of a walk over every job.
+  // A job whose backlog holds only failed claims that this node keeps for when it owns the job
+  // (MisfireHandler::RetryFailedClaimsLocked): left out of BackloggedLocked until the live set
+  // changes (the ranks may change with it, SetLiveNodes) or other work joins its backlog
+  // (WaitingLocked). Its failed claims still gather (KeepFailedLocked). A fleet that runs late
+  // keeps the late takeovers of many jobs on every node, and a housekeeping pass walked them all
+  // under the engine lock each time (docs/benchmarks.md "Scale").
+  // REQUIRES: e.backlog.
+  void ParkLocked(JobEntry& e) GNOMON_REQUIRES(mu_);
+  // The jobs that have a backlog and are not parked, in id order: what a housekeeping pass looks
+  // at (MisfireHandler::RetryFailedClaimsLocked) instead of a walk over every job.
   const std::set<std::string>& BackloggedLocked() const GNOMON_REQUIRES(mu_) { return backlogged_; }
   bool RetriesAwaited() const { return retries_.load(std::memory_order_relaxed) > 0; }
   // The answer to this node's claim of `fire`, if that was a retry: recorded here (claimed,
@@ -140,7 +149,8 @@ class JobTable {
   // acknowledged, wait_replicas): the misfire policy reads its record once it is settled.
   void SettleRetryLocked(const FireKey& fire, bool elsewhere) GNOMON_REQUIRES(mu_);
 
-  // The live set (housekeeping), and its largest size of the last minute.
+  // The live set (housekeeping), and its largest size of the last minute. A set that differs
+  // from the last one (in any order) lists the parked jobs again.
   void SetLiveNodes(std::vector<std::string> ids) GNOMON_EXCLUDES(mu_);
   std::vector<std::string> LiveNodes() const GNOMON_EXCLUDES(mu_);
   // This node's rendezvous rank for the job's shard (0 = owner; always 0 without takeovers).
@@ -200,7 +210,8 @@ class JobTable {
   std::array<NextMemo, 2> next_memo_ GNOMON_GUARDED_BY(mu_);
   size_t next_memo_victim_ GNOMON_GUARDED_BY(mu_) = 0;
   std::vector<std::string> live_nodes_ GNOMON_GUARDED_BY(mu_);  // with a live heartbeat
-  std::set<std::string> backlogged_ GNOMON_GUARDED_BY(mu_);     // the jobs with a backlog
+  std::set<std::string> backlogged_ GNOMON_GUARDED_BY(mu_);     // jobs with a backlog, unparked
+  std::set<std::string> parked_ GNOMON_GUARDED_BY(mu_);         // ParkLocked
   std::atomic<int64_t> retries_{0};                  // entries of the Backlog::retried sets
   size_t live_peak_ GNOMON_GUARDED_BY(mu_) = 1;      // the largest live set of the last minute
   Duration live_peak_at_ GNOMON_GUARDED_BY(mu_){0};  // steady time of that peak

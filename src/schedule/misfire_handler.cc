@@ -320,8 +320,12 @@ void MisfireHandler::RetryFailedClaimsLocked() {
     }
     // The misfire decision for a job's failed claims is its owner's alone (nodes come back from
     // an outage at different moments, each with its own failed set: one decider keeps "once"
-    // once). The others keep theirs for when they become the owner.
-    if (table_.RankLocked(id, 0) != 0) continue;
+    // once). The others keep theirs for when they become the owner: parked, unless a retry of
+    // theirs is still to settle, until the live set changes (JobTable::ParkLocked).
+    if (table_.RankLocked(id, 0) != 0) {
+      if (retried.empty()) table_.ParkLocked(e);
+      continue;
+    }
     // A failed fire still inside claim_grace is not a misfire yet: it is claimed again, once, as
     // on time, unless a newer fire of the job was handed out already (claimed ahead, or the job
     // fires more often than claim_grace): an on-time claim now would give the older fire a

@@ -1027,6 +1027,60 @@ TEST(SchedulerTakeoverTest, TheFiresTakenOverTogetherAreClaimedInOneBatch) {
   for (const auto& [run, count] : per_fire) EXPECT_EQ(count, 1) << run;
 }
 
+// A peer's job whose takeover claim failed here: the fire is kept for when this node owns the
+// job, and parked while the live set stays (JobTable::ParkLocked), so that the passes of a node
+// that keeps many such fires do not walk them all. When the peer's heartbeat lapses the job is
+// this node's, and a pass hands the fire to the misfire policy: once, so the one missed fire runs
+// as a catch-up.
+TEST(SchedulerTakeoverTest, AFailedTakeoverIsDecidedOnceThePeersJobIsOwnedHere) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  CountingClaims coord(backend, kStart + seconds(30));
+  coord.pending = false;
+  NodeInfo hung;
+  hung.node_id = "a";
+  hung.started_at = kBoot;
+  ASSERT_TRUE(backend.Heartbeat(hung, seconds(17)).ok());  // live until kStart + 22 s
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.takeover_delay = milliseconds(500);
+  opts.housekeeping_interval = seconds(5);
+  Node b("b", coord, exec, clock, opts);
+  std::string id;
+  for (int k = 0; id.empty(); ++k) {
+    if (internal::RendezvousOwner({"a", "b"}, "p" + std::to_string(k), 0) == "a") {
+      id = "p" + std::to_string(k);
+    }
+  }
+  JobSpec job = Job(id, "*/10 * * * * *");
+  job.overlap = OverlapPolicy::kAllow;
+  ASSERT_TRUE(b.scheduler->AddJob(job).ok());
+  ASSERT_TRUE(b.scheduler->Start().ok());
+  for (int i = 0; i < 400 && b.scheduler->LiveNodes().size() != 2; ++i) {
+    b.observer.Await(Kind::kError, 1, {}, milliseconds(10));  // a bounded real wait
+  }
+  ASSERT_EQ(b.scheduler->LiveNodes().size(), 2u);
+  const std::string run10 = FireKey{id, kStart + seconds(10), 0, 1}.RunId();
+  auto runs_of = [&](const std::string& run_id) {
+    int n = 0;
+    for (const RecordedAttempt& at : exec.attempts()) n += at.run_id == run_id;
+    return n;
+  };
+  coord.down = true;  // the takeover of :10 at :10.5 fails
+  StepTo(clock, b, kStart + seconds(12), milliseconds(250));
+  coord.down = false;
+  // :20 is taken over; the passes at :15 and :20 keep :10 (a's job).
+  StepTo(clock, b, kStart + seconds(21), milliseconds(250));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  EXPECT_EQ(runs_of(run10), 0) << "decided by a node that does not own the job";
+  // a's heartbeat lapses at :22: the job is b's, and a pass decides :10.
+  StepTo(clock, b, kStart + seconds(41), milliseconds(250));
+  ASSERT_TRUE(exec.AwaitFinished(4));  // :20, :30, :40 and :10's catch-up
+  b.scheduler->Stop();
+  EXPECT_EQ(b.scheduler->LiveNodes().size(), 1u);
+  EXPECT_EQ(runs_of(run10), 1) << "the failed takeover was never decided";
+}
+
 // Job "t" (every 10 s, misfire = once) on node "a": :10 and :20 run; :30 cannot be claimed here
 // until :33, and a peer's claim of it stands while `coord.pending` (CountingClaims). The pass at
 // :35 hands :30 to the misfire policy: its catch-up's claim finds :30 claimed. (overlap = allow:
