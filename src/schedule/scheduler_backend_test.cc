@@ -985,6 +985,30 @@ TEST(SchedulerMisfireTest, TheOneMissedFireOfEachJobIsClaimedInBatches) {
   }
 }
 
+// A peer "a" whose heartbeat is live for `ttl` from now but that claims nothing (a hung node).
+void AddHungPeer(MemoryCoordinator& backend, Duration ttl) {
+  NodeInfo hung;
+  hung.node_id = "a";
+  hung.started_at = kBoot;
+  ASSERT_TRUE(backend.Heartbeat(hung, ttl).ok());
+}
+
+// Options of a node beside a hung peer: takeovers after 500 ms, a pass every 5 s.
+SchedulerOptions TakeoverOptions() {
+  SchedulerOptions opts;
+  opts.takeover_delay = milliseconds(500);
+  opts.housekeeping_interval = seconds(5);
+  return opts;
+}
+
+// True once `n` (started) sees `count` live nodes; a bounded real wait for its first pass.
+bool AwaitLiveNodes(Node& n, size_t count) {
+  for (int i = 0; i < 400 && n.scheduler->LiveNodes().size() != count; ++i) {
+    n.observer.Await(Kind::kError, 1, {}, milliseconds(10));
+  }
+  return n.scheduler->LiveNodes().size() == count;
+}
+
 // A peer whose heartbeat is live but that claims nothing (a hung node): this node takes its
 // fires over after takeover_delay, every fire due together in one claim batch rather than a
 // claim call per fire.
@@ -993,15 +1017,9 @@ TEST(SchedulerTakeoverTest, TheFiresTakenOverTogetherAreClaimedInOneBatch) {
   MemoryCoordinator backend(clock);
   CountingClaims coord(backend, kStart + seconds(30));
   coord.pending = false;
-  NodeInfo hung;
-  hung.node_id = "a";
-  hung.started_at = kBoot;
-  ASSERT_TRUE(backend.Heartbeat(hung, minutes(10)).ok());
+  ASSERT_NO_FATAL_FAILURE(AddHungPeer(backend, minutes(10)));
   RecordingExecutor exec;
-  SchedulerOptions opts;
-  opts.takeover_delay = milliseconds(500);
-  opts.housekeeping_interval = seconds(5);
-  Node b("b", coord, exec, clock, opts);
+  Node b("b", coord, exec, clock, TakeoverOptions());
   constexpr int kJobs = 40;
   int owned_by_a = 0;
   for (int k = 0; k < kJobs; ++k) {
@@ -1012,10 +1030,7 @@ TEST(SchedulerTakeoverTest, TheFiresTakenOverTogetherAreClaimedInOneBatch) {
   ASSERT_GT(owned_by_a, 0);
   ASSERT_LT(owned_by_a, kJobs);
   ASSERT_TRUE(b.scheduler->Start().ok());
-  for (int i = 0; i < 400 && b.scheduler->LiveNodes().size() != 2; ++i) {
-    b.observer.Await(Kind::kError, 1, {}, milliseconds(10));  // a bounded real wait
-  }
-  ASSERT_EQ(b.scheduler->LiveNodes().size(), 2u);
+  ASSERT_TRUE(AwaitLiveNodes(b, 2));
   StepTo(clock, b, kStart + seconds(11), milliseconds(250));
   ASSERT_TRUE(exec.AwaitFinished(kJobs));
   b.scheduler->Stop();
@@ -1037,15 +1052,9 @@ TEST(SchedulerTakeoverTest, AFailedTakeoverIsDecidedOnceThePeersJobIsOwnedHere) 
   MemoryCoordinator backend(clock);
   CountingClaims coord(backend, kStart + seconds(30));
   coord.pending = false;
-  NodeInfo hung;
-  hung.node_id = "a";
-  hung.started_at = kBoot;
-  ASSERT_TRUE(backend.Heartbeat(hung, seconds(17)).ok());  // live until kStart + 22 s
+  ASSERT_NO_FATAL_FAILURE(AddHungPeer(backend, seconds(17)));  // live until kStart + 22 s
   RecordingExecutor exec;
-  SchedulerOptions opts;
-  opts.takeover_delay = milliseconds(500);
-  opts.housekeeping_interval = seconds(5);
-  Node b("b", coord, exec, clock, opts);
+  Node b("b", coord, exec, clock, TakeoverOptions());
   std::string id;
   for (int k = 0; id.empty(); ++k) {
     if (internal::RendezvousOwner({"a", "b"}, "p" + std::to_string(k), 0) == "a") {
@@ -1056,10 +1065,7 @@ TEST(SchedulerTakeoverTest, AFailedTakeoverIsDecidedOnceThePeersJobIsOwnedHere) 
   job.overlap = OverlapPolicy::kAllow;
   ASSERT_TRUE(b.scheduler->AddJob(job).ok());
   ASSERT_TRUE(b.scheduler->Start().ok());
-  for (int i = 0; i < 400 && b.scheduler->LiveNodes().size() != 2; ++i) {
-    b.observer.Await(Kind::kError, 1, {}, milliseconds(10));  // a bounded real wait
-  }
-  ASSERT_EQ(b.scheduler->LiveNodes().size(), 2u);
+  ASSERT_TRUE(AwaitLiveNodes(b, 2));
   const std::string run10 = FireKey{id, kStart + seconds(10), 0, 1}.RunId();
   auto runs_of = [&](const std::string& run_id) {
     int n = 0;
