@@ -9,7 +9,8 @@ Redis Cluster.
                                                    SCALE_SETUPS: single,single-pinned,
                                                    cluster,cluster-wait (default single),
                                                    SCALE_PRIMARIES: 3,
-                                                   SCALE_REPLICAS: 0)
+                                                   SCALE_REPLICAS: 0,
+                                                   SCALE_SWEEP: 1 for the capacity sweep)
 
 For each setup of SCALE_SETUPS, one after another: "single" starts redis-server as
 bench/backend_bench.py does (appendonly yes, appendfsync everysec), "single-pinned" the same with
@@ -29,6 +30,13 @@ rewrote its AOF (INFO persistence, polled every 0.2 s). Prints, per setup, markd
 RESULT json line (and with two setups a table of both side by side). Fires cannot run twice (each
 run is a claimed fire: the backend refuses a second claim), so the runs summed over the nodes
 against the scheduled count is the share of the window's fires that ran.
+
+With SCALE_SWEEP=1, each setup looks for the highest rate it carries at the target (at least
+SCALE_TARGET_SHARE percent, default 95, of the window's fires run, and a worst-node p99 lateness
+under SCALE_TARGET_P99_MS, default 1000): the SCALE_KINDS mix and the same mix with 1 to
+SCALE_SWEEP_STEPS (default 7) more daily kinds (the same jobs, fewer of them on the frequent
+schedules: at a million jobs 24,058 fires/s down to 10,031), searched by bisection from the
+fastest, one run per step; it prints each step and a `SWEEP` json line per setup.
 """
 import json
 import os
@@ -261,6 +269,66 @@ def run_setup(setup, tool, params):
     return result
 
 
+def meets_target(result):
+    """Whether a run meets the sweep's target: the share of the window's fires run, and the
+    worst node's p99 lateness."""
+    share = 100.0 * result["ran"] / max(1, result["scheduled"])
+    p99_ms = max(n["p99_ms"] for n in result["nodes"])
+    return (share >= float(os.environ.get("SCALE_TARGET_SHARE", "95")) and
+            p99_ms < float(os.environ.get("SCALE_TARGET_P99_MS", "1000")))
+
+
+def sweep(setup, tool, params):
+    """The highest rate of the diluted mixes (params["kinds"] plus 0..SCALE_SWEEP_STEPS daily
+    kinds, fastest first) that `setup` carries at the target, found by bisection (a rate the
+    fleet carries is taken to mean it carries every slower one); one run per step."""
+    steps = int(os.environ.get("SCALE_SWEEP_STEPS", "7"))
+    mixes = [params["kinds"] + ["1d"] * extra for extra in range(steps + 1)]
+    tried = {}
+
+    def run(i):
+        if i not in tried:
+            tried[i] = run_setup(setup, tool, dict(params, kinds=mixes[i]))
+        return meets_target(tried[i])
+
+    lo, hi = 0, len(mixes) - 1  # the answer, if any, is in [lo, hi]
+    if not run(hi):
+        best = None
+    else:
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if run(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        best = lo
+    print("\n### bench-scale sweep: %s, %d jobs, the target: >= %s %% run, worst-node p99 "
+          "under %s ms\n" % (setup, params["jobs"], os.environ.get("SCALE_TARGET_SHARE", "95"),
+                              os.environ.get("SCALE_TARGET_P99_MS", "1000")))
+    print("| mix | fires/s scheduled | run | fires of the window run | worst-node p99 | "
+          "Redis cores | nodes' cores | meets |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for i in sorted(tried):
+        r = tried[i]
+        print("| %s | %.0f | %.0f | %.2f %% | %.2f s | %.2f | %.2f | %s |" % (
+            ",".join(params["kinds"]) + (" + %d × 1d" % i if i else ""), r["scheduled_rate"],
+            r["rate"],
+            100.0 * r["ran"] / max(1, r["scheduled"]),
+            max(n["p99_ms"] for n in r["nodes"]) / 1000.0, r["redis_cores"],
+            sum(n["cpu_s"] for n in r["nodes"]) / params["seconds"],
+            "yes" if meets_target(r) else "no"))
+    carried = tried[best]["scheduled_rate"] if best is not None else None
+    print("\n%s carries %s" % (
+        setup, "none of the mixes at the target" if carried is None
+        else "%.0f fires/s at the target%s" % (
+            carried, " (the fastest mix tried: at least that)" if best == 0 else "")))
+    print("SWEEP " + json.dumps({"setup": setup, "carried_rate": carried,
+                                 "carried_kinds": mixes[best] if best is not None else None,
+                                 "steps": [{"kinds": mixes[i], "rate": tried[i]["scheduled_rate"],
+                                            "meets": meets_target(tried[i])}
+                                           for i in sorted(tried)]}))
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
     tool = os.path.join(build, "bench", "fleet_load")
@@ -294,6 +362,10 @@ def main():
         "workers": os.environ.get("SCALE_WORKERS", "16"),
         "drain": float(os.environ.get("SCALE_DRAIN", "10")),
     }
+    if os.environ.get("SCALE_SWEEP") == "1":
+        for setup in setups:
+            sweep(setup, tool, params)
+        return 0
     done = [run_setup(setup, tool, params) for setup in setups]
     if len(done) > 1:
         print("\n### bench-scale: the setups side by side (same job set, one after another)\n")
