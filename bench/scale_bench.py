@@ -35,8 +35,9 @@ With SCALE_SWEEP=1, each setup looks for the highest rate it carries at the targ
 SCALE_TARGET_SHARE percent, default 95, of the window's fires run, and a worst-node p99 lateness
 under SCALE_TARGET_P99_MS, default 1000): the SCALE_KINDS mix and the same mix with 1 to
 SCALE_SWEEP_STEPS (default 7) more daily kinds (the same jobs, fewer of them on the frequent
-schedules: at a million jobs 24,058 fires/s down to 10,031), searched by bisection from the
-fastest, one run per step; it prints each step and a `SWEEP` json line per setup.
+schedules: at a million jobs 24,058 fires/s down to 10,031), one run per step: the slowest
+first, then bisecting toward the fastest; it prints each step and a `SWEEP` json line per
+setup.
 """
 import json
 import os
@@ -280,8 +281,9 @@ def meets_target(result):
 
 def sweep(setup, tool, params):
     """The highest rate of the diluted mixes (params["kinds"] plus 0..SCALE_SWEEP_STEPS daily
-    kinds, fastest first) that `setup` carries at the target, found by bisection (a rate the
-    fleet carries is taken to mean it carries every slower one); one run per step."""
+    kinds, fastest first) that `setup` carries at the target: the slowest is run first, then
+    the rest bisected (a rate the fleet carries is taken to mean it carries every slower one);
+    one run per step."""
     steps = int(os.environ.get("SCALE_SWEEP_STEPS", "7"))
     mixes = [params["kinds"] + ["1d"] * extra for extra in range(steps + 1)]
     tried = {}
@@ -311,9 +313,8 @@ def sweep(setup, tool, params):
     for i in sorted(tried):
         r = tried[i]
         print("| %s | %.0f | %.0f | %.2f %% | %.2f s | %.2f | %.2f | %s |" % (
-            ",".join(params["kinds"]) + (" + %d × 1d" % i if i else ""), r["scheduled_rate"],
-            r["rate"],
-            100.0 * r["ran"] / max(1, r["scheduled"]),
+            ",".join(params["kinds"]) + (" + %d × 1d" % i if i else ""),
+            r["scheduled_rate"], r["rate"], 100.0 * r["ran"] / max(1, r["scheduled"]),
             max(n["p99_ms"] for n in r["nodes"]) / 1000.0, r["redis_cores"],
             sum(n["cpu_s"] for n in r["nodes"]) / params["seconds"],
             "yes" if meets_target(r) else "no"))
@@ -321,7 +322,7 @@ def sweep(setup, tool, params):
     print("\n%s carries %s" % (
         setup, "none of the mixes at the target" if carried is None
         else "%.0f fires/s at the target%s" % (
-            carried, " (the fastest mix tried: at least that)" if best == 0 else "")))
+            carried, " (the fastest mix: it may carry more)" if best == 0 else "")))
     print("SWEEP " + json.dumps({"setup": setup, "carried_rate": carried,
                                  "carried_kinds": mixes[best] if best is not None else None,
                                  "steps": [{"kinds": mixes[i], "rate": tried[i]["scheduled_rate"],
