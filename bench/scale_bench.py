@@ -270,13 +270,10 @@ def run_setup(setup, tool, params):
     return result
 
 
-def meets_target(result):
-    """Whether a run meets the sweep's target: the share of the window's fires run, and the
-    worst node's p99 lateness."""
-    share = 100.0 * result["ran"] / max(1, result["scheduled"])
-    p99_ms = max(n["p99_ms"] for n in result["nodes"])
-    return (share >= float(os.environ.get("SCALE_TARGET_SHARE", "95")) and
-            p99_ms < float(os.environ.get("SCALE_TARGET_P99_MS", "1000")))
+def share_and_p99(result):
+    """A run's share of the window's fires run (percent) and its worst node's p99 lateness (ms)."""
+    return (100.0 * result["ran"] / max(1, result["scheduled"]),
+            max(n["p99_ms"] for n in result["nodes"]))
 
 
 def sweep(setup, tool, params):
@@ -285,13 +282,17 @@ def sweep(setup, tool, params):
     the rest bisected (a rate the fleet carries is taken to mean it carries every slower one);
     one run per step."""
     steps = int(os.environ.get("SCALE_SWEEP_STEPS", "7"))
+    target_share = float(os.environ.get("SCALE_TARGET_SHARE", "95"))
+    target_p99_ms = float(os.environ.get("SCALE_TARGET_P99_MS", "1000"))
     mixes = [params["kinds"] + ["1d"] * extra for extra in range(steps + 1)]
-    tried = {}
+    tried = {}  # mix index -> (RESULT dict, whether it meets the target)
 
     def run(i):
         if i not in tried:
-            tried[i] = run_setup(setup, tool, dict(params, kinds=mixes[i]))
-        return meets_target(tried[i])
+            r = run_setup(setup, tool, dict(params, kinds=mixes[i]))
+            share, p99_ms = share_and_p99(r)
+            tried[i] = (r, share >= target_share and p99_ms < target_p99_ms)
+        return tried[i][1]
 
     lo, hi = 0, len(mixes) - 1  # the answer, if any, is in [lo, hi]
     if not run(hi):
@@ -304,29 +305,28 @@ def sweep(setup, tool, params):
             else:
                 lo = mid + 1
         best = lo
-    print("\n### bench-scale sweep: %s, %d jobs, the target: >= %s %% run, worst-node p99 "
-          "under %s ms\n" % (setup, params["jobs"], os.environ.get("SCALE_TARGET_SHARE", "95"),
-                              os.environ.get("SCALE_TARGET_P99_MS", "1000")))
+    print("\n### bench-scale sweep: %s, %d jobs, the target: >= %g %% run, worst-node p99 "
+          "under %g ms\n" % (setup, params["jobs"], target_share, target_p99_ms))
     print("| mix | fires/s scheduled | run | fires of the window run | worst-node p99 | "
           "Redis cores | nodes' cores | meets |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for i in sorted(tried):
-        r = tried[i]
+        r, meets = tried[i]
+        share, p99_ms = share_and_p99(r)
         print("| %s | %.0f | %.0f | %.2f %% | %.2f s | %.2f | %.2f | %s |" % (
             ",".join(params["kinds"]) + (" + %d × 1d" % i if i else ""),
-            r["scheduled_rate"], r["rate"], 100.0 * r["ran"] / max(1, r["scheduled"]),
-            max(n["p99_ms"] for n in r["nodes"]) / 1000.0, r["redis_cores"],
-            sum(n["cpu_s"] for n in r["nodes"]) / params["seconds"],
-            "yes" if meets_target(r) else "no"))
-    carried = tried[best]["scheduled_rate"] if best is not None else None
+            r["scheduled_rate"], r["rate"], share, p99_ms / 1000.0, r["redis_cores"],
+            sum(n["cpu_s"] for n in r["nodes"]) / params["seconds"], "yes" if meets else "no"))
+    carried = tried[best][0]["scheduled_rate"] if best is not None else None
     print("\n%s carries %s" % (
         setup, "none of the mixes at the target" if carried is None
         else "%.0f fires/s at the target%s" % (
             carried, " (the fastest mix: it may carry more)" if best == 0 else "")))
     print("SWEEP " + json.dumps({"setup": setup, "carried_rate": carried,
                                  "carried_kinds": mixes[best] if best is not None else None,
-                                 "steps": [{"kinds": mixes[i], "rate": tried[i]["scheduled_rate"],
-                                            "meets": meets_target(tried[i])}
+                                 "steps": [{"kinds": mixes[i],
+                                            "rate": tried[i][0]["scheduled_rate"],
+                                            "meets": tried[i][1]}
                                            for i in sorted(tried)]}))
 
 
