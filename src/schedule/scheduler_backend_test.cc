@@ -1173,7 +1173,8 @@ TEST_F(MissedFireClaimedByAPeer, TheCatchUpWaitsForAClaimThatMayBeWithdrawn) {
          }();
   // The fires the clock reached run before the stop: on a slow machine (TSan) :50's start may
   // still wait for a worker when :30's catch-up ends, and the stop would cancel it. (The clock
-  // moves in 500 ms steps, so no fire is claimed ahead and unstarted here.)
+  // moves in 500 ms steps, so no fire is claimed ahead and unstarted here.) Due: :10 to :40,
+  // and :50 on to now.
   ASSERT_GE(clock.Now(), kStart + seconds(50)) << ":30 runs in a pass at :50 or later";
   const size_t due =
       4 + static_cast<size_t>((clock.Now() - (kStart + seconds(50))) / seconds(10)) + 1;
