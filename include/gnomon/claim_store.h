@@ -19,6 +19,7 @@
 #define GNOMON_CLAIM_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -133,6 +134,18 @@ class ClaimStore {
   // claimed, rather than take that claim as final (docs/semantics.md "Misfires"). Default false:
   // a granted claim stands.
   virtual bool ClaimsMayBeWithdrawn() const { return false; }
+  // Calls `listener` each time a part of the backend (ClaimRoute) moved to another server: a
+  // Redis Cluster's slot map gave slots to another primary (a failed primary's replica was
+  // promoted, or slots were moved). Claims that failed on the old server may succeed now, and
+  // the scheduler makes them again at once rather than at its next housekeeping pass. Called
+  // from the store's own threads; it must not block. Returns a handle for
+  // RemoveRoutesListener, after which it is not called (a call under way is waited for). The
+  // default never calls: one part, which does not move.
+  virtual int AddRoutesListener(std::function<void()> listener) {
+    (void)listener;
+    return 0;
+  }
+  virtual void RemoveRoutesListener(int handle) { (void)handle; }
 
   // Extends the lease to backend Now() + ttl. LeaseLost when fenced off (see the file comment).
   // On success, `claim.lease_expires_at` is updated.

@@ -130,6 +130,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -301,7 +302,9 @@ class RedisCoordinator final : public Coordinator {
   Result<std::vector<JobState>> GetJobStates(const std::vector<std::string>& job_ids) override;
   std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override;
   std::string ClaimRoute(const std::string& job_id) const override;
-  bool ClaimsMayBeWithdrawn() const override;  // with wait_replicas
+  bool ClaimsMayBeWithdrawn() const override;                      // with wait_replicas
+  int AddRoutesListener(std::function<void()> listener) override;  // a Cluster's slot map moved
+  void RemoveRoutesListener(int handle) override;
   Status Renew(gnomon::Claim& claim, Duration ttl) override;
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;
   Status Report(const gnomon::Claim& claim, const RunRecord& record, bool final) override;

@@ -42,11 +42,7 @@ void Housekeeping::BeatLocked() {
 
 void Housekeeping::PassLocked() {
   ResolveLostRuns();
-  {
-    MutexLock lock(table_.mu());
-    misfire_.RetryFailedCatchUpsLocked();
-    misfire_.RetryFailedClaimsLocked();
-  }
+  RetryFailed();
   // Pruning is heavier than the rest: every job about once a minute, spread over the passes (a
   // slice of the jobs per pass), so a node with many jobs never prunes them all at once.
   // One batch: a backend that can (Redis) prunes many jobs per call.
@@ -56,6 +52,12 @@ void Housekeeping::PassLocked() {
   }
   if (!prunes.empty()) (void)ctx_.coord().PruneHistoryMany(prunes);
   if (children_ != nullptr) children_->Sweep();
+}
+
+void Housekeeping::RetryFailed() {
+  MutexLock lock(table_.mu());
+  misfire_.RetryFailedCatchUpsLocked();
+  misfire_.RetryFailedClaimsLocked();
 }
 
 void Housekeeping::ResolveLostRuns() {

@@ -52,6 +52,10 @@ class Housekeeping {
   void Pass() GNOMON_EXCLUDES(pass_mu_);
   // One state poll (a poll asked for during a pass makes that pass go once more).
   void PollStates();
+  // Hands the failed claims and catch-up reads to the MisfireHandler now, as a pass does: the
+  // backend's routes moved (ClaimStore::AddRoutesListener), so a part that failed them may
+  // answer. Not serialized with a pass (each hand-over is under the job table's lock).
+  void RetryFailed();
   // At start, before the start-up catch-up reads every job's state (pause state included): the
   // backend's jobs version then. The state poll reads the pause states again only once the
   // version moved on from it (or a catch-up's read failed), not a second time at start.

@@ -95,6 +95,11 @@ class Scheduler::Impl {
       MutexLock lock(table_.mu());
       ctx_.set_started_at(ctx_.Now());
       ctx_.StartPool();
+      // A part of the backend that moved (a Cluster's failed primary replaced by its replica)
+      // may take the claims that failed there: they are made again now, not at the next pass.
+      routes_listener_ = ctx_.coord().AddRoutesListener([this] {
+        ctx_.pool().Submit([this] { housekeeping_.RetryFailed(); }, internal::kControlLane);
+      });
       std::vector<std::string> ids;
       for (auto& [id, e] : table_.EntriesLocked()) {
         e.cursor = table_.FirstCursor(*e.spec, ctx_.started_at());
@@ -122,6 +127,7 @@ class Scheduler::Impl {
       if (!started_ || ctx_.Stopping()) return;
       ctx_.SetStopping();
     }
+    ctx_.coord().RemoveRoutesListener(routes_listener_);
     // Runs waiting for a retry or a report's retry go on at once (and end: they see the stop).
     lease_.WakeAll();
     loop_.Join();
@@ -262,6 +268,7 @@ class Scheduler::Impl {
   internal::MisfireHandler misfire_;
   internal::Housekeeping housekeeping_;
   bool started_ GNOMON_GUARDED_BY(table_.mu()) = false;
+  int routes_listener_ = 0;  // ClaimStore::AddRoutesListener's handle (set in Start)
 };
 
 void Scheduler::Impl::BackfillNext(const std::shared_ptr<BackfillQueue>& q) {

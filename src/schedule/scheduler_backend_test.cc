@@ -750,6 +750,69 @@ TEST(SchedulerMisfireTest, OutageRunsItsLatestMissedFireAfterTheNextOnTimeFire) 
   }
 }
 
+// A backend whose parts can move (ClaimStore::AddRoutesListener), as a Redis Cluster's slot map
+// moves a failed primary's slots to its replica: Move() calls the listener as the store would.
+class MovingRoutes : public Outage {
+ public:
+  using Outage::Outage;
+  int AddRoutesListener(std::function<void()> listener) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    listener_ = std::move(listener);
+    return ++handles_;
+  }
+  void RemoveRoutesListener(int handle) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (handle == handles_) listener_ = nullptr;
+  }
+  void Move() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (listener_) listener_();
+  }
+  bool Listened() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return listener_ != nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  std::function<void()> listener_;
+  int handles_ = 0;
+};
+
+// A claim that failed because its part of the backend was down is made again as soon as the
+// backend says its routes moved (a failover), on time, not at the next housekeeping pass: the
+// fake clock stands still inside the fire's claim grace, so nothing else could claim it.
+TEST(SchedulerOutageTest, AFailedClaimIsMadeAgainWhenTheBackendsRoutesMove) {
+  FakeClock clock(kBoot);
+  MemoryCoordinator backend(clock);
+  MovingRoutes coord(backend);
+  RecordingExecutor exec;
+  SchedulerOptions opts;
+  opts.housekeeping_interval = minutes(10);  // the first pass runs at start, the next much later
+  Node a("a", coord, exec, clock, opts);
+  ASSERT_TRUE(a.scheduler->AddJob(Job("t", "*/10 * * * * *")).ok());
+  ASSERT_TRUE(a.scheduler->Start().ok());
+  ASSERT_TRUE(coord.Listened());
+  StepTo(clock, a, kStart + seconds(10), seconds(1));
+  ASSERT_TRUE(exec.AwaitFinished(1));
+  coord.down = true;
+  AdvanceTo(clock, kStart + seconds(20) + milliseconds(300));
+  ASSERT_TRUE(a.observer.Await(Kind::kError, 1, {}, seconds(10)));  // :20's claim failed
+  coord.down = false;
+  // The failed claim is kept just after its error event: move until it is made again.
+  for (int i = 0; i < 100 && !exec.AwaitStarted(2, milliseconds(100)); ++i) coord.Move();
+  ASSERT_TRUE(exec.AwaitFinished(2)) << "made again when the routes moved";
+  EXPECT_EQ(clock.Now(), kStart + seconds(20) + milliseconds(300)) << "the clock stood still";
+  a.scheduler->Stop();
+  EXPECT_FALSE(coord.Listened()) << "the listener goes with the stop";
+  const auto attempts = exec.attempts();
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[1].scheduled_at, kStart + seconds(20));
+  int catch_ups = 0;
+  for (const SchedulerEvent& e : a.observer.events()) catch_ups += e.catch_up;
+  EXPECT_EQ(catch_ups, 0) << "claimed as on time, inside its claim grace";
+}
+
 // A peer's claim of one fire (job "t") that its node may still withdraw, as a claim whose batch
 // too few replicas acknowledged (wait_replicas) is withdrawn: while `pending`, the fire reads as
 // claimed on time by "b" and running; withdrawn, it reads as never claimed.

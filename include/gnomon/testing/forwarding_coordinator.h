@@ -16,6 +16,10 @@ class ForwardingCoordinator : public Coordinator {
   Result<ClaimOutcome> Claim(const ClaimRequest& req) override { return t_.Claim(req); }
   std::string ClaimRoute(const std::string& job_id) const override { return t_.ClaimRoute(job_id); }
   bool ClaimsMayBeWithdrawn() const override { return t_.ClaimsMayBeWithdrawn(); }
+  int AddRoutesListener(std::function<void()> listener) override {
+    return t_.AddRoutesListener(std::move(listener));
+  }
+  void RemoveRoutesListener(int handle) override { t_.RemoveRoutesListener(handle); }
   Status Renew(gnomon::Claim& claim, Duration ttl) override { return t_.Renew(claim, ttl); }
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override {
     return t_.NextAttempt(claim, ttl);

@@ -242,11 +242,33 @@ Status RedisClusterClient::RefreshFrom(const std::string& host, int port) {
     return UnavailableError("redis cluster " + Address(host, port) + ": slot " +
                             std::to_string(unowned - owner.begin()) + " has no online primary");
   }
-  MutexLock lock(mu_);
-  nodes_ = std::move(nodes);
-  owner_ = owner;
-  stale_ = false;
+  bool moved = false;
+  {
+    MutexLock lock(mu_);
+    for (int slot = 0; slot < kClusterSlots && !moved; ++slot) {
+      moved = owner_[slot] >= 0 && nodes_[owner_[slot]].address != nodes[owner[slot]].address;
+    }
+    nodes_ = std::move(nodes);
+    owner_ = owner;
+    stale_ = false;
+  }
+  if (moved) {
+    MutexLock lock(listeners_mu_);
+    for (const auto& [handle, listener] : listeners_) listener();
+  }
   return Status::Ok();
+}
+
+int RedisClusterClient::AddMapListener(std::function<void()> listener) {
+  MutexLock lock(listeners_mu_);
+  const int handle = next_listener_++;
+  listeners_.emplace(handle, std::move(listener));
+  return handle;
+}
+
+void RedisClusterClient::RemoveMapListener(int handle) {
+  MutexLock lock(listeners_mu_);
+  listeners_.erase(handle);
 }
 
 Status RedisClusterClient::Refresh() {
@@ -340,6 +362,8 @@ void RedisClusterClient::ProbeLoop() {
     std::vector<Down> down;
     for (const auto& [address, d] : down_) down.push_back(d);
     lock.Unlock();
+    // A failover gives a down primary's slots to its replica: the map says so.
+    (void)Refresh();
     bool still_down = false;
     for (const Down& d : down) {
       RedisConnectionConfig config = base_;
@@ -355,8 +379,6 @@ void RedisClusterClient::ProbeLoop() {
         still_down = true;
       }
     }
-    // A failover gives a down primary's slots to its replica: the map says so.
-    if (still_down) (void)Refresh();
     lock.Lock();
     if (still_down) {
       probe_cv_.wait_for(lock.native(), kProbeGap, [&] {

@@ -24,11 +24,14 @@
 // io_timeout: a crashed, paused or cut-off server) marks it down: from then on a call routed to
 // it answers Unavailable at once, without I/O, so that one unreachable primary costs the callers
 // of the others nothing (RedisStore::EvalBatch sends each primary's part on its own thread). A
-// prober thread of the client tries it at once and then every kProbeGap (a fresh connection and
-// PING, so a dropped connection is down for one round trip only), and reads the map again
-// meanwhile (from the primaries that are up, then the seeds): the primary is up again when it
-// answers, and its slots go to its promoted replica when the cluster fails it over. The map is
-// never read from a primary held down.
+// prober thread of the client reads the map again (from the primaries that are up, then the
+// seeds) and tries it (a fresh connection and PING, so a dropped connection is down for one
+// round trip only), at once and then every kProbeGap: the primary is up again when it answers,
+// and its slots go to its promoted replica when the cluster fails it over. The map is read
+// before the probes, so that a probe of a paused or cut-off primary (a connection that waits
+// io_timeout) does not delay seeing its replica promoted. The map is never read from a primary
+// held down. A read that gives slots to another primary calls the map listeners
+// (AddMapListener): the scheduler then makes the claims that failed at once.
 //
 // Thread safety: every method is safe to call from many threads at once. mu_ guards the map,
 // the pools' index and the down set; no I/O happens under it. The pools live as long as the
@@ -94,7 +97,7 @@ class RedisClusterClient {
   static constexpr int kMaxRedirects = 5;
   static constexpr Duration kMinRefreshGap = std::chrono::milliseconds(100);
   static constexpr Duration kTryAgainGap = std::chrono::milliseconds(10);
-  static constexpr Duration kProbeGap = std::chrono::milliseconds(250);
+  static constexpr Duration kProbeGap = std::chrono::milliseconds(100);
 
   // Reads the slot map from the first of `seeds` that answers. `base`: the settings of every
   // connection (host and port are replaced per node; sentinels must be empty). `pool_size`
@@ -139,6 +142,12 @@ class RedisClusterClient {
   // Whether calls to the primary at "host:port" answer Unavailable at once (held down: its last
   // call failed and no probe has reached it since).
   bool IsDown(const std::string& address) const;
+  // Calls `listener` after each read of the map that gave a slot to another primary (a failed
+  // primary's replica promoted, slots moved), from the thread that read it, with no lock of the
+  // client held. It must not block. Returns a handle for RemoveMapListener, which waits for a
+  // call under way and ensures no later one.
+  int AddMapListener(std::function<void()> listener) GNOMON_EXCLUDES(listeners_mu_);
+  void RemoveMapListener(int handle) GNOMON_EXCLUDES(listeners_mu_);
 
  private:
   struct Node {
@@ -184,6 +193,10 @@ class RedisClusterClient {
   bool stopping_ GNOMON_GUARDED_BY(mu_) = false;
   std::condition_variable probe_cv_;  // wakes the prober: a primary went down, or stopping_
   std::thread prober_ GNOMON_GUARDED_BY(mu_);  // started by the first MarkDown
+  // Held while the listeners are called (never with mu_), so a removal waits for a call.
+  Mutex listeners_mu_;
+  std::map<int, std::function<void()>> listeners_ GNOMON_GUARDED_BY(listeners_mu_);
+  int next_listener_ GNOMON_GUARDED_BY(listeners_mu_) = 1;
 };
 
 }  // namespace gnomon::coord

@@ -507,6 +507,31 @@ TEST_F(RedisClusterServerTest, AMovedSlotIsFollowedAndTheMapReadAgain) {
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
 }
 
+// A read of the map that gives a slot to another primary calls the map listeners (the
+// scheduler's cue to make its failed claims again); a read that changes nothing does not, nor
+// one after the listener was removed.
+TEST_F(RedisClusterServerTest, AMapReadThatMovesASlotCallsTheListeners) {
+  std::unique_ptr<RedisClusterClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  std::atomic<int> calls{0};
+  const int handle = client->AddMapListener([&] { ++calls; });
+  ASSERT_TRUE(client->Refresh().ok());
+  EXPECT_EQ(calls.load(), 0) << "the same map";
+  const int slot = ClusterKeySlot("{listener-test}");
+  const int from = cluster_->PortOf(client->OwnerOf(slot));
+  const int to = cluster_->OtherPrimary(from);
+  ASSERT_NE(to, 0);
+  ASSERT_TRUE(cluster_->GiveSlot(slot, from, to));
+  ASSERT_TRUE(client->Refresh().ok());
+  EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
+  EXPECT_EQ(calls.load(), 1) << "the slot moved";
+  client->RemoveMapListener(handle);
+  ASSERT_TRUE(cluster_->GiveSlot(slot, to, from));
+  ASSERT_TRUE(client->Refresh().ok());
+  EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(from));
+  EXPECT_EQ(calls.load(), 1) << "removed: not called";
+}
+
 // During a migration (MIGRATING / IMPORTING and MIGRATE of one key of two): a moved key and a
 // new key are followed by ASK, a command over both halves gets TRYAGAIN until the migration
 // ends; after it, the slot's commands reach the new owner.

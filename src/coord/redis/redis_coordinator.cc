@@ -102,6 +102,13 @@ std::string RedisCoordinator::ClaimRoute(const std::string& job_id) const {
   return store_->AddressOf(store_->IndexBase(job_id));
 }
 bool RedisCoordinator::ClaimsMayBeWithdrawn() const { return store_->options().wait_replicas > 0; }
+int RedisCoordinator::AddRoutesListener(std::function<void()> listener) {
+  if (!store_->cluster()) return 0;
+  return store_->cluster_client().AddMapListener(std::move(listener));
+}
+void RedisCoordinator::RemoveRoutesListener(int handle) {
+  if (store_->cluster()) store_->cluster_client().RemoveMapListener(handle);
+}
 Status RedisCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
   return claims_->Renew(claim, ttl);
 }

@@ -47,6 +47,11 @@ class RedisStore {
   const std::string& shared() const { return shared_; }
   // True under a Redis Cluster.
   bool cluster() const { return cluster_ != nullptr; }
+  // The Cluster's client. REQUIRES: cluster().
+  RedisClusterClient& cluster_client() {
+    GNOMON_CHECK(cluster_ != nullptr);
+    return *cluster_;
+  }
   // The one primary's pool. REQUIRES: !cluster().
   RedisConnectionPool& conn() {
     GNOMON_CHECK(conn_ != nullptr);
