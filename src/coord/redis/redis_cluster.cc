@@ -359,11 +359,20 @@ void RedisClusterClient::ProbeLoop() {
       probe_cv_.wait(lock.native());
       continue;
     }
-    std::vector<Down> down;
-    for (const auto& [address, d] : down_) down.push_back(d);
     lock.Unlock();
     // A failover gives a down primary's slots to its replica: the map says so.
     (void)Refresh();
+    lock.Lock();
+    // A primary the map no longer names (its slots went to its promoted replica) is let go:
+    // nothing is routed to it, and it might not answer a probe for as long as it is away.
+    std::erase_if(down_, [&](const auto& entry) {
+      mu_.AssertHeld();
+      return std::none_of(nodes_.begin(), nodes_.end(),
+                          [&](const Node& n) { return n.address == entry.first; });
+    });
+    std::vector<Down> down;
+    for (const auto& [address, d] : down_) down.push_back(d);
+    lock.Unlock();
     bool still_down = false;
     for (const Down& d : down) {
       RedisConnectionConfig config = base_;

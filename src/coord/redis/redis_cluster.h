@@ -29,9 +29,11 @@
 // round trip only), at once and then every kProbeGap: the primary is up again when it answers,
 // and its slots go to its promoted replica when the cluster fails it over. The map is read
 // before the probes, so that a probe of a paused or cut-off primary (a connection that waits
-// io_timeout) does not delay seeing its replica promoted. The map is never read from a primary
-// held down. A read that gives slots to another primary calls the map listeners
-// (AddMapListener): the scheduler then makes the claims that failed at once.
+// io_timeout) does not delay seeing its replica promoted. A primary the map no longer names
+// (its replica took its slots) is let go: nothing is routed to it, so the prober stops once
+// the failover is seen. The map is never read from a primary held down. A read that gives slots
+// to another primary calls the map listeners (AddMapListener): the scheduler then makes the
+// claims that failed at once.
 //
 // Thread safety: every method is safe to call from many threads at once. mu_ guards the map,
 // the pools' index and the down set; no I/O happens under it. The pools live as long as the

@@ -848,6 +848,10 @@ TEST(RedisClusterFailoverTest, AKilledPrimarysSlotsAreReachedAtItsPromotedReplic
   EXPECT_EQ(Text(after), "before");
   EXPECT_NE((*client)->OwnerOf(slot), old_owner);
   EXPECT_EQ((*client)->Primaries().size(), 3u);
+  // The killed primary, which stays down, is no longer in the map: it is let go (the prober
+  // then stops) rather than probed for as long as it is away.
+  for (int i = 0; i < 50 && (*client)->IsDown(old_owner); ++i) RealWait(milliseconds(100));
+  EXPECT_FALSE((*client)->IsDown(old_owner));
 }
 
 // A claim of `job`'s fire at `at` by node "n1", overlap allowed.
