@@ -134,9 +134,10 @@ class ClaimStore {
   // claimed, rather than take that claim as final (docs/semantics.md "Misfires"). Default false:
   // a granted claim stands.
   virtual bool ClaimsMayBeWithdrawn() const { return false; }
-  // Calls `listener` each time a part of the backend (ClaimRoute) moved to another server: a
-  // Redis Cluster's slot map gave slots to another primary (a failed primary's replica was
-  // promoted, or slots were moved). Claims that failed on the old server may succeed now, and
+  // Calls `listener` each time a part of the backend (ClaimRoute) moved to another server or
+  // its server, found unreachable, answers again: a Redis Cluster's slot map gave slots to
+  // another primary (a failed primary's replica was promoted, or slots were moved), or a
+  // primary held down answered a probe. Claims that failed before may succeed now, and
   // the scheduler makes them again at once rather than at its next housekeeping pass. Called
   // from the store's own threads; it must not block. Returns a handle for
   // RemoveRoutesListener, after which it is not called (a call under way is waited for). The

@@ -252,21 +252,23 @@ Status RedisClusterClient::RefreshFrom(const std::string& host, int port) {
     owner_ = owner;
     stale_ = false;
   }
-  if (moved) {
-    MutexLock lock(listeners_mu_);
-    for (const auto& [handle, listener] : listeners_) listener();
-  }
+  if (moved) CallRoutesListeners();
   return Status::Ok();
 }
 
-int RedisClusterClient::AddMapListener(std::function<void()> listener) {
+void RedisClusterClient::CallRoutesListeners() {
+  MutexLock lock(listeners_mu_);
+  for (const auto& [handle, listener] : listeners_) listener();
+}
+
+int RedisClusterClient::AddRoutesListener(std::function<void()> listener) {
   MutexLock lock(listeners_mu_);
   const int handle = next_listener_++;
   listeners_.emplace(handle, std::move(listener));
   return handle;
 }
 
-void RedisClusterClient::RemoveMapListener(int handle) {
+void RedisClusterClient::RemoveRoutesListener(int handle) {
   MutexLock lock(listeners_mu_);
   listeners_.erase(handle);
 }
@@ -374,6 +376,7 @@ void RedisClusterClient::ProbeLoop() {
     for (const auto& [address, d] : down_) down.push_back(d);
     lock.Unlock();
     bool still_down = false;
+    bool answered = false;
     for (const Down& d : down) {
       RedisConnectionConfig config = base_;
       config.host = d.host;
@@ -384,10 +387,14 @@ void RedisClusterClient::ProbeLoop() {
         MutexLock up(mu_);
         down_.erase(Address(d.host, d.port));
         stale_ = true;  // its slots may have moved meanwhile
+        answered = true;
       } else {
         still_down = true;
       }
     }
+    // Back without a failover (a pause or a cut shorter than cluster-node-timeout): the claims
+    // that failed on it may be made now.
+    if (answered) CallRoutesListeners();
     lock.Lock();
     if (still_down) {
       probe_cv_.wait_for(lock.native(), kProbeGap, [&] {

@@ -32,8 +32,8 @@
 // io_timeout) does not delay seeing its replica promoted. A primary the map no longer names
 // (its replica took its slots) is let go: nothing is routed to it, so the prober stops once
 // the failover is seen. The map is never read from a primary held down. A read that gives slots
-// to another primary calls the map listeners (AddMapListener): the scheduler then makes the
-// claims that failed at once.
+// to another primary, and a probe that finds a held-down primary answering again, call the
+// routes listeners (AddRoutesListener): the scheduler then makes the claims that failed at once.
 //
 // Thread safety: every method is safe to call from many threads at once. mu_ guards the map,
 // the pools' index and the down set; no I/O happens under it. The pools live as long as the
@@ -145,11 +145,12 @@ class RedisClusterClient {
   // call failed and no probe has reached it since).
   bool IsDown(const std::string& address) const;
   // Calls `listener` after each read of the map that gave a slot to another primary (a failed
-  // primary's replica promoted, slots moved), from the thread that read it, with no lock of the
-  // client held. It must not block. Returns a handle for RemoveMapListener, which waits for a
+  // primary's replica promoted, slots moved) and after each probe that found a primary held down
+  // answering again, from the thread that read or probed, with no lock of the client held. It
+  // must not block. Returns a handle for RemoveRoutesListener, which waits for a
   // call under way and ensures no later one.
-  int AddMapListener(std::function<void()> listener) GNOMON_EXCLUDES(listeners_mu_);
-  void RemoveMapListener(int handle) GNOMON_EXCLUDES(listeners_mu_);
+  int AddRoutesListener(std::function<void()> listener) GNOMON_EXCLUDES(listeners_mu_);
+  void RemoveRoutesListener(int handle) GNOMON_EXCLUDES(listeners_mu_);
 
  private:
   struct Node {
@@ -175,6 +176,8 @@ class RedisClusterClient {
   void MarkDown(const std::string& host, int port, const std::string& why);
   // The prober thread: probes the primaries held down until the destructor stops it.
   void ProbeLoop();
+  // Calls every routes listener (AddRoutesListener).
+  void CallRoutesListeners() GNOMON_EXCLUDES(listeners_mu_, mu_);
 
   const RedisConnectionConfig base_;
   const std::vector<std::pair<std::string, int>> seeds_;

@@ -514,7 +514,7 @@ TEST_F(RedisClusterServerTest, AMapReadThatMovesASlotCallsTheListeners) {
   std::unique_ptr<RedisClusterClient> client = Client();
   ASSERT_NE(client, nullptr);
   std::atomic<int> calls{0};
-  const int handle = client->AddMapListener([&] { ++calls; });
+  const int handle = client->AddRoutesListener([&] { ++calls; });
   ASSERT_TRUE(client->Refresh().ok());
   EXPECT_EQ(calls.load(), 0) << "the same map";
   const int slot = ClusterKeySlot("{listener-test}");
@@ -525,7 +525,7 @@ TEST_F(RedisClusterServerTest, AMapReadThatMovesASlotCallsTheListeners) {
   ASSERT_TRUE(client->Refresh().ok());
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
   EXPECT_EQ(calls.load(), 1) << "the slot moved";
-  client->RemoveMapListener(handle);
+  client->RemoveRoutesListener(handle);
   ASSERT_TRUE(cluster_->GiveSlot(slot, to, from));
   ASSERT_TRUE(client->Refresh().ok());
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(from));
@@ -879,8 +879,8 @@ RedisOptions OptionsFor(const TestCluster& cluster, const std::string& prefix,
 // two reachable ones and answers Unavailable for the third; the primary is then held down, so
 // the next call to it fails at once without waiting for io_timeout; the lost-run scan lists the
 // other primaries' expired leases instead of failing. Resumed, the primary (or, when the cluster
-// failed it over meanwhile, its promoted replica) takes claims again once the client's prober
-// reaches it.
+// failed it over meanwhile, its promoted replica) is found by the client's prober, which calls
+// the routes listeners, and takes claims again.
 TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
   SKIP_WITHOUT_REDIS_CLUSTER_TOOLS();
   TestCluster cluster;
@@ -931,6 +931,8 @@ TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
   }
   clock.Advance(std::chrono::seconds(6));
 
+  std::atomic<int> routes_moved{0};
+  const int listener = (*c)->AddRoutesListener([&] { ++routes_moved; });
   cluster.SignalPort(primary_of(stalled), SIGSTOP);
   const Instant t1 = clock.Now();
   std::vector<Result<ClaimOutcome>> batch =
@@ -956,9 +958,12 @@ TEST(RedisClusterFailoverTest, AnUnreachablePrimaryHoldsBackOnlyItsOwnGroups) {
   for (const ExpiredFire& e : *lost) lost_jobs.insert(e.fire.job_id);
   EXPECT_EQ(lost_jobs, (std::set<std::string>{others[0], others[1]}));
 
-  // Back: a probe reaches it (or the promoted replica owns its slots), and it claims again (a
-  // later fire: the claim sent at t1 may have reached the paused server, which runs it when
-  // resumed).
+  // Back: a probe reaches it (or the promoted replica owns its slots), which calls the routes
+  // listener with no call of ours to find it out; and it claims again (a later fire: the claim
+  // sent at t1 may have reached the paused server, which runs it when resumed).
+  for (int i = 0; i < 100 && routes_moved.load() == 0; ++i) RealWait(milliseconds(100));
+  EXPECT_GT(routes_moved.load(), 0) << "the prober found it back, and said nothing";
+  (*c)->RemoveRoutesListener(listener);
   clock.Advance(std::chrono::seconds(2));
   Result<ClaimOutcome> back = UnavailableError("not tried");
   for (int i = 0; i < 100 && !back.ok(); ++i) {

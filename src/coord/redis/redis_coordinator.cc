@@ -104,10 +104,10 @@ std::string RedisCoordinator::ClaimRoute(const std::string& job_id) const {
 bool RedisCoordinator::ClaimsMayBeWithdrawn() const { return store_->options().wait_replicas > 0; }
 int RedisCoordinator::AddRoutesListener(std::function<void()> listener) {
   if (!store_->cluster()) return 0;
-  return store_->cluster_client().AddMapListener(std::move(listener));
+  return store_->cluster_client().AddRoutesListener(std::move(listener));
 }
 void RedisCoordinator::RemoveRoutesListener(int handle) {
-  if (store_->cluster()) store_->cluster_client().RemoveMapListener(handle);
+  if (store_->cluster()) store_->cluster_client().RemoveRoutesListener(handle);
 }
 Status RedisCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
   return claims_->Renew(claim, ttl);
