@@ -879,6 +879,69 @@ def c2_primary_paused(c, seconds):
     return res
 
 
+def c5_shared_primary_kill9(c, seconds):
+    """Cluster: kill -9 the primary of the shared slot ({~shared}: definitions, heartbeats, node
+    list, audit, the events channel), with wait_replicas=1; its replica is promoted and the
+    killed server stays down. Every-second jobs on each primary. Until the promotion the nodes
+    cannot heartbeat or read the live set or definitions; they keep the last ones they read. No
+    fire may run twice, and the shared primary's jobs miss fires only in the outage window
+    (kill to promotion; `shared_missed` counts them). The other primaries' jobs keep firing:
+    every fire of theirs in the outage runs once and starts within 1 s of its instant."""
+    if c.backend != "redis-cluster":
+        raise Skip("a Redis Cluster scenario (--backend redis-cluster)")
+    c.url_query = "?wait_replicas=1"
+    c.start_redis()
+    shared_key = "gnomon:default:{~shared}"
+    shared = c.cluster_owner(shared_key)
+    owner = {}  # job -> port of the primary holding its key group
+    by_port = {}
+    for i in range(200):
+        job = "tick" if i == 0 else "tick-%d" % i
+        port = c.cluster_owner(group_base(job))
+        owner[job] = port
+        by_port.setdefault(port, []).append(job)
+        if len(by_port) == 3 and all(len(j) >= 2 for j in by_port.values()):
+            break
+    jobs = [j for js in by_port.values() for j in js]
+    c.write_jobs(more_ticks=[j for j in jobs if j != "tick"])
+    for n in ("n1", "n2", "n3"):
+        c.start_node(n)
+    c.wait_ticks(3)
+    time.sleep(seconds / 2)
+    i = c.cluster_ports.index(shared)
+    down = now_ms()
+    c.cluster_procs[i].kill()
+    c.cluster_procs[i].wait()
+    wait_for(lambda: c.cluster_owner(shared_key) not in (None, shared), 30,
+             "a replica of the shared slot's primary to be promoted")
+    up = now_ms()
+    c.windows.append((down, up))
+    c.figures["promoted_s"] = round((up - down) / 1000, 2)
+    time.sleep(seconds)
+    res = c.check(every_second=tuple(jobs))
+    ran = {}
+    for r in c.starts():
+        if r["attempt"] == 1:
+            ran[(r["job"], checker.parse_rfc3339_ms(r["scheduled"]))] = r["started"]
+    worst, shared_missed = 0, 0
+    for job in jobs:
+        for at in range((down // 1000 + 1) * 1000, up, 1000):
+            if owner[job] == shared:
+                shared_missed += (job, at) not in ran
+            elif (job, at) not in ran:
+                res["violations"].append("%s@%d (another primary's job) did not run while the "
+                                         "shared slot was down" % (job, at))
+            elif ran[(job, at)] - at > 1000:
+                res["violations"].append("%s@%d (another primary's job) started %d ms late "
+                                         "while the shared slot was down"
+                                         % (job, at, ran[(job, at)] - at))
+            else:
+                worst = max(worst, ran[(job, at)] - at)
+    res["others_max_late_ms"] = worst
+    res["shared_missed"] = shared_missed
+    return res
+
+
 def c4_reshard(c, seconds):
     """Cluster: slots move between primaries, keys and all, while every-second jobs fire. From
     the shared slot's primary (src) to another (dst), one slot at a time, a second apart: the
@@ -1179,8 +1242,9 @@ def f4_redis_no_persistence(c, seconds):
 # The scenarios the etcd issue asks for (F4 and F8 are about Redis persistence and a Redis link).
 ETCD_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "F3", "F6", "F9-fast", "F9-slow", "F5"}
 # Faults of the gnomon nodes, C1 (a killed primary, wait_replicas), C2 (a paused primary), C3
-# (a killed primary: the failover time) and C4 (slots moving between primaries).
-CLUSTER_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "C1", "C2", "C3", "C4"}
+# (a killed primary: the failover time), C4 (slots moving between primaries) and C5 (the shared
+# slot's primary killed).
+CLUSTER_SCENARIOS = {"F14", "F1-fail", "F1-rerun", "F2", "C1", "C2", "C3", "C4", "C5"}
 
 SCENARIOS = [
     ("F14", f14_rolling_sigterm),
@@ -1188,6 +1252,7 @@ SCENARIOS = [
     ("C2", c2_primary_paused),
     ("C3", c3_primary_failover),
     ("C4", c4_reshard),
+    ("C5", c5_shared_primary_kill9),
     ("F1-fail", f1_fail),
     ("F1-rerun", f1_rerun),
     ("F2", f2_sigstop),
