@@ -135,9 +135,10 @@ class ClaimStore {
   // a granted claim stands.
   virtual bool ClaimsMayBeWithdrawn() const { return false; }
   // Calls `listener` each time a part of the backend (ClaimRoute) moved to another server or
-  // its server, found unreachable, answers again: a Redis Cluster's slot map gave slots to
-  // another primary (a failed primary's replica was promoted, or slots were moved), or a
-  // primary held down answered a probe. Claims that failed before may succeed now, and
+  // its server, found unreachable, answers again: Redis Sentinel named a new primary, a Redis
+  // Cluster's slot map gave slots to another primary (a failed primary's replica was promoted,
+  // or slots were moved), or a Cluster's primary held down answered a probe. Claims that failed
+  // before may succeed now, and
   // the scheduler makes them again at once rather than at its next housekeeping pass. Called
   // from the store's own threads; it must not block. Returns a handle for
   // RemoveRoutesListener, after which it is not called (a call under way is waited for). The

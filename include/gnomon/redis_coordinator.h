@@ -303,7 +303,7 @@ class RedisCoordinator final : public Coordinator {
   std::vector<Result<ClaimOutcome>> ClaimMany(const std::vector<ClaimRequest>& reqs) override;
   std::string ClaimRoute(const std::string& job_id) const override;
   bool ClaimsMayBeWithdrawn() const override;                      // with wait_replicas
-  int AddRoutesListener(std::function<void()> listener) override;  // Cluster: see claim_store.h
+  int AddRoutesListener(std::function<void()> listener) override;  // Sentinel, Cluster
   void RemoveRoutesListener(int handle) override;
   Status Renew(gnomon::Claim& claim, Duration ttl) override;
   Result<gnomon::Claim> NextAttempt(const gnomon::Claim& claim, Duration ttl) override;

@@ -169,7 +169,8 @@ RedisClusterClient::RedisClusterClient(RedisConnectionConfig base,
     : base_(std::move(base)),
       seeds_(std::move(seeds)),
       pool_size_(pool_size),
-      scripts_(std::move(scripts)) {
+      scripts_(std::move(scripts)),
+      routes_(base_.routes ? base_.routes : std::make_shared<RedisRoutes>()) {
   owner_.fill(-1);
 }
 
@@ -252,25 +253,8 @@ Status RedisClusterClient::RefreshFrom(const std::string& host, int port) {
     owner_ = owner;
     stale_ = false;
   }
-  if (moved) CallRoutesListeners();
+  if (moved) routes_->Changed();
   return Status::Ok();
-}
-
-void RedisClusterClient::CallRoutesListeners() {
-  MutexLock lock(listeners_mu_);
-  for (const auto& [handle, listener] : listeners_) listener();
-}
-
-int RedisClusterClient::AddRoutesListener(std::function<void()> listener) {
-  MutexLock lock(listeners_mu_);
-  const int handle = next_listener_++;
-  listeners_.emplace(handle, std::move(listener));
-  return handle;
-}
-
-void RedisClusterClient::RemoveRoutesListener(int handle) {
-  MutexLock lock(listeners_mu_);
-  listeners_.erase(handle);
 }
 
 Status RedisClusterClient::Refresh() {
@@ -394,7 +378,7 @@ void RedisClusterClient::ProbeLoop() {
     }
     // Back without a failover (a pause or a cut shorter than cluster-node-timeout): the claims
     // that failed on it may be made now.
-    if (answered) CallRoutesListeners();
+    if (answered) routes_->Changed();
     lock.Lock();
     if (still_down) {
       probe_cv_.wait_for(lock.native(), kProbeGap, [&] {

@@ -33,7 +33,7 @@
 // (its replica took its slots) is let go: nothing is routed to it, so the prober stops once
 // the failover is seen. The map is never read from a primary held down. A read that gives slots
 // to another primary, and a probe that finds a held-down primary answering again, call the
-// routes listeners (AddRoutesListener): the scheduler then makes the claims that failed at once.
+// routes listeners (routes()): the scheduler then makes the claims that failed at once.
 //
 // Thread safety: every method is safe to call from many threads at once. mu_ guards the map,
 // the pools' index and the down set; no I/O happens under it. The pools live as long as the
@@ -144,13 +144,11 @@ class RedisClusterClient {
   // Whether calls to the primary at "host:port" answer Unavailable at once (held down: its last
   // call failed and no probe has reached it since).
   bool IsDown(const std::string& address) const;
-  // Calls `listener` after each read of the map that gave a slot to another primary (a failed
-  // primary's replica promoted, slots moved) and after each probe that found a primary held down
-  // answering again, from the thread that read or probed, with no lock of the client held. It
-  // must not block. Returns a handle for RemoveRoutesListener, which waits for a
-  // call under way and ensures no later one.
-  int AddRoutesListener(std::function<void()> listener) GNOMON_EXCLUDES(listeners_mu_);
-  void RemoveRoutesListener(int handle) GNOMON_EXCLUDES(listeners_mu_);
+  // Its listeners are called (Changed) after each read of the map that gave a slot to another
+  // primary (a failed primary's replica promoted, slots moved) and after each probe that found a
+  // primary held down answering again, from the thread that read or probed, with no lock of the
+  // client held. The base config's (a store's), or the client's own when it has none.
+  RedisRoutes& routes() const { return *routes_; }
 
  private:
   struct Node {
@@ -176,8 +174,6 @@ class RedisClusterClient {
   void MarkDown(const std::string& host, int port, const std::string& why);
   // The prober thread: probes the primaries held down until the destructor stops it.
   void ProbeLoop();
-  // Calls every routes listener (AddRoutesListener).
-  void CallRoutesListeners() GNOMON_EXCLUDES(listeners_mu_, mu_);
 
   const RedisConnectionConfig base_;
   const std::vector<std::pair<std::string, int>> seeds_;
@@ -198,10 +194,7 @@ class RedisClusterClient {
   bool stopping_ GNOMON_GUARDED_BY(mu_) = false;
   std::condition_variable probe_cv_;  // wakes the prober: a primary went down, or stopping_
   std::thread prober_ GNOMON_GUARDED_BY(mu_);  // started by the first MarkDown
-  // Held while the listeners are called (never with mu_), so a removal waits for a call.
-  Mutex listeners_mu_;
-  std::map<int, std::function<void()>> listeners_ GNOMON_GUARDED_BY(listeners_mu_);
-  int next_listener_ GNOMON_GUARDED_BY(listeners_mu_) = 1;
+  const std::shared_ptr<RedisRoutes> routes_;  // called with no lock of the client held
 };
 
 }  // namespace gnomon::coord

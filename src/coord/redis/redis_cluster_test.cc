@@ -514,7 +514,7 @@ TEST_F(RedisClusterServerTest, AMapReadThatMovesASlotCallsTheListeners) {
   std::unique_ptr<RedisClusterClient> client = Client();
   ASSERT_NE(client, nullptr);
   std::atomic<int> calls{0};
-  const int handle = client->AddRoutesListener([&] { ++calls; });
+  const int handle = client->routes().Add([&] { ++calls; });
   ASSERT_TRUE(client->Refresh().ok());
   EXPECT_EQ(calls.load(), 0) << "the same map";
   const int slot = ClusterKeySlot("{listener-test}");
@@ -525,7 +525,7 @@ TEST_F(RedisClusterServerTest, AMapReadThatMovesASlotCallsTheListeners) {
   ASSERT_TRUE(client->Refresh().ok());
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(to));
   EXPECT_EQ(calls.load(), 1) << "the slot moved";
-  client->RemoveRoutesListener(handle);
+  client->routes().Remove(handle);
   ASSERT_TRUE(cluster_->GiveSlot(slot, to, from));
   ASSERT_TRUE(client->Refresh().ok());
   EXPECT_EQ(client->OwnerOf(slot), "127.0.0.1:" + std::to_string(from));

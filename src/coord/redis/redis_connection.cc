@@ -176,7 +176,10 @@ Status RedisConnection::DiscoverPrimaryLocked() {
       config_.host.assign(r->element[0]->str, r->element[0]->len);
       config_.port = std::atoi(r->element[1]->str);
       address_ = config_.host + ":" + std::to_string(config_.port);
-      if (config_.port > 0) return Status::Ok();
+      if (config_.port > 0) {
+        if (config_.routes) config_.routes->PrimaryIs(address_);
+        return Status::Ok();
+      }
     }
     last_error = where + " does not know master \"" + config_.sentinel_master + "\"";
   }

@@ -37,6 +37,7 @@
 
 #include "gnomon/status.h"
 #include "gnomon/time.h"
+#include "src/coord/redis/redis_routes.h"
 #include "src/coord/redis/redis_socket.h"
 
 struct redisReader;
@@ -58,6 +59,9 @@ struct RedisConnectionConfig {
   std::string sentinel_master;
   // TLS to the server and the sentinels; null = plain TCP. Shared by the connections of a pool.
   std::shared_ptr<const RedisTlsContext> tls;
+  // Told of each primary the sentinels name (RedisRoutes::PrimaryIs); shared by the connections
+  // of a store. Null: nobody is told.
+  std::shared_ptr<RedisRoutes> routes;
 };
 
 // A reply, owned (a copy of hiredis' redisReply).

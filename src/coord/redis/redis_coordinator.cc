@@ -103,12 +103,9 @@ std::string RedisCoordinator::ClaimRoute(const std::string& job_id) const {
 }
 bool RedisCoordinator::ClaimsMayBeWithdrawn() const { return store_->options().wait_replicas > 0; }
 int RedisCoordinator::AddRoutesListener(std::function<void()> listener) {
-  if (!store_->cluster()) return 0;
-  return store_->cluster_client().AddRoutesListener(std::move(listener));
+  return store_->routes().Add(std::move(listener));
 }
-void RedisCoordinator::RemoveRoutesListener(int handle) {
-  if (store_->cluster()) store_->cluster_client().RemoveRoutesListener(handle);
-}
+void RedisCoordinator::RemoveRoutesListener(int handle) { store_->routes().Remove(handle); }
 Status RedisCoordinator::Renew(gnomon::Claim& claim, Duration ttl) {
   return claims_->Renew(claim, ttl);
 }

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -159,19 +160,20 @@ class RedisServer {
                                      "--appendfsync",
                                      "always"};
     args.insert(args.end(), extra_.begin(), extra_.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, kRedisServer, nullptr, nullptr, argv.data(), environ) != 0) {
-      pid_ = -1;
-      return false;
+    return Spawn(std::move(args));
+  }
+  // Starts a Redis Sentinel instead, monitoring the primary on `primary_port` as "gmaster" (a
+  // quorum of 1; a primary silent for 1 s is down), and waits until it answers PING.
+  bool StartSentinel(int primary_port) {
+    const std::string conf = dir_ + "/sentinel.conf";
+    {
+      std::ofstream out(conf);
+      out << "port " << port_ << "\nbind 127.0.0.1\nprotected-mode no\ndir " << dir_ << "\nlogfile "
+          << dir_ << "/sentinel.log\nsentinel monitor gmaster 127.0.0.1 " << primary_port
+          << " 1\nsentinel down-after-milliseconds gmaster 1000\n"
+             "sentinel failover-timeout gmaster 10000\n";
     }
-    for (int i = 0; i < 500; ++i) {
-      Raw raw(port_, password_);
-      if (raw.ok() && raw.Str({"PING"}) == "PONG") return true;
-      RealWait(milliseconds(20));
-    }
-    return false;
+    return Spawn({kRedisServer, conf, "--sentinel"});
   }
   // SIGKILL (no shutdown save) and reap.
   void Kill() {
@@ -195,6 +197,22 @@ class RedisServer {
   void set_password(std::string p) { password_ = std::move(p); }
 
  private:
+  bool Spawn(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, kRedisServer, nullptr, nullptr, argv.data(), environ) != 0) {
+      pid_ = -1;
+      return false;
+    }
+    for (int i = 0; i < 500; ++i) {
+      Raw raw(port_, password_);
+      if (raw.ok() && raw.Str({"PING"}) == "PONG") return true;
+      RealWait(milliseconds(20));
+    }
+    return false;
+  }
+
   std::vector<std::string> extra_;
   std::string dir_;
   int port_ = 0;
@@ -1243,6 +1261,60 @@ TEST(RedisCoordinatorTest, ClaimsWaitForTheirReplicas) {
   RedisOptions bad = o;
   bad.wait_timeout = o.io_timeout;
   EXPECT_EQ(RedisCoordinator::Open(bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Under Sentinel, a failover tells the routes listeners (ClaimStore::AddRoutesListener) once,
+// when the first of the store's connections finds the promoted primary, so the scheduler makes
+// the claims that failed meanwhile at once; asking the sentinels again and hearing the same
+// primary (each other connection's reconnect) tells nobody.
+TEST(RedisCoordinatorTest, ASentinelFailoverCallsTheRoutesListenersOnce) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer primary({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(primary.Start());
+  RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  ASSERT_TRUE(replica.Start());
+  RedisServer sentinel;
+  ASSERT_TRUE(sentinel.StartSentinel(primary.port()));
+  Raw ask(sentinel.port());
+  bool knows = false;  // the sentinel learns of the replica from the primary's INFO
+  for (int i = 0; i < 300 && !knows; ++i) {
+    knows = ask.Str({"INFO", "sentinel"}).find("slaves=1") != std::string::npos;
+    if (!knows) RealWait(milliseconds(100));
+  }
+  ASSERT_TRUE(knows) << "the sentinel did not find the replica";
+  RedisOptions o = OptionsFor(primary.port());
+  o.host = "127.0.0.1";
+  o.port = 1;  // not used: the sentinel names the primary
+  o.sentinels = {{"127.0.0.1", sentinel.port()}};
+  o.sentinel_master = "gmaster";
+  o.connections = 4;
+  o.reconnect_backoff_min = milliseconds(100);
+  o.reconnect_backoff_max = milliseconds(200);
+  auto c = MustOpen(o);
+  ASSERT_NE(c, nullptr);
+  std::atomic<int> calls{0};
+  const int listener = c->AddRoutesListener([&] { ++calls; });
+  const Instant now = *c->Now();
+  ASSERT_TRUE(c->Claim(Req(Fire("j", now), "n")).ok());
+  EXPECT_EQ(calls.load(), 0) << "the primary it started with";
+
+  primary.Kill();
+  // Claims fail until the sentinel has promoted the replica and a connection asks it again.
+  Result<ClaimOutcome> after = UnavailableError("not tried");
+  for (int i = 1; i <= 300 && !after.ok(); ++i) {
+    after = c->Claim(Req(Fire("j", now + seconds(i)), "n"));
+    if (!after.ok()) RealWait(milliseconds(100));
+  }
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(ask.Array({"SENTINEL", "get-master-addr-by-name", "gmaster"}),
+            (std::vector<std::string>{"127.0.0.1", std::to_string(replica.port())}));
+  EXPECT_EQ(calls.load(), 1) << "the promoted primary, found";
+  // Every connection of the pool gets to the promoted primary: no second call.
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(c->Claim(Req(Fire("k" + std::to_string(i), now), "n")).ok());
+  }
+  EXPECT_EQ(calls.load(), 1);
+  c->RemoveRoutesListener(listener);
 }
 
 // Audit records written by the releases that stored an HTTP status list with its result, and a

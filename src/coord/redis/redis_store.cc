@@ -76,6 +76,7 @@ Result<RedisConnectionConfig> RedisStore::ConnectionConfigOf(const RedisOptions&
   config.backoff_max = options.reconnect_backoff_max;
   config.sentinels = options.sentinels;
   config.sentinel_master = options.sentinel_master;
+  config.routes = std::make_shared<RedisRoutes>();
   return config;
 }
 
@@ -190,7 +191,9 @@ RedisStore::RedisStore(const RedisOptions& options, const RedisConnectionConfig&
       config_(config),
       conn_(std::move(conn)),
       cluster_(std::move(cluster)),
-      unsafe_persistence_(unsafe_persistence) {}
+      unsafe_persistence_(unsafe_persistence) {
+  GNOMON_CHECK(config_.routes != nullptr);  // ConnectionConfigOf's, shared with the connections
+}
 
 std::string RedisStore::JobBase(const std::string& job_id) const {
   return redis::GroupBase(base_, redis::KeyGroup(job_id)) + ":job:" + job_id;

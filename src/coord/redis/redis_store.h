@@ -52,6 +52,9 @@ class RedisStore {
     GNOMON_CHECK(cluster_ != nullptr);
     return *cluster_;
   }
+  // Told when a part of the keyspace may be served elsewhere: a new primary named by the
+  // sentinels, a Cluster's slots moved or a primary back (redis_routes.h).
+  RedisRoutes& routes() const { return *config_.routes; }
   // The one primary's pool. REQUIRES: !cluster().
   RedisConnectionPool& conn() {
     GNOMON_CHECK(conn_ != nullptr);
