@@ -771,6 +771,28 @@ def kill_tick_primary(c):
     return i, port, down, now_ms()
 
 
+def start_ticks_on_every_primary(c):
+    """Starts the cluster and three nodes running every-second jobs `tick`, `tick-<k>` chosen so
+    that each primary holds the key groups of at least two. Returns (owner: job -> port of the
+    primary holding its key group, by_port: port -> its jobs, jobs)."""
+    c.start_redis()
+    owner = {}
+    by_port = {}
+    for i in range(200):
+        job = "tick" if i == 0 else "tick-%d" % i
+        port = c.cluster_owner(group_base(job))
+        owner[job] = port
+        by_port.setdefault(port, []).append(job)
+        if len(by_port) == 3 and all(len(j) >= 2 for j in by_port.values()):
+            break
+    jobs = [j for js in by_port.values() for j in js]
+    c.write_jobs(more_ticks=[j for j in jobs if j != "tick"])
+    for n in ("n1", "n2", "n3"):
+        c.start_node(n)
+    c.wait_ticks(3)
+    return owner, by_port, jobs
+
+
 def c1_primary_kill9(c, seconds):
     """Cluster: kill -9 the primary that holds tick's key group, with wait_replicas=1. Its replica
     is promoted (cluster-node-timeout 1 s); the killed node is restarted and rejoins as the new
@@ -821,23 +843,9 @@ def c2_primary_paused(c, seconds):
     cluster promotes its replica or the pause ends (misfire = once); no fire runs twice."""
     if c.backend != "redis-cluster":
         raise Skip("a Redis Cluster scenario (--backend redis-cluster)")
-    c.start_redis()
+    owner, by_port, jobs = start_ticks_on_every_primary(c)
     shared = c.cluster_owner("gnomon:default:{~shared}")
-    owner = {}  # job -> port of the primary holding its key group
-    by_port = {}
-    for i in range(200):
-        job = "tick" if i == 0 else "tick-%d" % i
-        port = c.cluster_owner(group_base(job))
-        owner[job] = port
-        by_port.setdefault(port, []).append(job)
-        if len(by_port) == 3 and all(len(j) >= 2 for j in by_port.values()):
-            break
     stopped = next(p for p in sorted(by_port) if p != shared)
-    jobs = [j for js in by_port.values() for j in js]
-    c.write_jobs(more_ticks=[j for j in jobs if j != "tick"])
-    for n in ("n1", "n2", "n3"):
-        c.start_node(n)
-    c.wait_ticks(3)
     time.sleep(seconds / 2)
     i = c.cluster_ports.index(stopped)
     down = now_ms()
@@ -890,23 +898,9 @@ def c5_shared_primary_kill9(c, seconds):
     if c.backend != "redis-cluster":
         raise Skip("a Redis Cluster scenario (--backend redis-cluster)")
     c.url_query = "?wait_replicas=1"
-    c.start_redis()
+    owner, by_port, jobs = start_ticks_on_every_primary(c)
     shared_key = "gnomon:default:{~shared}"
     shared = c.cluster_owner(shared_key)
-    owner = {}  # job -> port of the primary holding its key group
-    by_port = {}
-    for i in range(200):
-        job = "tick" if i == 0 else "tick-%d" % i
-        port = c.cluster_owner(group_base(job))
-        owner[job] = port
-        by_port.setdefault(port, []).append(job)
-        if len(by_port) == 3 and all(len(j) >= 2 for j in by_port.values()):
-            break
-    jobs = [j for js in by_port.values() for j in js]
-    c.write_jobs(more_ticks=[j for j in jobs if j != "tick"])
-    for n in ("n1", "n2", "n3"):
-        c.start_node(n)
-    c.wait_ticks(3)
     time.sleep(seconds / 2)
     i = c.cluster_ports.index(shared)
     down = now_ms()
