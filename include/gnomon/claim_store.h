@@ -138,11 +138,10 @@ class ClaimStore {
   // its server, found unreachable, answers again: Redis Sentinel named a new primary, a Redis
   // Cluster's slot map gave slots to another primary (a failed primary's replica was promoted,
   // or slots were moved), or a Cluster's primary held down answered a probe. Claims that failed
-  // before may succeed now, and
-  // the scheduler makes them again at once rather than at its next housekeeping pass. Called
-  // from the store's own threads; it must not block. Returns a handle for
-  // RemoveRoutesListener, after which it is not called (a call under way is waited for). The
-  // default never calls: one part, which does not move.
+  // before may succeed now, and the scheduler makes them again at once rather than at its next
+  // housekeeping pass. Called from the store's own threads; it must not block. Returns a handle
+  // for RemoveRoutesListener, after which it is not called (a call under way is waited for).
+  // The default never calls: one part, which does not move.
   virtual int AddRoutesListener(std::function<void()> listener) {
     (void)listener;
     return 0;
