@@ -793,6 +793,33 @@ def start_ticks_on_every_primary(c):
     return owner, by_port, jobs
 
 
+def check_others_on_time(c, res, owner, away, down, up, during):
+    """The jobs of the primaries other than `away` (owner: job -> primary port): each of their
+    fires due in down..up ran once as a first attempt, within 1 s of its instant; a violation in
+    `res` names each that did not. Sets res["others_max_late_ms"]; returns how many fires of
+    `away`'s own jobs in the window did not run."""
+    ran = {}
+    for r in c.starts():
+        if r["attempt"] == 1:
+            ran[(r["job"], checker.parse_rfc3339_ms(r["scheduled"]))] = r["started"]
+    worst, away_missed = 0, 0
+    for job, port in owner.items():
+        for at in range((down // 1000 + 1) * 1000, up, 1000):
+            if port == away:
+                away_missed += (job, at) not in ran
+            elif (job, at) not in ran:
+                res["violations"].append("%s@%d (another primary's job) did not run %s"
+                                         % (job, at, during))
+            else:
+                late = ran[(job, at)] - at
+                worst = max(worst, late)
+                if late > 1000:
+                    res["violations"].append("%s@%d (another primary's job) started %d ms late %s"
+                                             % (job, at, late, during))
+    res["others_max_late_ms"] = worst
+    return away_missed
+
+
 def c1_primary_kill9(c, seconds):
     """Cluster: kill -9 the primary that holds tick's key group, with wait_replicas=1. Its replica
     is promoted (cluster-node-timeout 1 s); the killed node is restarted and rejoins as the new
@@ -863,26 +890,7 @@ def c2_primary_paused(c, seconds):
     c.figures["failed_over"] = c.cluster_owner(key) != stopped
     time.sleep(seconds)
     res = c.check(every_second=tuple(jobs))
-    # The other primaries' jobs: each fire of the pause ran, on time.
-    ran = {}
-    for r in c.starts():
-        if r["attempt"] == 1 and owner.get(r["job"]) not in (None, stopped):
-            ran[(r["job"], checker.parse_rfc3339_ms(r["scheduled"]))] = r["started"]
-    worst = 0
-    for job in jobs:
-        if owner[job] == stopped:
-            continue
-        for at in range((down // 1000 + 1) * 1000, up, 1000):
-            if (job, at) not in ran:
-                res["violations"].append("%s@%d (another primary's job) did not run during the "
-                                         "pause" % (job, at))
-                continue
-            late = ran[(job, at)] - at
-            worst = max(worst, late)
-            if late > 1000:
-                res["violations"].append("%s@%d (another primary's job) started %d ms late "
-                                         "during the pause" % (job, at, late))
-    res["others_max_late_ms"] = worst
+    check_others_on_time(c, res, owner, stopped, down, up, "during the pause")
     res["jobs_stopped_primary"] = len(by_port[stopped])
     return res
 
@@ -913,26 +921,8 @@ def c5_shared_primary_kill9(c, seconds):
     c.figures["promoted_s"] = round((up - down) / 1000, 2)
     time.sleep(seconds)
     res = c.check(every_second=tuple(jobs))
-    ran = {}
-    for r in c.starts():
-        if r["attempt"] == 1:
-            ran[(r["job"], checker.parse_rfc3339_ms(r["scheduled"]))] = r["started"]
-    worst, shared_missed = 0, 0
-    for job in jobs:
-        for at in range((down // 1000 + 1) * 1000, up, 1000):
-            if owner[job] == shared:
-                shared_missed += (job, at) not in ran
-            elif (job, at) not in ran:
-                res["violations"].append("%s@%d (another primary's job) did not run while the "
-                                         "shared slot was down" % (job, at))
-            elif ran[(job, at)] - at > 1000:
-                res["violations"].append("%s@%d (another primary's job) started %d ms late "
-                                         "while the shared slot was down"
-                                         % (job, at, ran[(job, at)] - at))
-            else:
-                worst = max(worst, ran[(job, at)] - at)
-    res["others_max_late_ms"] = worst
-    res["shared_missed"] = shared_missed
+    res["shared_missed"] = check_others_on_time(c, res, owner, shared, down, up,
+                                                "while the shared slot was down")
     return res
 
 
